@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"klab/images"
+)
+
+func newKernelsCommand(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kernels",
+		Short: "Fetch, list and show kernels",
+		Long: `Kernels are Debian packages (debian:<series> or debian:<package version>)
+fetched through apt from the host's Debian mirror into klab's cache, or local
+bzImage files.`,
+	}
+	cmd.AddCommand(newKernelsFetchCommand(g), newKernelsListCommand(g), newKernelsShowCommand(g))
+	return cmd
+}
+
+type kernelsFetchOptions struct {
+	flavour string
+	refresh bool
+}
+
+func newKernelsFetchCommand(g *globalOptions) *cobra.Command {
+	o := &kernelsFetchOptions{}
+	cmd := &cobra.Command{
+		Use:   "fetch REF...",
+		Short: "Download Debian kernels into the cache",
+		Long: `Resolve each debian:<series> to the newest linux-image-<version>-<flavour> in
+bookworm, trixie, trixie-backports and sid, download it through apt with a
+private configuration (the mirror comes from the host's apt sources, or
+--debian-mirror / KLAB_DEBIAN_MIRROR), unpack the image, config and modules,
+and cache them. A second fetch is a cache hit that uses no network; --refresh
+looks for a newer package.`,
+		Example: `  klab kernels fetch debian:7.3
+  klab kernels fetch debian:6.1 debian:6.12 debian:7.2
+  klab kernels fetch --flavour amd64 debian:7.3
+  klab kernels fetch debian:7.3.4+deb13`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, ref := range args {
+				k, err := images.FetchDebian(cmd.Context(), ref, images.DebianOptions{
+					Mirror: g.mirror, CacheDir: g.cacheDir, Flavour: o.flavour, Refresh: o.refresh, Progress: os.Stderr,
+				})
+				if err != nil {
+					return err
+				}
+				fmt.Printf("%s\t%s\t%s\t%s\n", ref, k.Version, k.ID, k.Image)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")
+	cmd.Flags().BoolVar(&o.refresh, "refresh", false, "look for a newer package even when one is cached")
+	return cmd
+}
+
+func newKernelsListCommand(g *globalOptions) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List cached kernels",
+		Example: "  klab kernels list\n  klab kernels list --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ks, err := images.CachedKernels(g.cacheDir)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(ks)
+			}
+			if len(ks) == 0 {
+				fmt.Fprintln(os.Stderr, "no kernels cached yet; try: klab kernels fetch debian:7.3")
+				return nil
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tVERSION\tID\tPACKAGE")
+			for _, k := range ks {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s %s\n", k.Name, k.Version, k.ID, k.Package, k.PackageVersion)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newKernelsShowCommand(g *globalOptions) *cobra.Command {
+	var asJSON bool
+	var flavour string
+	cmd := &cobra.Command{
+		Use:   "show REF",
+		Short: "Show a kernel: version, ID, source package and paths",
+		Long: `Show a kernel's version, ID, source package and the paths of its image,
+config and modules. A Debian kernel that is not cached yet is fetched. With
+--json, the field "image" is the bzImage path.`,
+		Example: "  klab kernels show debian:7.3\n  klab kernels show debian:7.3 --json | jq -r .image\n  klab kernels show ./arch/x86/boot/bzImage",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, err := images.ResolveKernel(cmd.Context(), args[0], images.ResolveOptions{
+				Debian: images.DebianOptions{Mirror: g.mirror, CacheDir: g.cacheDir, Flavour: flavour, Progress: os.Stderr},
+			})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(k)
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			row := func(k, v string) {
+				if v != "" {
+					fmt.Fprintf(w, "%s:\t%s\n", k, v)
+				}
+			}
+			row("name", k.Name)
+			row("version", k.Version)
+			row("id", k.ID)
+			row("source", k.Source)
+			if k.Package != "" {
+				row("package", k.Package+" "+k.PackageVersion)
+			}
+			row("suite", k.Suite)
+			row("image", k.Image)
+			row("config", k.Config)
+			row("modules", k.Modules)
+			return w.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")
+	return cmd
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,96 @@
+// Command klab boots Linux kernels in QEMU guests with a u-root initramfs
+// and a Go agent, runs work in them, and saves what happened.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"klab/internal/paths"
+	"klab/lab"
+)
+
+// globalOptions are the flags every command shares.
+type globalOptions struct {
+	cacheDir string
+	runsDir  string
+	mirror   string
+	verbose  bool
+}
+
+func newRootCommand() *cobra.Command {
+	g := &globalOptions{}
+	root := &cobra.Command{
+		Use:   "klab",
+		Short: "Evaluate Linux kernel patches in QEMU guests",
+		Long: `klab boots real kernels (Debian packages or your own bzImage) in QEMU with a
+u-root initramfs and a Go guest agent, runs commands in the guest, watches the
+console for kernel splats, and saves every run with a manifest that is enough
+to repeat it.`,
+		Example: `  klab kernels fetch debian:7.3
+  klab boot --kernel debian:7.3 -- uname -r
+  klab boot --kernel ./arch/x86/boot/bzImage -- cat /proc/version
+  klab shell --kernel debian:7.3
+  klab doctor`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.cacheDir, "cache-dir", paths.CacheDir(), "cache for kernels and initramfs images (env KLAB_CACHE_DIR)")
+	pf.StringVar(&g.runsDir, "runs-dir", paths.RunsDir(), "where runs are saved (env KLAB_RUNS_DIR)")
+	pf.StringVar(&g.mirror, "debian-mirror", "", "Debian archive URI (env KLAB_DEBIAN_MIRROR; default: the host's apt sources)")
+	pf.BoolVarP(&g.verbose, "verbose", "v", false, "print more progress")
+	root.AddCommand(
+		newKernelsCommand(g),
+		newBootCommand(g),
+		newShellCommand(g),
+		newDoctorCommand(g),
+		newVersionCommand(),
+	)
+	return root
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.msg != "" {
+				fmt.Fprintln(os.Stderr, "klab:", ee.msg)
+			}
+			os.Exit(ee.code)
+		}
+		fmt.Fprintln(os.Stderr, "klab:", err)
+		os.Exit(lab.ExitCode(err))
+	}
+}
+
+// exitError ends klab with a given status, printing msg when not empty.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d: %s", e.code, e.msg) }
+
+func (g *globalOptions) labOptions() lab.Options {
+	o := lab.Options{CacheDir: g.cacheDir, RunsDir: g.runsDir, Mirror: g.mirror, Log: os.Stderr}
+	if !g.verbose {
+		o.Log = quietWriter{}
+	}
+	o.Progress = os.Stderr
+	return o
+}
+
+// quietWriter discards verbose output.
+type quietWriter struct{}
+
+func (quietWriter) Write(p []byte) (int, error) { return len(p), nil }

@@ -1,0 +1,404 @@
+package images
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/u-root/gobusybox/src/pkg/golang"
+	"github.com/u-root/mkuimage/cpio"
+	"github.com/u-root/mkuimage/uimage"
+	"github.com/u-root/uio/llog"
+
+	"klab/internal/proc"
+)
+
+// BaseCommands are the u-root commands in every klab initramfs: init, and a
+// few tools for looking around in `klab shell`.
+var BaseCommands = []string{
+	"github.com/u-root/u-root/cmds/core/init",
+	"github.com/u-root/u-root/cmds/core/gosh",
+	"github.com/u-root/u-root/cmds/core/ls",
+	"github.com/u-root/u-root/cmds/core/cat",
+	"github.com/u-root/u-root/cmds/core/dmesg",
+	"github.com/u-root/u-root/cmds/core/mount",
+}
+
+// AgentModules are the kernel modules the agent needs. Those built into the
+// kernel are skipped; the rest go into the initramfs with their
+// dependencies.
+var AgentModules = []string{"virtio_console", "fuse", "brd"}
+
+// ModulesDir is where modules sit in the initramfs, with an "order" file
+// listing "name file" lines, dependencies first. It is not /lib/modules, so
+// that u-root's init leaves them to the agent.
+const ModulesDir = "lib/klab/modules"
+
+// InitramfsOptions says what goes into an initramfs.
+type InitramfsOptions struct {
+	// CacheDir is klab's cache directory.
+	CacheDir string
+	// SourceDir is the klab source tree (holding go.mod) that the agent and
+	// u-root commands are built from. Empty means FindSource.
+	SourceDir string
+	// Kernel supplies the modules; nil means no modules.
+	Kernel *Kernel
+	// Modules are the wanted module names; nil means AgentModules.
+	Modules []string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// Initramfs is a built initramfs.
+type Initramfs struct {
+	// Path is the cpio file to pass to -initrd.
+	Path string `json:"path"`
+	// SHA256 is the hash of everything that went in; it names the file.
+	SHA256 string `json:"sha256"`
+	// AgentVersion is the version stamped into the agent.
+	AgentVersion string `json:"agent_version"`
+	// Modules are the module files included, in load order.
+	Modules []string `json:"modules,omitempty"`
+	// Cached is true when nothing had to be built.
+	Cached bool `json:"cached"`
+}
+
+// FindSource locates the klab source tree: $KLAB_SOURCE, else the first
+// directory holding a go.mod for module klab, walking up from the working
+// directory and then from the executable.
+func FindSource() (string, error) {
+	if d := os.Getenv("KLAB_SOURCE"); d != "" {
+		if isKlabModule(d) {
+			return d, nil
+		}
+		return "", fmt.Errorf("KLAB_SOURCE=%s: no go.mod for module klab there", d)
+	}
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, s := range starts {
+		for d := s; ; d = filepath.Dir(d) {
+			if isKlabModule(d) {
+				return d, nil
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return "", errors.New("cannot find the klab source tree to build the guest agent from: run klab inside its checkout or set KLAB_SOURCE")
+}
+
+func isKlabModule(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(l) == "module klab" {
+			return true
+		}
+	}
+	return false
+}
+
+func (o *InitramfsOptions) logf(format string, args ...any) {
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, format+"\n", args...)
+	}
+}
+
+// BuildInitramfs returns an initramfs for o, building what is not cached.
+//
+// It is assembled from three cached parts: the u-root base (init and core
+// commands, keyed by the Go version and go.sum), the static agent (keyed by
+// the guest sources), and the kernel's modules (keyed by their bytes). The
+// result is the base cpio followed by an overlay cpio; the kernel unpacks
+// concatenated archives in order.
+func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error) {
+	if o.SourceDir == "" {
+		d, err := FindSource()
+		if err != nil {
+			return nil, err
+		}
+		o.SourceDir = d
+	}
+	if o.Modules == nil {
+		o.Modules = AgentModules
+	}
+	dir := filepath.Join(o.CacheDir, "initramfs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	goVersion, err := goVersion(ctx, o.SourceDir)
+	if err != nil {
+		return nil, err
+	}
+
+	// Key the parts.
+	baseKey, err := hashParts("base/v1", goVersion, strings.Join(BaseCommands, ","), fileHash(filepath.Join(o.SourceDir, "go.sum")))
+	if err != nil {
+		return nil, err
+	}
+	agentKey, err := guestSourceHash(o.SourceDir, goVersion)
+	if err != nil {
+		return nil, err
+	}
+	var mods []Module
+	if o.Kernel != nil && o.Kernel.Modules != "" && len(o.Modules) > 0 {
+		mods, err = ModuleClosure(o.Kernel.Modules, o.Modules)
+		if err != nil {
+			return nil, fmt.Errorf("kernel %s: %w", o.Kernel.Name, err)
+		}
+	}
+	modParts := []string{"final/v1", baseKey, agentKey}
+	for _, m := range mods {
+		modParts = append(modParts, m.Name, fileHash(m.Path))
+	}
+	finalKey, err := hashParts(modParts...)
+	if err != nil {
+		return nil, err
+	}
+	out := &Initramfs{
+		Path:         filepath.Join(dir, "klab-"+finalKey[:24]+".cpio"),
+		SHA256:       finalKey,
+		AgentVersion: agentVersion(agentKey),
+	}
+	for _, m := range mods {
+		out.Modules = append(out.Modules, m.Name)
+	}
+	if _, err := os.Stat(out.Path); err == nil {
+		out.Cached = true
+		return out, nil
+	}
+
+	basePath := filepath.Join(dir, "base-"+baseKey[:24]+".cpio")
+	if _, err := os.Stat(basePath); err != nil {
+		o.logf("building u-root base initramfs (%s; first time only, about 30 s)...", strings.Join(shortNames(BaseCommands), " "))
+		t := time.Now()
+		if err := buildBase(ctx, o.SourceDir, basePath); err != nil {
+			return nil, err
+		}
+		o.logf("built u-root base in %.1fs", time.Since(t).Seconds())
+	}
+	agentPath := filepath.Join(o.CacheDir, "agent", "klab-agent-"+agentKey[:24])
+	if _, err := os.Stat(agentPath); err != nil {
+		o.logf("building klab-agent %s...", out.AgentVersion)
+		t := time.Now()
+		if err := buildAgent(ctx, o.SourceDir, agentPath, out.AgentVersion); err != nil {
+			return nil, err
+		}
+		o.logf("built klab-agent in %.1fs", time.Since(t).Seconds())
+	}
+	if err := assemble(out.Path, basePath, agentPath, mods); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func shortNames(pkgs []string) []string {
+	var s []string
+	for _, p := range pkgs {
+		s = append(s, filepath.Base(p))
+	}
+	return s
+}
+
+// agentVersion is the version stamped into the agent: its source hash.
+func agentVersion(key string) string { return "src-" + key[:12] }
+
+func goVersion(ctx context.Context, src string) (string, error) {
+	out, err := proc.Run(ctx, proc.Opts{Dir: src, Timeout: time.Minute}, "go", "env", "GOVERSION")
+	if err != nil {
+		var e *proc.Error
+		if errors.As(err, &e) && errors.Is(e.Err, exec.ErrNotFound) {
+			return "", errors.New("the Go toolchain is needed to build the guest agent: install Go 1.26 (see README)")
+		}
+		return "", fmt.Errorf("go env GOVERSION: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func hashParts(parts ...string) (string, error) {
+	h := sha256.New()
+	for _, p := range parts {
+		if strings.HasPrefix(p, "error:") {
+			return "", errors.New(strings.TrimPrefix(p, "error:"))
+		}
+		fmt.Fprintf(h, "%d:%s\n", len(p), p)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// fileHash returns the hex sha256 of a file, or "error:..." so that
+// hashParts reports the failure.
+func fileHash(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "error:" + err.Error()
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "error:" + err.Error()
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// guestSourceHash hashes everything the agent is built from: the Go
+// version, go.mod, go.sum and every .go file under guest/ and internal/.
+func guestSourceHash(src, goVersion string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "agent/v1 %s\n", goVersion)
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", f, len(b))
+		h.Write(b)
+	}
+	var files []string
+	for _, d := range []string{"guest", "internal"} {
+		err := filepath.WalkDir(filepath.Join(src, d), func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !e.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+				files = append(files, p)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		rel, _ := filepath.Rel(src, f)
+		fmt.Fprintf(h, "%s %d\n", rel, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// buildBase builds u-root's busybox with BaseCommands into a cpio at path.
+func buildBase(ctx context.Context, src, path string) error {
+	tmp, err := os.MkdirTemp(filepath.Dir(path), ".base-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	var logBuf bytes.Buffer
+	l := llog.New(slog.LevelWarn, func(format string, v ...any) { fmt.Fprintf(&logBuf, format+"\n", v...) })
+	env := golang.Default(golang.DisableCGO(), golang.WithGOOS("linux"), golang.WithGOARCH("amd64"), golang.WithWorkingDir(src))
+	part := filepath.Join(tmp, "base.cpio")
+	err = uimage.Create(l,
+		uimage.WithReplaceEnv(env),
+		uimage.WithTempDir(tmp),
+		uimage.WithBusyboxCommands(BaseCommands...),
+		uimage.WithInit("init"),
+		uimage.WithShell("gosh"),
+		uimage.WithCPIOOutput(part),
+	)
+	if err != nil {
+		return fmt.Errorf("build u-root base initramfs: %w\n%s", err, logBuf.String())
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return os.Rename(part, path)
+}
+
+// buildAgent builds the static guest agent.
+func buildAgent(ctx context.Context, src, path, version string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	env := append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	_, err := proc.Run(ctx, proc.Opts{Dir: src, Env: env, Timeout: 10 * time.Minute},
+		"go", "build", "-trimpath", "-ldflags", "-s -w -X klab/guest/agent.Version="+version,
+		"-o", tmp, "./guest/cmd/klab-agent")
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("build klab-agent: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// assemble writes base + overlay to out atomically.
+func assemble(out, basePath, agentPath string, mods []Module) error {
+	tmp, err := os.CreateTemp(filepath.Dir(out), ".klab-*.cpio")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	base, err := os.Open(basePath)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(tmp, base)
+	base.Close()
+	if err != nil {
+		return err
+	}
+	agent, err := os.ReadFile(agentPath)
+	if err != nil {
+		return err
+	}
+	recs := []cpio.Record{
+		cpio.Directory("bin", 0o755),
+		cpio.StaticFile("bin/klab-agent", string(agent), 0o755),
+		cpio.Symlink("bin/uinit", "klab-agent"),
+		cpio.Directory("lib", 0o755),
+		cpio.Directory("lib/klab", 0o755),
+		cpio.Directory(ModulesDir, 0o755),
+	}
+	var order strings.Builder
+	for _, m := range mods {
+		b, err := ReadModule(m.Path)
+		if err != nil {
+			return fmt.Errorf("module %s: %w", m.Name, err)
+		}
+		name := m.Name + ".ko"
+		recs = append(recs, cpio.StaticFile(ModulesDir+"/"+name, string(b), 0o644))
+		fmt.Fprintf(&order, "%s %s\n", m.Name, name)
+	}
+	recs = append(recs, cpio.StaticFile(ModulesDir+"/order", order.String(), 0o644))
+	w := cpio.Newc.Writer(tmp)
+	if err := cpio.WriteRecordsAndDirs(w, recs); err != nil {
+		return fmt.Errorf("write initramfs overlay: %w", err)
+	}
+	if err := cpio.WriteTrailer(w); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), out)
+}

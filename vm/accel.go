@@ -1,0 +1,179 @@
+package vm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ProbeTimeout bounds the KVM probe boot: a guest that has not reached its
+// agent by then under KVM is taken as a KVM that does not work.
+const ProbeTimeout = 12 * time.Second
+
+// Prober proves that KVM works by booting a guest under it.
+type Prober interface {
+	// ProbeKVM boots a short guest with KVM and returns nil once its agent
+	// answers, or an error saying why not. It must return within timeout.
+	ProbeKVM(ctx context.Context, timeout time.Duration) error
+}
+
+// Verdict is the outcome of an accelerator decision, cached per host.
+type Verdict struct {
+	// Accel is the accelerator to use.
+	Accel Accel `json:"accel"`
+	// Reason explains the choice, for the manifest and `klab doctor`.
+	Reason string `json:"reason"`
+	// Host identifies the host the verdict holds for.
+	Host string `json:"host"`
+	// When is the time of the probe.
+	When time.Time `json:"when"`
+}
+
+// AccelOptions tunes ChooseAccel.
+type AccelOptions struct {
+	// Want is "auto", "kvm" or "tcg".
+	Want string
+	// CacheFile stores the auto verdict; empty means no caching.
+	CacheFile string
+	// HostKey identifies this host and QEMU; a cached verdict for another
+	// key is ignored. Empty means HostKey().
+	HostKey string
+	// KVMDevice is the device to check; empty means /dev/kvm.
+	KVMDevice string
+	// Prober proves KVM works. Nil means KVM is never proved, so auto picks
+	// TCG unless a cached verdict says otherwise.
+	Prober Prober
+	// Timeout bounds the probe; 0 means ProbeTimeout.
+	Timeout time.Duration
+}
+
+// HostKey returns a string that changes when the host kernel, CPU or QEMU
+// binary changes, so that a cached verdict is re-proved then.
+func HostKey(qemu string) string {
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	rel := unix.ByteSliceToString(u.Release[:])
+	cpu := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				if i := strings.IndexByte(l, ':'); i >= 0 {
+					cpu = strings.TrimSpace(l[i+1:])
+				}
+				break
+			}
+		}
+	}
+	q := qemu
+	if st, err := os.Stat(qemu); err == nil {
+		q = fmt.Sprintf("%s@%d", qemu, st.ModTime().Unix())
+	}
+	return rel + "|" + cpu + "|" + q
+}
+
+// ChooseAccel decides the accelerator. "kvm" and "tcg" are taken as asked
+// (kvm fails at once without a usable device). "auto" uses a cached verdict
+// for this host when there is one; otherwise it picks TCG when the KVM device
+// is missing or not openable, and else proves KVM with the prober, falling
+// back to TCG within the probe timeout. The auto verdict is cached.
+func ChooseAccel(ctx context.Context, o AccelOptions) (Verdict, error) {
+	dev := o.KVMDevice
+	if dev == "" {
+		dev = "/dev/kvm"
+	}
+	switch o.Want {
+	case "tcg":
+		return Verdict{Accel: TCG, Reason: "asked for tcg"}, nil
+	case "kvm":
+		if err := kvmUsable(dev); err != nil {
+			return Verdict{}, fmt.Errorf("--accel kvm: %w", err)
+		}
+		return Verdict{Accel: KVM, Reason: "asked for kvm"}, nil
+	case "", "auto":
+	default:
+		return Verdict{}, fmt.Errorf("--accel %q: want auto, kvm or tcg", o.Want)
+	}
+	if err := kvmUsable(dev); err != nil {
+		// No need to cache: this check is free.
+		return Verdict{Accel: TCG, Reason: err.Error()}, nil
+	}
+	if v, ok := readVerdict(o.CacheFile, o.HostKey); ok {
+		v.Reason += " (cached verdict from " + v.When.Format(time.DateTime) + ")"
+		return v, nil
+	}
+	v := Verdict{Host: o.HostKey, When: time.Now().UTC()}
+	if o.Prober == nil {
+		v.Accel, v.Reason = TCG, "KVM not proved (no probe kernel)"
+		return v, nil
+	}
+	timeout := o.Timeout
+	if timeout == 0 {
+		timeout = ProbeTimeout
+	}
+	start := time.Now()
+	err := o.Prober.ProbeKVM(ctx, timeout)
+	if ctx.Err() != nil {
+		return Verdict{}, ctx.Err()
+	}
+	if err != nil {
+		v.Accel = TCG
+		v.Reason = fmt.Sprintf("%s is present but a KVM guest failed: %v; using TCG", dev, err)
+	} else {
+		v.Accel = KVM
+		v.Reason = fmt.Sprintf("KVM proved by a probe boot in %.1fs", time.Since(start).Seconds())
+	}
+	writeVerdict(o.CacheFile, v)
+	return v, nil
+}
+
+// kvmUsable checks that the KVM device exists and opens read-write.
+func kvmUsable(dev string) error {
+	f, err := os.OpenFile(dev, os.O_RDWR, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%s does not exist", dev)
+		}
+		return fmt.Errorf("%s is not usable: %w", dev, err)
+	}
+	f.Close()
+	return nil
+}
+
+func readVerdict(file, host string) (Verdict, bool) {
+	if file == "" {
+		return Verdict{}, false
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return Verdict{}, false
+	}
+	var v Verdict
+	if json.Unmarshal(b, &v) != nil || v.Host != host || (v.Accel != KVM && v.Accel != TCG) {
+		return Verdict{}, false
+	}
+	return v, true
+}
+
+func writeVerdict(file string, v Verdict) {
+	if file == "" {
+		return
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return
+	}
+	tmp := file + ".tmp"
+	if os.WriteFile(tmp, append(b, '\n'), 0o644) == nil {
+		_ = os.Rename(tmp, file)
+	}
+}

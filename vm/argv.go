@@ -1,0 +1,181 @@
+// Package vm starts, watches and stops QEMU guests: the argv builder, the
+// accelerator probe and its fallback, QMP, the console and agent channels,
+// and timeouts scaled by the accelerator. It knows nothing of experiments.
+package vm
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Accel is a QEMU accelerator.
+type Accel string
+
+// Accelerators klab can use.
+const (
+	KVM Accel = "kvm"
+	TCG Accel = "tcg"
+)
+
+// Factor is the multiplier applied to every boot, step and watchdog timeout
+// under this accelerator.
+func (a Accel) Factor() float64 {
+	if a == KVM {
+		return 1
+	}
+	return 4
+}
+
+// Mode says how the console is wired.
+type Mode int
+
+const (
+	// Batch sends the console to a socket that klab reads, logs and scans.
+	Batch Mode = iota
+	// Interactive puts the console on QEMU's own stdio, for `klab shell`,
+	// logging it to ConsoleLog. Ctrl-A x leaves QEMU.
+	Interactive
+)
+
+// AgentPortName is the name of the virtio-serial port the agent opens.
+const AgentPortName = "klab.agent"
+
+// Config describes one guest.
+type Config struct {
+	// QEMU is the qemu-system-x86_64 binary; empty means look it up in PATH.
+	QEMU string
+	// Kernel is the bzImage path.
+	Kernel string
+	// Initrd is the initramfs path.
+	Initrd string
+	// Cmdline is appended to klab's own kernel command line.
+	Cmdline string
+	// Accel is the accelerator to use; it must already be decided.
+	Accel Accel
+	// Machine is the QEMU machine type; empty means "pc".
+	Machine string
+	// MemMB is the guest memory in MiB; 0 means 1024.
+	MemMB int
+	// CPUs is the number of vCPUs; 0 means 2.
+	CPUs int
+	// Mode wires the console.
+	Mode Mode
+	// ConsoleLog is the file the console is logged to in Interactive mode.
+	ConsoleLog string
+	// AgentMode is passed to the agent as klab.mode= ("run" or "shell").
+	AgentMode string
+	// ExtraArgs are appended to QEMU's argv as they are.
+	ExtraArgs []string
+}
+
+// Sockets are the Unix socket paths of one VM, all in a private directory.
+type Sockets struct {
+	Dir     string
+	QMP     string
+	Console string
+	Agent   string // virtio-serial port
+	Serial  string // second ISA serial port (ttyS1), the fallback
+}
+
+// NewSockets names the sockets in dir.
+func NewSockets(dir string) Sockets {
+	return Sockets{
+		Dir:     dir,
+		QMP:     filepath.Join(dir, "qmp.sock"),
+		Console: filepath.Join(dir, "console.sock"),
+		Agent:   filepath.Join(dir, "agent.sock"),
+		Serial:  filepath.Join(dir, "serial1.sock"),
+	}
+}
+
+// KernelCmdline returns the full kernel command line for c.
+func KernelCmdline(c Config) string {
+	parts := []string{"console=ttyS0,115200", "panic=-1"}
+	mode := c.AgentMode
+	if mode == "" {
+		mode = "run"
+	}
+	parts = append(parts, "klab.mode="+mode)
+	if c.Cmdline != "" {
+		parts = append(parts, c.Cmdline)
+	}
+	return strings.Join(parts, " ")
+}
+
+// Argv builds the QEMU command line for c with its sockets in s. It is the
+// only place that knows QEMU's flags.
+func Argv(c Config, s Sockets) ([]string, error) {
+	if c.Kernel == "" {
+		return nil, fmt.Errorf("vm: no kernel image")
+	}
+	qemu := c.QEMU
+	if qemu == "" {
+		qemu = "qemu-system-x86_64"
+	}
+	machine := c.Machine
+	if machine == "" {
+		machine = "pc"
+	}
+	mem := c.MemMB
+	if mem == 0 {
+		mem = 1024
+	}
+	cpus := c.CPUs
+	if cpus == 0 {
+		cpus = 2
+	}
+	var cpu string
+	switch c.Accel {
+	case KVM:
+		cpu = "host"
+	case TCG:
+		cpu = "max"
+	default:
+		return nil, fmt.Errorf("vm: accelerator %q is not decided, want kvm or tcg", c.Accel)
+	}
+	argv := []string{qemu,
+		"-machine", machine + ",accel=" + string(c.Accel),
+		"-cpu", cpu,
+		"-m", strconv.Itoa(mem),
+		"-smp", strconv.Itoa(cpus),
+		"-kernel", c.Kernel,
+	}
+	if c.Initrd != "" {
+		argv = append(argv, "-initrd", c.Initrd)
+	}
+	argv = append(argv,
+		"-append", KernelCmdline(c),
+		"-nographic",
+		"-no-reboot",
+		"-nodefaults",
+		"-nic", "none",
+		"-device", "pvpanic",
+		"-qmp", "unix:"+s.QMP+",server=on,wait=off",
+	)
+	switch c.Mode {
+	case Interactive:
+		con := "stdio,id=con0,mux=on,signal=off"
+		if c.ConsoleLog != "" {
+			con += ",logfile=" + c.ConsoleLog
+		}
+		argv = append(argv, "-chardev", con, "-serial", "chardev:con0", "-mon", "chardev=con0,mode=readline")
+	default:
+		argv = append(argv,
+			"-chardev", "socket,id=con0,path="+s.Console,
+			"-serial", "chardev:con0",
+			"-monitor", "none")
+	}
+	argv = append(argv,
+		// The fallback agent channel, ttyS1.
+		"-chardev", "socket,id=agent1,path="+s.Serial,
+		"-serial", "chardev:agent1",
+		// The agent's own channel, a virtio-serial port.
+		"-device", "virtio-serial-pci,id=vser0",
+		"-chardev", "socket,id=agent0,path="+s.Agent,
+		"-device", "virtserialport,bus=vser0.0,chardev=agent0,name="+AgentPortName,
+	)
+	argv = append(argv, c.ExtraArgs...)
+	return argv, nil
+}
