@@ -25,21 +25,25 @@ import (
 	"klab/internal/proc"
 )
 
-// BaseCommands are the u-root commands in every klab initramfs: init, and a
-// few tools for looking around in `klab shell`.
-var BaseCommands = []string{
-	"github.com/u-root/u-root/cmds/core/init",
-	"github.com/u-root/u-root/cmds/core/gosh",
-	"github.com/u-root/u-root/cmds/core/ls",
-	"github.com/u-root/u-root/cmds/core/cat",
-	"github.com/u-root/u-root/cmds/core/dmesg",
-	"github.com/u-root/u-root/cmds/core/mount",
+// BaseCommands are the u-root commands in every klab initramfs: init, the
+// gosh shell, and the usual tools for looking around in `klab shell` and for
+// scripts that `klab boot` runs.
+var BaseCommands = corePackages(
+	"init", "gosh", "ls", "cat", "dmesg", "mount", "umount", "uname", "echo", "sleep", "mkdir", "rm", "cp", "mv", "ln", "sync", "ps", "kill", "grep", "df", "free", "insmod", "lsmod", "rmmod", "dd", "find", "chmod", "uptime", "true", "false", "wc", "head", "tail", "poweroff", "printenv", "tee", "touch", "truncate", "sort", "seq", "timeout", "hexdump", "readlink",
+)
+
+func corePackages(names ...string) []string {
+	var pkgs []string
+	for _, n := range names {
+		pkgs = append(pkgs, "github.com/u-root/u-root/cmds/core/"+n)
+	}
+	return pkgs
 }
 
 // AgentModules are the kernel modules the agent needs. Those built into the
 // kernel are skipped; the rest go into the initramfs with their
 // dependencies.
-var AgentModules = []string{"virtio_console", "fuse", "brd"}
+var AgentModules = []string{"virtio_pci", "virtio_console", "fuse", "brd"}
 
 // ModulesDir is where modules sit in the initramfs, with an "order" file
 // listing "name file" lines, dependencies first. It is not /lib/modules, so
@@ -190,7 +194,7 @@ func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error)
 
 	basePath := filepath.Join(dir, "base-"+baseKey[:24]+".cpio")
 	if _, err := os.Stat(basePath); err != nil {
-		o.logf("building u-root base initramfs (%s; first time only, about 30 s)...", strings.Join(shortNames(BaseCommands), " "))
+		o.logf("building the u-root base initramfs (%d commands; first time only, about 30 s)...", len(BaseCommands))
 		t := time.Now()
 		if err := buildBase(ctx, o.SourceDir, basePath); err != nil {
 			return nil, err

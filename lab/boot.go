@@ -172,6 +172,14 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 	var ke *KernelError
 	if errors.As(runErr, &ke) {
 		ke.RunDir = run.Dir
+		if ke.Status == string(results.StatusKernelPanic) {
+			for _, r := range res.Splats {
+				if r.Fatal {
+					ke.Console = excerpt(r.Text, nil)
+					break
+				}
+			}
+		}
 		if len(ke.Console) == 0 {
 			ke.Console = m.LastConsoleLines(15)
 		}
@@ -199,7 +207,8 @@ func (o *Options) drive(ctx context.Context, m *vm.Machine, req BootRequest, res
 		case <-m.ConsoleDone():
 		case <-time.After(2 * time.Second):
 		}
-		return kernelFail(results.StatusKernelPanic, "kernel panic: "+r.Title, excerpt(r.Text, m.LastConsoleLines(15)))
+		// Boot fills in the console excerpt from the completed report.
+		return kernelFail(results.StatusKernelPanic, r.Title, nil)
 	}
 
 	// Boot to agent.

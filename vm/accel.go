@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -72,8 +73,11 @@ func HostKey(qemu string) string {
 		}
 	}
 	q := qemu
-	if st, err := os.Stat(qemu); err == nil {
-		q = fmt.Sprintf("%s@%d", qemu, st.ModTime().Unix())
+	if p, err := exec.LookPath(qemu); err == nil {
+		q = p
+	}
+	if st, err := os.Stat(q); err == nil {
+		q = fmt.Sprintf("%s@%d", q, st.ModTime().Unix())
 	}
 	return rel + "|" + cpu + "|" + q
 }

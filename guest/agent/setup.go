@@ -1,0 +1,235 @@
+package agent
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"klab/guest/proto"
+)
+
+// ModulesDir is where the initramfs keeps the kernel modules to load, with
+// their load order in ModulesDir/order.
+const ModulesDir = "/lib/klab/modules"
+
+// Mount is one filesystem Setup mounts.
+type Mount struct {
+	// Source, Target, FSType, Flags and Data are mount(2)'s arguments.
+	Source string
+	Target string
+	FSType string
+	Flags  uintptr
+	Data   string
+	// Optional mounts are skipped when Target does not exist, instead of
+	// creating it (debugfs on a kernel without it has no /sys/kernel/debug).
+	Optional bool
+}
+
+// DefaultMounts returns the mounts a klab guest needs, in order.
+func DefaultMounts() []Mount {
+	return []Mount{
+		{Source: "proc", Target: "/proc", FSType: "proc", Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+		{Source: "sysfs", Target: "/sys", FSType: "sysfs", Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+		{Source: "devtmpfs", Target: "/dev", FSType: "devtmpfs", Flags: unix.MS_NOSUID, Data: "mode=0755"},
+		{Source: "tmpfs", Target: "/tmp", FSType: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV, Data: "mode=1777"},
+		{Source: "debugfs", Target: "/sys/kernel/debug", FSType: "debugfs", Optional: true},
+	}
+}
+
+// Setup prepares the guest: it mounts DefaultMounts that are not mounted yet
+// and loads the modules listed in ModulesDir/order. Failures do not stop it;
+// they are returned joined, and each module's result is in the returned
+// list (for Hello.Modules).
+func Setup() ([]proto.ModuleLoad, error) {
+	merr := MountAll(DefaultMounts())
+	mods, lerr := LoadModules(ModulesDir, nil)
+	return mods, errors.Join(merr, lerr)
+}
+
+// MountAll mounts each of mounts that is not mounted yet, in order. A target
+// that /proc/self/mountinfo already lists, or whose mount fails with EBUSY,
+// counts as mounted. Missing targets are created unless the mount is
+// Optional. All failures are returned joined.
+func MountAll(mounts []Mount) error {
+	var errs []error
+	for _, m := range mounts {
+		if mountedAt(m.Target) {
+			continue
+		}
+		if _, err := os.Stat(m.Target); err != nil {
+			if m.Optional {
+				continue
+			}
+			if err := os.MkdirAll(m.Target, 0o755); err != nil {
+				errs = append(errs, fmt.Errorf("mount %s: %w", m.Target, err))
+				continue
+			}
+		}
+		err := unix.Mount(m.Source, m.Target, m.FSType, m.Flags, m.Data)
+		if err != nil && !errors.Is(err, unix.EBUSY) {
+			errs = append(errs, fmt.Errorf("mount %s on %s: %w", m.FSType, m.Target, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mountedAt reports whether /proc/self/mountinfo lists target as a mount
+// point. Without /proc it reports false.
+func mountedAt(target string) bool {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	points, err := ParseMountinfo(f)
+	if err != nil {
+		return false
+	}
+	clean := filepath.Clean(target)
+	for _, p := range points {
+		if p == clean {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseMountinfo returns the mount points (the fifth field, unescaped) of a
+// /proc/self/mountinfo stream.
+func ParseMountinfo(r io.Reader) ([]string, error) {
+	var points []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
+			continue
+		}
+		points = append(points, unescapeOctal(f[4]))
+	}
+	if err := sc.Err(); err != nil {
+		return points, fmt.Errorf("mountinfo: %w", err)
+	}
+	return points, nil
+}
+
+// unescapeOctal undoes the kernel's \ooo escaping of spaces, tabs,
+// newlines and backslashes in mountinfo paths.
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// ModuleSpec is one line of the module order file: a module name and its
+// file name relative to the modules directory.
+type ModuleSpec struct {
+	// Name is the module's name, as Hello.Modules reports it.
+	Name string
+	// File is the .ko file in the modules directory.
+	File string
+}
+
+// ParseModuleOrder parses a module order file: one module per line,
+// "name filename.ko", dependencies first. Blank lines and lines starting
+// with '#' are skipped.
+func ParseModuleOrder(r io.Reader) ([]ModuleSpec, error) {
+	var specs []ModuleSpec
+	sc := bufio.NewScanner(r)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			return specs, fmt.Errorf("module order line %d: %q: want \"name file.ko\"", n, line)
+		}
+		specs = append(specs, ModuleSpec{Name: f[0], File: f[1]})
+	}
+	if err := sc.Err(); err != nil {
+		return specs, fmt.Errorf("module order: %w", err)
+	}
+	return specs, nil
+}
+
+// LoadModules loads the modules listed in dir/order, in order, with load
+// (nil means LoadModule) and returns each result. A failing module does not
+// stop the others. A missing order file means there is nothing to load. The
+// error is about the order file only; module failures are in the results.
+func LoadModules(dir string, load func(path string) error) ([]proto.ModuleLoad, error) {
+	if load == nil {
+		load = LoadModule
+	}
+	f, err := os.Open(filepath.Join(dir, "order"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("modules: %w", err)
+	}
+	specs, perr := ParseModuleOrder(f)
+	f.Close()
+	var res []proto.ModuleLoad
+	for _, s := range specs {
+		r := proto.ModuleLoad{Name: s.Name}
+		if strings.Contains(s.File, "/") || s.File == ".." || s.File == "." {
+			r.Error = fmt.Sprintf("bad module file name %q", s.File)
+		} else if err := load(filepath.Join(dir, s.File)); err != nil {
+			r.Error = err.Error()
+		}
+		res = append(res, r)
+	}
+	if perr != nil {
+		return res, fmt.Errorf("modules: %w", perr)
+	}
+	return res, nil
+}
+
+// LoadModule loads one uncompressed kernel module with finit_module(2),
+// falling back to init_module(2) with the file's bytes when that fails. A
+// module that is already loaded (EEXIST) counts as loaded.
+func LoadModule(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("load module: %w", err)
+	}
+	defer f.Close()
+	ferr := unix.FinitModule(int(f.Fd()), "", 0)
+	if ferr == nil || errors.Is(ferr, unix.EEXIST) {
+		return nil
+	}
+	image, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("finit_module %s: %w (and reading it: %w)", path, ferr, err)
+	}
+	ierr := unix.InitModule(image, "")
+	if ierr == nil || errors.Is(ierr, unix.EEXIST) {
+		return nil
+	}
+	if errors.Is(ierr, ferr) {
+		return fmt.Errorf("load module %s: %w", path, ierr)
+	}
+	return fmt.Errorf("load module %s: finit_module: %w; init_module: %w", path, ferr, ierr)
+}

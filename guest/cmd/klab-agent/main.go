@@ -1,0 +1,129 @@
+// Command klab-agent is the klab guest agent. u-root's init runs it as
+// /bin/uinit inside a klab VM. It reads klab.mode= from the kernel command
+// line, prepares the guest, and then either serves the host's steps over the
+// agent channel (klab.mode=run) or gives the user a shell on the console
+// (klab.mode=shell). Whatever happens it ends by powering the VM down: it
+// never returns to u-root's init, which would start an interactive shell.
+//
+// Outside a klab guest (no klab.mode= in /proc/cmdline) it refuses to run
+// and exits 2, so that running it on the host by mistake reboots nothing.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"klab/guest/agent"
+	"klab/guest/proto"
+)
+
+func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "-version" || os.Args[1] == "--version") {
+		fmt.Println(agent.Version)
+		return
+	}
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	if err != nil && os.Getpid() == 1 {
+		// Started as the kernel's init rather than as u-root's uinit:
+		// nobody mounted /proc yet.
+		_ = agent.MountAll(agent.DefaultMounts()[:1])
+		cmdline, err = os.ReadFile("/proc/cmdline")
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "klab-agent: cannot read /proc/cmdline (%v); refusing to run outside a klab guest\n", err)
+		os.Exit(2)
+	}
+	mode, found, err := agent.ParseMode(string(cmdline))
+	if !found {
+		fmt.Fprintf(os.Stderr, "klab-agent: /proc/cmdline has no %s=: this is not a klab guest; refusing to run (the agent powers its machine off)\n", agent.ModeParam)
+		os.Exit(2)
+	}
+
+	// From here on we are the guest's uinit: never return to init.
+	defer func() {
+		if r := recover(); r != nil {
+			fatal(fmt.Errorf("panic: %v", r))
+		}
+	}()
+	// Keep console signals (Ctrl-C in the shell, a hangup) from killing
+	// the agent; caught signals are reset to default in child processes.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGTSTP, syscall.SIGTERM)
+	go func() {
+		for range sigs {
+		}
+	}()
+
+	if err != nil {
+		fatal(err)
+	}
+	mods, setupErr := agent.Setup()
+	if setupErr != nil {
+		fmt.Printf("klab-agent: setup: %v\n", setupErr)
+	}
+	for _, m := range mods {
+		if m.Error != "" {
+			fmt.Printf("klab-agent: module %s: %s\n", m.Name, m.Error)
+		}
+	}
+
+	switch mode {
+	case agent.ModeShell:
+		if err := agent.RunShell(os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fatal(err)
+		}
+		powerOff()
+	default:
+		if err := run(mods, setupErr); err != nil {
+			fatal(err)
+		}
+		powerOff()
+	}
+}
+
+// run opens the channel, says hello and serves the host until it shuts the
+// VM down (nil) or the channel breaks (an error).
+func run(mods []proto.ModuleLoad, setupErr error) error {
+	ctx := context.Background()
+	path := agent.WaitChannel(ctx, "/sys", "/dev", agent.DefaultChannelWait)
+	ch, err := agent.OpenChannel(path)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	fmt.Printf("klab-agent: %s ready on %s\n", agent.Version, path)
+
+	a := &agent.Agent{In: ch, Out: ch}
+	if err := a.SendHello(agent.NewHello(path, mods)); err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	if setupErr != nil {
+		a.Logf("setup: %v", setupErr)
+	}
+	if err := a.Serve(ctx); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	fmt.Println("klab-agent: shutdown requested, powering off")
+	return nil
+}
+
+// fatal reports err on the console and powers down after a second.
+func fatal(err error) {
+	fmt.Printf("klab-agent: fatal: %v\n", err)
+	time.Sleep(time.Second)
+	powerOff()
+}
+
+// powerOff ends the VM. If reboot(2) fails it waits forever rather than
+// returning to init.
+func powerOff() {
+	err := agent.PowerOff()
+	fmt.Printf("klab-agent: power off failed: %v; halting here\n", err)
+	for {
+		time.Sleep(time.Hour)
+	}
+}

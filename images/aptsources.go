@@ -1,0 +1,278 @@
+package images
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// MirrorEnv is the environment variable that overrides the Debian mirror
+// read from the host's apt sources.
+const MirrorEnv = "KLAB_DEBIAN_MIRROR"
+
+const noMirrorMsg = "no Debian mirror configured: none of /etc/apt/sources.list, " +
+	"/etc/apt/sources.list.d/*.{list,sources} names a Debian archive; " +
+	"pass --debian-mirror URI or set " + MirrorEnv
+
+// ResolveMirror returns the Debian archive URI klab should use: flag when
+// it is non-empty, else $KLAB_DEBIAN_MIRROR, else the mirror named by the
+// host's apt sources (see DebianMirror).
+func ResolveMirror(flag string) (string, error) {
+	if flag = strings.TrimSpace(flag); flag != "" {
+		return checkMirrorURI(flag, "--debian-mirror")
+	}
+	if env := strings.TrimSpace(os.Getenv(MirrorEnv)); env != "" {
+		return checkMirrorURI(env, MirrorEnv)
+	}
+	return DebianMirror("/")
+}
+
+func checkMirrorURI(uri, from string) (string, error) {
+	if !strings.Contains(uri, ":") || strings.ContainsAny(uri, " \t\n\"[]") {
+		return "", fmt.Errorf("%s %q is not a URI such as http://mirror.example/debian", from, uri)
+	}
+	return strings.TrimRight(uri, "/"), nil
+}
+
+// DebianMirror reads the apt sources under root ("/" on a real host):
+// root/etc/apt/sources.list, then root/etc/apt/sources.list.d/*.list
+// (one-line format) and *.sources (deb822 format) in name order, as apt
+// reads them. It returns the URI of the first enabled "deb" entry whose
+// suites include a Debian release suite (bookworm, trixie-backports, sid,
+// stable-updates, ...). Security suites are skipped: they live in a
+// different archive. The URI is returned as written, without a trailing
+// slash (it may be a "mirror+file:" URI, which apt understands).
+func DebianMirror(root string) (string, error) {
+	entries, err := readAptSources(root)
+	if err != nil {
+		return "", err
+	}
+	if e := debianEntry(entries); e != nil {
+		return strings.TrimRight(e.URIs[0], "/"), nil
+	}
+	return "", errors.New(noMirrorMsg)
+}
+
+// aptSource is one apt source entry: a one-line "deb" line or a deb822
+// stanza.
+type aptSource struct {
+	File       string
+	Types      []string
+	URIs       []string
+	Suites     []string
+	Components []string
+	// SignedBy is the Signed-By option when it names a keyring file.
+	SignedBy string
+}
+
+// debianEntry returns the first deb entry for the Debian archive, or nil.
+func debianEntry(entries []aptSource) *aptSource {
+	for i := range entries {
+		e := &entries[i]
+		if !contains(e.Types, "deb") || len(e.URIs) == 0 || strings.HasPrefix(e.URIs[0], "cdrom:") {
+			continue
+		}
+		for _, s := range e.Suites {
+			if isDebianSuite(s) {
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// isDebianCodename reports whether s is a Debian release codename or alias.
+func isDebianCodename(s string) bool {
+	switch s {
+	case "buzz", "rex", "bo", "hamm", "slink", "potato", "woody", "sarge",
+		"etch", "lenny", "squeeze", "wheezy", "jessie", "stretch", "buster",
+		"bullseye", "bookworm", "trixie", "forky", "duke", "sid",
+		"experimental", "oldoldstable", "oldstable", "stable", "testing",
+		"unstable":
+		return true
+	}
+	return false
+}
+
+// isDebianSuite reports whether suite is a suite of the main Debian archive
+// (not debian-security, and not another distribution or vendor).
+func isDebianSuite(suite string) bool {
+	s := strings.TrimRight(suite, "/")
+	if strings.Contains(s, "/") {
+		return false // "buster/updates": the old security layout
+	}
+	for _, suffix := range []string{"-backports-sloppy", "-proposed-updates", "-backports", "-updates", "-proposed", ""} {
+		if base, ok := strings.CutSuffix(s, suffix); ok && isDebianCodename(base) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// readAptSources reads all source entries apt would read under root.
+func readAptSources(root string) ([]aptSource, error) {
+	etc := filepath.Join(root, "etc", "apt")
+	var files []string
+	main := filepath.Join(etc, "sources.list")
+	if _, err := os.Stat(main); err == nil {
+		files = append(files, main)
+	}
+	dir := filepath.Join(etc, "sources.list.d")
+	des, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading apt sources: %w", err)
+	}
+	var parts []string
+	for _, de := range des {
+		n := de.Name()
+		if (strings.HasSuffix(n, ".list") || strings.HasSuffix(n, ".sources")) && validPartName(n) && !de.IsDir() {
+			parts = append(parts, n)
+		}
+	}
+	sort.Strings(parts)
+	for _, n := range parts {
+		files = append(files, filepath.Join(dir, n))
+	}
+	var all []aptSource
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("reading apt sources: %w", err)
+		}
+		if strings.HasSuffix(f, ".sources") {
+			all = append(all, parseDeb822Sources(f, data)...)
+		} else {
+			all = append(all, parseOneLineSources(f, data)...)
+		}
+	}
+	return all, nil
+}
+
+// validPartName mirrors apt's rule: parts files are named with
+// [A-Za-z0-9_.-] only, anything else is ignored.
+func validPartName(n string) bool {
+	for _, r := range n {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseOneLineSources parses the one-line format:
+//
+//	deb [ option1=value1 option2=value2 ] uri suite [component1] ...
+func parseOneLineSources(file string, data []byte) []aptSource {
+	var out []aptSource
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		typ, rest, _ := strings.Cut(line, " ")
+		if typ != "deb" && typ != "deb-src" {
+			continue
+		}
+		rest = strings.TrimSpace(rest)
+		var opts string
+		if strings.HasPrefix(rest, "[") {
+			end := strings.IndexByte(rest, ']')
+			if end < 0 {
+				continue
+			}
+			opts, rest = rest[1:end], rest[end+1:]
+		}
+		f := strings.Fields(rest)
+		if len(f) < 2 {
+			continue
+		}
+		e := aptSource{File: file, Types: []string{typ}, URIs: []string{f[0]}, Suites: []string{f[1]}, Components: f[2:]}
+		for _, o := range strings.Fields(opts) {
+			if k, v, ok := strings.Cut(o, "="); ok && strings.EqualFold(k, "signed-by") {
+				e.SignedBy = keyringPath(v)
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// parseDeb822Sources parses the deb822 format: stanzas of "Field: value"
+// lines separated by blank lines; continuation lines start with white
+// space; lines starting with '#' are comments. Stanzas with "Enabled: no"
+// are skipped.
+func parseDeb822Sources(file string, data []byte) []aptSource {
+	var out []aptSource
+	fields := map[string]string{}
+	var last string
+	flush := func() {
+		defer func() { fields = map[string]string{}; last = "" }()
+		if len(fields) == 0 || strings.EqualFold(strings.TrimSpace(fields["enabled"]), "no") {
+			return
+		}
+		e := aptSource{
+			File:       file,
+			Types:      strings.Fields(fields["types"]),
+			URIs:       strings.Fields(fields["uris"]),
+			Suites:     strings.Fields(fields["suites"]),
+			Components: strings.Fields(fields["components"]),
+			SignedBy:   keyringPath(fields["signed-by"]),
+		}
+		if len(e.Types) > 0 && len(e.URIs) > 0 && len(e.Suites) > 0 {
+			out = append(out, e)
+		}
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimRight(line, "\r")
+		switch {
+		case strings.HasPrefix(line, "#"):
+			continue
+		case strings.TrimSpace(line) == "":
+			flush()
+		case line[0] == ' ' || line[0] == '\t':
+			if last != "" {
+				fields[last] += "\n" + strings.TrimSpace(line)
+			}
+		default:
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			last = strings.ToLower(strings.TrimSpace(k))
+			fields[last] = strings.TrimSpace(v)
+		}
+	}
+	flush()
+	return out
+}
+
+// keyringPath returns v when it names a single keyring file (Signed-By may
+// also hold fingerprints or an inline key block, which klab does not reuse).
+func keyringPath(v string) string {
+	v = strings.TrimSpace(v)
+	if strings.HasPrefix(v, "/") && !strings.ContainsAny(v, " \t\n,") {
+		return v
+	}
+	return ""
+}

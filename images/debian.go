@@ -1,0 +1,1302 @@
+package images
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"klab/internal/paths"
+	"klab/internal/proc"
+)
+
+// Debian kernels: see FetchDebian for the references understood and the
+// cache layout. Everything apt does runs with a private configuration
+// under <cache>/apt; the host's apt state is never touched.
+
+// DefaultDebianFlavour is the kernel flavour used when none is given.
+const DefaultDebianFlavour = "cloud-amd64"
+
+// listsMaxAge is how old the private package lists may get before a
+// resolution refreshes them.
+const listsMaxAge = 24 * time.Hour
+
+// debianSuites are the suites searched for kernels, oldest first.
+func debianSuites() []string {
+	return []string{"bookworm", "trixie", "trixie-backports", "sid"}
+}
+
+// DebianOptions tunes FetchDebian.
+type DebianOptions struct {
+	// Mirror is the Debian archive URI. Empty means $KLAB_DEBIAN_MIRROR,
+	// else the host's apt sources (see ResolveMirror). It is only
+	// consulted when the network is needed.
+	Mirror string
+	// CacheDir is klab's cache directory; empty means paths.CacheDir().
+	CacheDir string
+	// Flavour is the kernel flavour: "cloud-amd64" (the default),
+	// "amd64" or "rt-amd64".
+	Flavour string
+	// Refresh forces the package lists to be updated and the reference
+	// to be resolved again, instead of using the cached answer.
+	Refresh bool
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+}
+
+func (o *DebianOptions) cacheDir() string {
+	if o.CacheDir != "" {
+		return o.CacheDir
+	}
+	return paths.CacheDir()
+}
+
+func (o *DebianOptions) logf(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, format+"\n", args...)
+	}
+}
+
+// debianRef is a parsed "debian:..." reference.
+type debianRef struct {
+	// Series is "7.3" for debian:7.3, empty for an exact release.
+	Series string
+	// Release is the exact kernel release, e.g. "7.3.4+deb13-cloud-amd64".
+	Release string
+	// PkgVersion pins the package version, when given with "=".
+	PkgVersion string
+	// Flavour is the kernel flavour.
+	Flavour string
+}
+
+// kverPattern matches the version part of a kernel release: 6.1.0-50,
+// 7.3.4+deb13, 6.1.0-0.deb11.17.
+const kverPattern = `[0-9]+\.[0-9]+(?:\.[0-9]+)*(?:-[0-9][0-9a-z.]*)?(?:\+[0-9a-z.~]+)?`
+
+// Compiled once, never modified.
+var (
+	seriesRe  = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+	releaseRe = regexp.MustCompile(`^(` + kverPattern + `)(?:-([a-z][a-z0-9-]*))?$`)
+	// kverOnlyRe matches the version part of a release, e.g. 6.1.0-50 or
+	// 7.3.4+deb13, never a release with a flavour (6.1.0-50-cloud).
+	kverOnlyRe = regexp.MustCompile(`^` + kverPattern + `$`)
+)
+
+func validFlavour(f string) bool {
+	switch f {
+	case "cloud-amd64", "amd64", "rt-amd64":
+		return true
+	}
+	return false
+}
+
+// parseDebianRef parses ref with or without its "debian:" prefix.
+func parseDebianRef(ref, flavour string) (debianRef, error) {
+	if flavour == "" {
+		flavour = DefaultDebianFlavour
+	}
+	if !validFlavour(flavour) {
+		return debianRef{}, fmt.Errorf("unknown Debian kernel flavour %q: want cloud-amd64, amd64 or rt-amd64", flavour)
+	}
+	s := strings.TrimPrefix(ref, "debian:")
+	s = strings.TrimPrefix(s, "linux-image-")
+	s, pin, pinned := strings.Cut(s, "=")
+	if pinned && pin == "" {
+		return debianRef{}, fmt.Errorf("kernel %q: empty package version after '='", ref)
+	}
+	if seriesRe.MatchString(s) {
+		if pinned {
+			return debianRef{}, fmt.Errorf("kernel %q: a package version can only pin an exact release such as debian:7.3.4+deb13-cloud-amd64=7.3.4-1", ref)
+		}
+		return debianRef{Series: s, Flavour: flavour}, nil
+	}
+	m := releaseRe.FindStringSubmatch(s)
+	if m == nil {
+		return debianRef{}, fmt.Errorf("bad Debian kernel %q: want debian:<series> such as debian:7.3, or debian:<kernel release> such as debian:7.3.4+deb13-cloud-amd64", ref)
+	}
+	if m[2] != "" {
+		if !validFlavour(m[2]) {
+			return debianRef{}, fmt.Errorf("kernel %q: unknown flavour %q: want cloud-amd64, amd64 or rt-amd64", ref, m[2])
+		}
+		flavour = m[2]
+	}
+	return debianRef{Release: m[1] + "-" + flavour, PkgVersion: pin, Flavour: flavour}, nil
+}
+
+// key is the reference's name in the alias index.
+func (r debianRef) key() string {
+	if r.Series != "" {
+		return r.Series + "/" + r.Flavour
+	}
+	if r.PkgVersion != "" {
+		return r.Release + "=" + r.PkgVersion
+	}
+	return r.Release
+}
+
+// String is the canonical reference.
+func (r debianRef) String() string {
+	if r.Series != "" {
+		if r.Flavour != DefaultDebianFlavour {
+			return "debian:" + r.Series + " (" + r.Flavour + ")"
+		}
+		return "debian:" + r.Series
+	}
+	return "debian:" + r.key()
+}
+
+// FetchDebian returns the Debian kernel that ref names, downloading and
+// installing it into the cache when needed. The returned Kernel's Name is
+// ref. References ("debian:" may be left out):
+//
+//   - debian:<series>, e.g. debian:7.3 or debian:6.1: the newest kernel of
+//     that upstream series in the suites bookworm, trixie, trixie-backports
+//     and sid, in flavour o.Flavour (cloud-amd64 unless set). Kernels whose
+//     packages are all in the archive are preferred.
+//   - debian:<kernel release>, e.g. debian:7.3.4+deb13-cloud-amd64 or
+//     debian:6.1.0-37-cloud-amd64: one exact kernel ABI, as in the package
+//     name linux-image-<kernel release> and in `uname -r` in the guest. A
+//     release without a flavour (debian:7.3.4+deb13) gets o.Flavour.
+//   - debian:<kernel release>=<package version>, e.g.
+//     debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1: pinned to one
+//     package version.
+//
+// The packages are downloaded with `apt-get download`, unpacked with
+// `dpkg-deb -x` and installed at <cache>/kernels/debian/<package>_<version>/:
+//
+//	vmlinuz      the bzImage
+//	config       the kernel's .config (when the packages ship one)
+//	modules/     kernel/**.ko*, modules.builtin, modules.order (when shipped)
+//	kernel.json  the Kernel
+//
+// The directory is built next to its final place and renamed into it at
+// the end, so a failed fetch leaves nothing behind. The alias index
+// <cache>/kernels/debian/aliases.json maps references to directories, so
+// a reference fetched once is answered from the cache with no network, no
+// mirror and no apt call at all, unless o.Refresh is set. Package lists
+// are refreshed when older than 24 hours.
+func FetchDebian(ctx context.Context, ref string, o DebianOptions) (*Kernel, error) {
+	r, err := parseDebianRef(ref, o.Flavour)
+	if err != nil {
+		return nil, err
+	}
+	cache := o.cacheDir()
+	kdir := filepath.Join(cache, "kernels", "debian")
+	if !o.Refresh {
+		if k, ok := lookupAlias(kdir, r.key()); ok {
+			o.logf("%s: cached at %s", r, filepath.Dir(k.Image))
+			k.Name = ref
+			return k, nil
+		}
+	}
+	mirror, err := ResolveMirror(o.Mirror)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(kdir, 0o755); err != nil {
+		return nil, fmt.Errorf("debian kernel cache: %w", err)
+	}
+	unlock, err := lockDir(ctx, kdir, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if !o.Refresh {
+		// Another klab may have fetched it while we waited.
+		if k, ok := lookupAlias(kdir, r.key()); ok {
+			o.logf("%s: cached at %s", r, filepath.Dir(k.Image))
+			k.Name = ref
+			return k, nil
+		}
+	}
+	removeStaleTemps(kdir)
+
+	apt, err := newAptEnv(filepath.Join(cache, "apt"), mirror, debianKeyring(mirror))
+	if err != nil {
+		return nil, err
+	}
+	if err := apt.ensureLists(ctx, o.Refresh, &o); err != nil {
+		return nil, err
+	}
+	o.logf("resolving %s in %s...", r, strings.Join(debianSuites(), " "))
+	pick, err := apt.resolve(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if pick.skipped != "" {
+		o.logf("note: skipping %s: packages it depends on are missing from the archive", pick.skipped)
+	}
+	o.logf("%s is %s %s (%s)", r, pick.image.Name, pick.image.Version, pick.suite)
+	if len(pick.missing) > 0 {
+		o.logf("note: the archive lacks %s, which %s depends on; installing what there is",
+			strings.Join(pick.missing, ", "), pick.image.Name)
+	}
+
+	final := filepath.Join(kdir, pick.dirName())
+	k, err := loadKernelDir(final)
+	if err != nil {
+		k, err = installDebian(ctx, apt, kdir, final, pick, &o)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := addAlias(kdir, r.key(), filepath.Base(final)); err != nil {
+		return nil, err
+	}
+	// The exact release resolves offline too: to the newest package when
+	// a series was resolved, to the first one fetched for a pinned version.
+	switch {
+	case r.Series != "":
+		err = addAlias(kdir, pick.release, filepath.Base(final))
+	case r.PkgVersion != "":
+		err = addAliasIfMissing(kdir, pick.release, filepath.Base(final))
+	}
+	if err != nil {
+		return nil, err
+	}
+	o.logf("cached at %s", final)
+	k.Name = ref
+	return k, nil
+}
+
+// CachedKernels lists the Debian kernels installed in cacheDir (empty means
+// paths.CacheDir()), oldest kernel release first. Each Name is the exact
+// reference, "debian:<kernel release>".
+func CachedKernels(cacheDir string) ([]*Kernel, error) {
+	if cacheDir == "" {
+		cacheDir = paths.CacheDir()
+	}
+	kdir := filepath.Join(cacheDir, "kernels", "debian")
+	des, err := os.ReadDir(kdir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing cached kernels: %w", err)
+	}
+	var ks []*Kernel
+	for _, de := range des {
+		if !de.IsDir() || strings.HasPrefix(de.Name(), ".") {
+			continue
+		}
+		k, err := loadKernelDir(filepath.Join(kdir, de.Name()))
+		if err != nil {
+			continue // not a complete kernel directory
+		}
+		ks = append(ks, k)
+	}
+	sort.SliceStable(ks, func(i, j int) bool {
+		if c := compareDebianVersions(ks[i].Version, ks[j].Version); c != 0 {
+			return c < 0
+		}
+		if ks[i].Package != ks[j].Package {
+			return ks[i].Package < ks[j].Package
+		}
+		return compareDebianVersions(ks[i].PackageVersion, ks[j].PackageVersion) < 0
+	})
+	return ks, nil
+}
+
+// loadKernelDir reads dir/kernel.json and points the paths into dir, so a
+// moved cache keeps working.
+func loadKernelDir(dir string) (*Kernel, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "kernel.json"))
+	if err != nil {
+		return nil, err
+	}
+	var k Kernel
+	if err := json.Unmarshal(data, &k); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "kernel.json"), err)
+	}
+	k.Image = filepath.Join(dir, "vmlinuz")
+	if _, err := os.Stat(k.Image); err != nil {
+		return nil, err
+	}
+	k.Config, k.Modules = "", ""
+	if _, err := os.Stat(filepath.Join(dir, "config")); err == nil {
+		k.Config = filepath.Join(dir, "config")
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "modules")); err == nil && fi.IsDir() {
+		k.Modules = filepath.Join(dir, "modules")
+	}
+	return &k, nil
+}
+
+// Alias index: <kdir>/aliases.json maps debianRef keys to directory names.
+
+func aliasFile(kdir string) string { return filepath.Join(kdir, "aliases.json") }
+
+func readAliases(kdir string) map[string]string {
+	m := map[string]string{}
+	if data, err := os.ReadFile(aliasFile(kdir)); err == nil {
+		_ = json.Unmarshal(data, &m) // a damaged index only costs a refetch
+	}
+	return m
+}
+
+func lookupAlias(kdir, key string) (*Kernel, bool) {
+	dir, ok := readAliases(kdir)[key]
+	if !ok || dir == "" || strings.ContainsAny(dir, `/\`) || strings.HasPrefix(dir, ".") {
+		return nil, false
+	}
+	k, err := loadKernelDir(filepath.Join(kdir, dir))
+	if err != nil {
+		return nil, false
+	}
+	return k, true
+}
+
+// addAlias records key -> dir; the caller holds the directory lock.
+func addAlias(kdir, key, dir string) error {
+	m := readAliases(kdir)
+	if m[key] == dir {
+		return nil
+	}
+	m[key] = dir
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("kernel alias index: %w", err)
+	}
+	if err := writeFileAtomic(aliasFile(kdir), append(data, '\n')); err != nil {
+		return fmt.Errorf("kernel alias index: %w", err)
+	}
+	return nil
+}
+
+func addAliasIfMissing(kdir, key, dir string) error {
+	if _, ok := readAliases(kdir)[key]; ok {
+		return nil
+	}
+	return addAlias(kdir, key, dir)
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
+
+// lockDir takes an exclusive lock on dir/.lock, waiting (and saying so)
+// while another klab holds it. The returned function releases it.
+func lockDir(ctx context.Context, dir string, o *DebianOptions) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("locking kernel cache: %w", err)
+	}
+	said := false
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("locking kernel cache: %w", err)
+		}
+		if !said {
+			o.logf("waiting for another klab to finish fetching into %s...", dir)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// removeStaleTemps removes temporary directories left by an interrupted
+// fetch; the caller holds the lock, so no live fetch owns them.
+func removeStaleTemps(kdir string) {
+	des, _ := os.ReadDir(kdir)
+	for _, de := range des {
+		if strings.HasPrefix(de.Name(), ".tmp-") {
+			os.RemoveAll(filepath.Join(kdir, de.Name()))
+		}
+	}
+}
+
+// debianKeyring returns the keyring the host's apt sources use for mirror,
+// when they name one; otherwise apt's trusted keys are used.
+func debianKeyring(mirror string) string {
+	entries, err := readAptSources("/")
+	if err != nil {
+		return ""
+	}
+	e := debianEntry(entries)
+	if e == nil || e.SignedBy == "" || strings.TrimRight(e.URIs[0], "/") != mirror {
+		return ""
+	}
+	if _, err := os.Stat(e.SignedBy); err != nil {
+		return ""
+	}
+	return e.SignedBy
+}
+
+// aptEnv is klab's private apt configuration under dir.
+type aptEnv struct {
+	dir, mirror, keyring string
+}
+
+func newAptEnv(dir, mirror, keyring string) (*aptEnv, error) {
+	if strings.ContainsAny(dir, "\"\n{};") {
+		return nil, fmt.Errorf("apt configuration: unusable cache path %q", dir)
+	}
+	if strings.ContainsAny(keyring, "\"\n{}; ]") {
+		keyring = "" // cannot be written into sources.list; use apt's trusted keys
+	}
+	for _, d := range []string{"lists/partial", "cache/archives/partial", "sources.list.d", "preferences.d"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("apt configuration: %w", err)
+		}
+	}
+	return &aptEnv{dir: dir, mirror: mirror, keyring: keyring}, nil
+}
+
+func (a *aptEnv) path(p string) string { return filepath.Join(a.dir, p) }
+
+// sourcesList is the private sources.list.
+func (a *aptEnv) sourcesList() string {
+	opts := "arch=amd64 target=Packages"
+	if a.keyring != "" {
+		opts += " signed-by=" + a.keyring
+	}
+	var b strings.Builder
+	b.WriteString("# Written by klab: the Debian suites searched for kernels.\n")
+	for _, s := range debianSuites() {
+		fmt.Fprintf(&b, "deb [%s] %s %s main\n", opts, a.mirror, s)
+	}
+	return b.String()
+}
+
+// aptConf is the private configuration, read after the host's apt.conf.d
+// (so proxies and similar settings still apply) and overriding everything
+// that would touch the host's apt state.
+func (a *aptEnv) aptConf() string {
+	var b strings.Builder
+	set := func(k, v string) { fmt.Fprintf(&b, "%s \"%s\";\n", k, v) }
+	b.WriteString("// Written by klab: a private apt configuration for fetching kernels.\n")
+	set("Dir::Etc::SourceList", a.path("sources.list"))
+	set("Dir::Etc::SourceParts", a.path("sources.list.d"))
+	set("Dir::Etc::Preferences", a.path("preferences"))
+	set("Dir::Etc::PreferencesParts", a.path("preferences.d"))
+	set("Dir::State::Lists", a.path("lists"))
+	set("Dir::State::Status", a.path("status"))
+	set("Dir::State::extended_states", a.path("extended_states"))
+	set("Dir::Cache", a.path("cache"))
+	set("Dir::Cache::archives", a.path("cache/archives"))
+	// Some hosts (Debian's docker images) disable the binary caches,
+	// which makes every apt-cache call re-read all package lists.
+	set("Dir::Cache::pkgcache", "pkgcache.bin")
+	set("Dir::Cache::srcpkgcache", "srcpkgcache.bin")
+	set("APT::Architecture", "amd64")
+	b.WriteString("#clear APT::Architectures;\n")
+	set("APT::Architectures::", "amd64")
+	set("Debug::NoLocking", "1")
+	b.WriteString("#clear Acquire::Languages;\n")
+	set("Acquire::Languages::", "none")
+	b.WriteString("#clear APT::Update::Post-Invoke;\n")
+	b.WriteString("#clear APT::Update::Post-Invoke-Success;\n")
+	if os.Geteuid() == 0 {
+		// apt drops to the _apt user for downloads, and _apt cannot
+		// write into a cache under /root.
+		set("APT::Sandbox::User", "root")
+	}
+	return b.String()
+}
+
+// run runs apt-get or apt-cache with the private configuration.
+func (a *aptEnv) run(ctx context.Context, timeout time.Duration, dir string, prog string, args ...string) ([]byte, error) {
+	argv := append([]string{prog, "-c", a.path("apt.conf")}, args...)
+	env := append(os.Environ(), "LC_ALL=C", "LANGUAGE=", "DEBIAN_FRONTEND=noninteractive")
+	return proc.Run(ctx, proc.Opts{Timeout: timeout, Dir: dir, Env: env}, argv...)
+}
+
+// writeIfChanged writes data to path unless it already holds it, and
+// reports whether it wrote.
+func writeIfChanged(path, data string) (bool, error) {
+	if old, err := os.ReadFile(path); err == nil && string(old) == data {
+		return false, nil
+	}
+	return true, writeFileAtomic(path, []byte(data))
+}
+
+// listsFiles returns the Packages lists apt keeps for each suite.
+func (a *aptEnv) listsFiles() map[string]bool {
+	have := map[string]bool{}
+	des, _ := os.ReadDir(a.path("lists"))
+	for _, de := range des {
+		for _, s := range debianSuites() {
+			if strings.Contains(de.Name(), "_dists_"+s+"_main_binary-amd64_Packages") {
+				have[s] = true
+			}
+		}
+	}
+	return have
+}
+
+// ensureLists writes the configuration and runs `apt-get update` when the
+// package lists are missing, older than listsMaxAge, made for another
+// mirror, or force is set.
+func (a *aptEnv) ensureLists(ctx context.Context, force bool, o *DebianOptions) error {
+	if _, err := os.Stat(a.path("status")); err != nil {
+		if err := os.WriteFile(a.path("status"), nil, 0o644); err != nil {
+			return fmt.Errorf("apt configuration: %w", err)
+		}
+	}
+	if _, err := writeIfChanged(a.path("apt.conf"), a.aptConf()); err != nil {
+		return fmt.Errorf("apt configuration: %w", err)
+	}
+	changed, err := writeIfChanged(a.path("sources.list"), a.sourcesList())
+	if err != nil {
+		return fmt.Errorf("apt configuration: %w", err)
+	}
+	stamp := a.path("lists.stamp")
+	have := a.listsFiles()
+	if !force && !changed && len(have) == len(debianSuites()) {
+		if fi, err := os.Stat(stamp); err == nil && time.Since(fi.ModTime()) < listsMaxAge {
+			return nil
+		}
+	}
+	os.Remove(stamp)
+	o.logf("updating package lists for %s from %s...", strings.Join(debianSuites(), " "), a.mirror)
+	start := time.Now()
+	_, err = a.run(ctx, 15*time.Minute, "", "apt-get", "-q", "update")
+	have = a.listsFiles()
+	if err != nil {
+		if ctx.Err() != nil || len(have) == 0 {
+			return fmt.Errorf("updating Debian package lists: %w", err)
+		}
+		o.logf("warning: apt-get update failed, continuing with the lists of %s: %v", strings.Join(sortedKeys(have), " "), err)
+		return nil
+	}
+	var missing []string
+	for _, s := range debianSuites() {
+		if !have[s] {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) == len(debianSuites()) {
+		return fmt.Errorf("updating Debian package lists from %s: no suite has a package list", a.mirror)
+	}
+	if len(missing) > 0 {
+		o.logf("warning: the mirror has no package list for %s", strings.Join(missing, " "))
+	}
+	o.logf("package lists updated in %.1fs", time.Since(start).Seconds())
+	return os.WriteFile(stamp, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
+}
+
+func sortedKeys(m map[string]bool) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// debPkg is one binary package version.
+type debPkg struct {
+	Name, Version string
+	Size          int64
+	depends       string
+}
+
+// debianPick is a resolved kernel: the image package and every package
+// to download.
+type debianPick struct {
+	image   debPkg
+	suite   string
+	release string
+	pkgs    []debPkg
+	// missing lists packages the image depends on that the archive
+	// lacks; skipped names a newer but incomplete kernel passed over.
+	missing []string
+	skipped string
+}
+
+func (p *debianPick) dirName() string {
+	return p.image.Name + "_" + strings.ReplaceAll(p.image.Version, ":", "%3a")
+}
+
+// imageCandidate is a linux-image package name that may match a reference.
+type imageCandidate struct {
+	name     string
+	kver     string // e.g. 7.3.4+deb13 or 6.1.0-50
+	release  string // kver-flavour
+	unsigned bool
+}
+
+// matchImageName parses a linux-image package name for flavour; ok is false
+// for other flavours, -dbg packages and meta packages.
+func matchImageName(name, flavour string) (imageCandidate, bool) {
+	rest, ok := strings.CutPrefix(name, "linux-image-")
+	if !ok || strings.HasSuffix(rest, "-dbg") {
+		return imageCandidate{}, false
+	}
+	c := imageCandidate{name: name}
+	rest, c.unsigned = strings.CutSuffix(rest, "-unsigned")
+	kver, ok := strings.CutSuffix(rest, "-"+flavour)
+	if !ok || !kverOnlyRe.MatchString(kver) {
+		return imageCandidate{}, false
+	}
+	c.kver, c.release = kver, rest
+	return c, true
+}
+
+// inSeries reports whether kernel version kver belongs to series ("6.1"
+// holds 6.1.0-50 but not 6.12.117+deb13).
+func inSeries(kver, series string) bool {
+	rest, ok := strings.CutPrefix(kver, series)
+	return ok && (rest == "" || strings.ContainsRune(".-+", rune(rest[0])))
+}
+
+// seriesOf returns the major.minor of a kernel version.
+func seriesOf(kver string) string {
+	parts := strings.SplitN(kver, ".", 3)
+	if len(parts) < 2 {
+		return kver
+	}
+	minor := parts[1]
+	if i := strings.IndexAny(minor, "-+"); i >= 0 {
+		minor = minor[:i]
+	}
+	return parts[0] + "." + minor
+}
+
+// madisonLine is one "name | version | uri suite/component arch Packages"
+// line of apt-cache madison.
+type madisonLine struct{ name, version, suite string }
+
+func parseMadison(out []byte) []madisonLine {
+	var ls []madisonLine
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "|")
+		if len(f) != 3 {
+			continue
+		}
+		src := strings.Fields(f[2])
+		if len(src) < 2 || !strings.HasSuffix(strings.TrimSpace(f[2]), "Packages") {
+			continue // a Sources line
+		}
+		suite := src[1]
+		if i := strings.LastIndexByte(suite, '/'); i >= 0 {
+			suite = suite[:i]
+		}
+		ls = append(ls, madisonLine{strings.TrimSpace(f[0]), strings.TrimSpace(f[1]), suite})
+	}
+	return ls
+}
+
+// parseShow parses `apt-cache show` stanzas.
+func parseShow(out []byte) []debPkg {
+	var pkgs []debPkg
+	var cur debPkg
+	var field string
+	flush := func() {
+		if cur.Name != "" {
+			pkgs = append(pkgs, cur)
+		}
+		cur, field = debPkg{}, ""
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.TrimSpace(line) == "" {
+			flush()
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if field == "depends" {
+				cur.depends += " " + strings.TrimSpace(line)
+			}
+			continue
+		}
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		field = strings.ToLower(k)
+		switch field {
+		case "package":
+			cur.Name = v
+		case "version":
+			cur.Version = v
+		case "size":
+			cur.Size, _ = strconv.ParseInt(v, 10, 64)
+		case "depends", "pre-depends":
+			if cur.depends != "" {
+				cur.depends += ", "
+			}
+			cur.depends += v
+			field = "depends"
+		}
+	}
+	flush()
+	return pkgs
+}
+
+// releaseDeps returns the dependencies of p that belong to the same
+// kernel release (linux-binary-<release>, linux-modules-<release>, ...),
+// with the version they must have.
+func releaseDeps(p debPkg, release string) []debPkg {
+	var deps []debPkg
+	for _, group := range strings.Split(p.depends, ",") {
+		for _, alt := range strings.Split(group, "|") {
+			alt = strings.TrimSpace(alt)
+			name, constraint, _ := strings.Cut(alt, " ")
+			name = strings.TrimSuffix(name, ":any")
+			if !strings.HasPrefix(name, "linux-") || !strings.HasSuffix(name, "-"+release) {
+				continue
+			}
+			v := p.Version
+			if c := strings.Trim(strings.TrimSpace(constraint), "()"); strings.HasPrefix(c, "=") {
+				v = strings.TrimSpace(strings.TrimPrefix(c, "="))
+			}
+			deps = append(deps, debPkg{Name: name, Version: v})
+			break
+		}
+	}
+	return deps
+}
+
+// resolve finds the image package for r and the packages it needs.
+//
+// Since 6.19, linux-image-<release> is a meta package that depends on
+// linux-binary-, linux-modules- and linux-base-<release>, and the archive
+// does not always carry all of them (for some releases only linux-binary
+// is there). resolve prefers the newest kernel whose packages are all
+// present; when no candidate is complete it takes the newest one and
+// reports what is missing in pick.missing.
+func (a *aptEnv) resolve(ctx context.Context, r debianRef) (*debianPick, error) {
+	out, err := a.run(ctx, 5*time.Minute, "", "apt-cache", "pkgnames", "linux-")
+	if err != nil {
+		return nil, fmt.Errorf("listing Debian kernels: %w", err)
+	}
+	exists := map[string]bool{}
+	var cands []imageCandidate
+	seriesSet := map[string]bool{}
+	for _, name := range strings.Fields(string(out)) {
+		exists[name] = true
+		c, ok := matchImageName(name, r.Flavour)
+		if !ok {
+			continue
+		}
+		seriesSet[seriesOf(c.kver)] = true
+		if (r.Series != "" && inSeries(c.kver, r.Series)) || (r.Series == "" && c.release == r.Release) {
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		var avail []string
+		for s := range seriesSet {
+			avail = append(avail, s)
+		}
+		sort.Slice(avail, func(i, j int) bool { return compareDebianVersions(avail[i], avail[j]) < 0 })
+		return nil, fmt.Errorf("no Debian kernel package for %s in %s; series with %s kernels there: %s",
+			r, strings.Join(debianSuites(), " "), r.Flavour, strings.Join(avail, " "))
+	}
+	byName := map[string]imageCandidate{}
+	args := []string{"madison"}
+	for _, c := range cands {
+		byName[c.name] = c
+		args = append(args, c.name)
+	}
+	out, err = a.run(ctx, 5*time.Minute, "", "apt-cache", args...)
+	if err != nil {
+		return nil, fmt.Errorf("listing Debian kernel versions: %w", err)
+	}
+	suiteRank := map[string]int{}
+	for i, s := range debianSuites() {
+		suiteRank[s] = i + 1
+	}
+	better := func(x, y madisonLine) bool { // is x better than y?
+		cx, cy := byName[x.name], byName[y.name]
+		if c := compareDebianVersions(cx.kver, cy.kver); c != 0 {
+			return c > 0
+		}
+		if c := compareDebianVersions(x.version, y.version); c != 0 {
+			return c > 0
+		}
+		if cx.unsigned != cy.unsigned {
+			return !cx.unsigned // the signed package holds the same files
+		}
+		return suiteRank[x.suite] < suiteRank[y.suite]
+	}
+	var lines []madisonLine
+	for _, l := range parseMadison(out) {
+		if _, ok := byName[l.name]; !ok || suiteRank[l.suite] == 0 {
+			continue
+		}
+		if r.PkgVersion != "" && l.version != r.PkgVersion {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) == 0 {
+		return nil, fmt.Errorf("no version of the Debian kernel %s in %s", r, strings.Join(debianSuites(), " "))
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return better(lines[i], lines[j]) })
+
+	// Read all candidates' details at once and take the best complete one.
+	shown, err := a.show(ctx, lines)
+	if err != nil {
+		return nil, err
+	}
+	var best *madisonLine
+	var bestMissing []string
+	for i := range lines {
+		l := &lines[i]
+		p, ok := shown[l.name+"="+l.version]
+		if !ok {
+			continue
+		}
+		var missing []string
+		for _, d := range releaseDeps(p, byName[l.name].release) {
+			if !exists[d.Name] {
+				missing = append(missing, d.Name)
+			}
+		}
+		if best == nil {
+			best, bestMissing = l, missing
+		}
+		if len(missing) == 0 {
+			best, bestMissing = l, nil
+			break
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("apt-cache show printed none of the candidates for %s", r)
+	}
+	pick := &debianPick{suite: best.suite, release: byName[best.name].release, missing: bestMissing}
+	if best != &lines[0] {
+		pick.skipped = lines[0].name + " " + lines[0].version
+	}
+
+	// Collect the image package and, transitively, the packages of the
+	// same release it depends on that the archive has.
+	seen := map[string]bool{best.name: true}
+	level := []madisonLine{*best}
+	for len(level) > 0 {
+		got, err := a.show(ctx, level)
+		if err != nil {
+			return nil, err
+		}
+		var next []madisonLine
+		for _, l := range level {
+			p, ok := got[l.name+"="+l.version]
+			if !ok {
+				return nil, fmt.Errorf("apt-cache show %s=%s printed no package", l.name, l.version)
+			}
+			if l.name == best.name {
+				pick.image = p
+			}
+			pick.pkgs = append(pick.pkgs, p)
+			for _, d := range releaseDeps(p, pick.release) {
+				if !seen[d.Name] && exists[d.Name] {
+					seen[d.Name] = true
+					next = append(next, madisonLine{name: d.Name, version: d.Version})
+				}
+			}
+		}
+		level = next
+	}
+	return pick, nil
+}
+
+// show runs apt-cache show for the given name=version pairs and returns
+// the packages it printed, keyed by name=version.
+func (a *aptEnv) show(ctx context.Context, ls []madisonLine) (map[string]debPkg, error) {
+	args := []string{"show"}
+	seen := map[string]bool{}
+	for _, l := range ls {
+		k := l.name + "=" + l.version
+		if !seen[k] {
+			seen[k] = true
+			args = append(args, k)
+		}
+	}
+	out, err := a.run(ctx, 5*time.Minute, "", "apt-cache", args...)
+	if err != nil {
+		return nil, fmt.Errorf("reading Debian package details: %w", err)
+	}
+	m := map[string]debPkg{}
+	for _, p := range parseShow(out) {
+		m[p.Name+"="+p.Version] = p
+	}
+	return m, nil
+}
+
+// installDebian downloads and unpacks pick and installs it at final. It
+// works in a temporary directory next to final and renames it into place
+// at the end, so a failure leaves nothing behind.
+func installDebian(ctx context.Context, a *aptEnv, kdir, final string, pick *debianPick, o *DebianOptions) (k *Kernel, err error) {
+	tmp, err := os.MkdirTemp(kdir, ".tmp-")
+	if err != nil {
+		return nil, fmt.Errorf("debian kernel cache: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	debs, root, out := filepath.Join(tmp, "debs"), filepath.Join(tmp, "root"), filepath.Join(tmp, "out")
+	for _, d := range []string{debs, root, out} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return nil, fmt.Errorf("debian kernel cache: %w", err)
+		}
+	}
+	start := time.Now()
+	var files []string
+	for _, p := range pick.pkgs {
+		o.logf("downloading %s %s (%s)...", p.Name, p.Version, humanSize(p.Size))
+		if _, err := a.run(ctx, 30*time.Minute, debs, "apt-get", "-q", "download", p.Name+"="+p.Version); err != nil {
+			return nil, fmt.Errorf("downloading %s: %w", p.Name, err)
+		}
+		m, _ := filepath.Glob(filepath.Join(debs, globEscape(p.Name)+"_*.deb"))
+		if len(m) != 1 {
+			return nil, fmt.Errorf("downloading %s: apt-get download left %d matching .deb files in %s", p.Name, len(m), debs)
+		}
+		files = append(files, m[0])
+	}
+	o.logf("downloaded in %.1fs; unpacking...", time.Since(start).Seconds())
+	for _, f := range files {
+		if _, err := proc.Run(ctx, proc.Opts{Timeout: 10 * time.Minute}, "dpkg-deb", "-x", f, root); err != nil {
+			return nil, fmt.Errorf("unpacking %s: %w", filepath.Base(f), err)
+		}
+	}
+	if err := layoutKernel(root, out, pick.release); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", pick.image.Name, pick.image.Version, err)
+	}
+	image := filepath.Join(out, "vmlinuz")
+	kver, err := CheckBzImage(image)
+	if err != nil {
+		return nil, err
+	}
+	if kver == "" {
+		kver = pick.release
+	} else if kver != pick.release {
+		o.logf("note: %s reports kernel release %s, not %s", pick.image.Name, kver, pick.release)
+	}
+	id, err := kernelID(image, filepath.Join(out, "config"))
+	if err != nil {
+		return nil, err
+	}
+	k = &Kernel{
+		Name:           "debian:" + pick.release,
+		ID:             id,
+		Version:        kver,
+		Source:         "debian",
+		Package:        pick.image.Name,
+		PackageVersion: pick.image.Version,
+		Suite:          pick.suite,
+		Image:          filepath.Join(final, "vmlinuz"),
+	}
+	if _, err := os.Stat(filepath.Join(out, "config")); err == nil {
+		k.Config = filepath.Join(final, "config")
+	}
+	if _, err := os.Stat(filepath.Join(out, "modules")); err == nil {
+		k.Modules = filepath.Join(final, "modules")
+	}
+	var lacks []string
+	if k.Config == "" {
+		lacks = append(lacks, "no kernel config")
+	}
+	if k.Modules == "" {
+		lacks = append(lacks, "no modules")
+	}
+	if len(lacks) > 0 {
+		o.logf("warning: %s %s has %s", pick.image.Name, pick.image.Version, strings.Join(lacks, " and "))
+	}
+	data, err := json.MarshalIndent(k, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("kernel.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "kernel.json"), append(data, '\n'), 0o644); err != nil {
+		return nil, fmt.Errorf("kernel.json: %w", err)
+	}
+	if err := os.RemoveAll(final); err != nil { // an incomplete leftover
+		return nil, fmt.Errorf("debian kernel cache: %w", err)
+	}
+	if err := os.Rename(out, final); err != nil {
+		return nil, fmt.Errorf("debian kernel cache: %w", err)
+	}
+	o.logf("unpacked %s %s in %.1fs", pick.image.Name, pick.image.Version, time.Since(start).Seconds())
+	return k, nil
+}
+
+// layoutKernel moves the files of an unpacked kernel package tree (root)
+// into out: vmlinuz, config and modules/. Both the old layout
+// (boot/vmlinuz-<release>, lib/modules/<release>) and the 7.x one
+// (usr/lib/modules/<release>/{vmlinuz,config}) are understood.
+func layoutKernel(root, out, release string) error {
+	var modDirs []string
+	for _, d := range []string{"usr/lib/modules", "lib/modules"} {
+		p := filepath.Join(root, d, release)
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			modDirs = append(modDirs, p)
+		}
+	}
+	if len(modDirs) == 0 {
+		// The release in the package name should match the directory;
+		// accept a single other directory.
+		for _, d := range []string{"usr/lib/modules", "lib/modules"} {
+			m, _ := filepath.Glob(filepath.Join(root, d, "*"))
+			modDirs = append(modDirs, m...)
+		}
+		if len(modDirs) > 1 {
+			return fmt.Errorf("several module directories and none named %s: %s", release, strings.Join(modDirs, " "))
+		}
+	}
+	mods := ""
+	if len(modDirs) > 0 {
+		mods = modDirs[0]
+		for _, other := range modDirs[1:] {
+			if err := mergeDir(other, mods); err != nil {
+				return err
+			}
+		}
+	}
+	find := func(names ...string) string {
+		for _, n := range names {
+			if n == "" {
+				continue
+			}
+			if fi, err := os.Lstat(n); err == nil && fi.Mode().IsRegular() {
+				return n
+			}
+		}
+		return ""
+	}
+	modFile := func(n string) string {
+		if mods == "" {
+			return ""
+		}
+		return filepath.Join(mods, n)
+	}
+	vmlinuz := find(filepath.Join(root, "boot", "vmlinuz-"+release), modFile("vmlinuz"))
+	if vmlinuz == "" {
+		return fmt.Errorf("no kernel image: neither boot/vmlinuz-%s nor usr/lib/modules/%s/vmlinuz in the packages", release, release)
+	}
+	if err := os.Rename(vmlinuz, filepath.Join(out, "vmlinuz")); err != nil {
+		return err
+	}
+	if config := find(filepath.Join(root, "boot", "config-"+release), modFile("config")); config != "" {
+		if err := os.Rename(config, filepath.Join(out, "config")); err != nil {
+			return err
+		}
+	}
+	if mods != "" {
+		if des, err := os.ReadDir(mods); err != nil || len(des) == 0 {
+			return err // nothing but vmlinuz: no modules directory
+		}
+		if err := os.Rename(mods, filepath.Join(out, "modules")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mergeDir moves the entries of src into dst, keeping dst's on conflict
+// and merging subdirectories.
+func mergeDir(src, dst string) error {
+	des, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, de := range des {
+		s, d := filepath.Join(src, de.Name()), filepath.Join(dst, de.Name())
+		fi, err := os.Lstat(d)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := os.Rename(s, d); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		case fi.IsDir() && de.IsDir():
+			if err := mergeDir(s, d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// kernelID is "k-" and the first 16 hex digits of sha256(image || config);
+// a missing config counts as empty.
+func kernelID(image, config string) (string, error) {
+	h := sha256.New()
+	for i, p := range []string{image, config} {
+		if p == "" {
+			continue
+		}
+		f, err := os.Open(p)
+		if i == 1 && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("kernel id: %w", err)
+		}
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return "", fmt.Errorf("kernel id: %w", err)
+		}
+	}
+	return "k-" + hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n <= 0:
+		return "size unknown"
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.0f KB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	}
+}
+
+// globEscape escapes the glob metacharacters of a package name.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// compareDebianVersions compares two Debian package versions
+// ([epoch:]upstream[-revision]) as dpkg --compare-versions does and returns
+// -1, 0 or +1. '~' sorts before everything, even the end of the string, so
+// 7.3.4-1~bpo13+1 < 7.3.4-1.
+func compareDebianVersions(a, b string) int {
+	ea, ua, ra := splitDebianVersion(a)
+	eb, ub, rb := splitDebianVersion(b)
+	if ea != eb {
+		if ea < eb {
+			return -1
+		}
+		return 1
+	}
+	if c := verrevcmp(ua, ub); c != 0 {
+		return c
+	}
+	return verrevcmp(ra, rb)
+}
+
+func splitDebianVersion(v string) (epoch int, upstream, revision string) {
+	v = strings.TrimSpace(v)
+	if i := strings.IndexByte(v, ':'); i >= 0 {
+		if e, err := strconv.Atoi(v[:i]); err == nil {
+			epoch = e
+		}
+		v = v[i+1:]
+	}
+	if i := strings.LastIndexByte(v, '-'); i >= 0 {
+		return epoch, v[:i], v[i+1:]
+	}
+	return epoch, v, ""
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// debOrder is dpkg's character weight for the non-digit parts; 0 stands
+// for the end of the string.
+func debOrder(s string, i int) int {
+	if i >= len(s) {
+		return 0
+	}
+	c := s[i]
+	switch {
+	case isDigit(c):
+		return 0
+	case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+		return int(c)
+	case c == '~':
+		return -1
+	default:
+		return int(c) + 256
+	}
+}
+
+// verrevcmp is dpkg's comparison of an upstream version or revision.
+func verrevcmp(a, b string) int {
+	i, j := 0, 0
+	sign := func(n int) int {
+		switch {
+		case n < 0:
+			return -1
+		case n > 0:
+			return 1
+		}
+		return 0
+	}
+	for i < len(a) || j < len(b) {
+		for (i < len(a) && !isDigit(a[i])) || (j < len(b) && !isDigit(b[j])) {
+			ac, bc := debOrder(a, i), debOrder(b, j)
+			if ac != bc {
+				return sign(ac - bc)
+			}
+			i++
+			j++
+		}
+		for i < len(a) && a[i] == '0' {
+			i++
+		}
+		for j < len(b) && b[j] == '0' {
+			j++
+		}
+		firstDiff := 0
+		for i < len(a) && j < len(b) && isDigit(a[i]) && isDigit(b[j]) {
+			if firstDiff == 0 {
+				firstDiff = int(a[i]) - int(b[j])
+			}
+			i++
+			j++
+		}
+		if i < len(a) && isDigit(a[i]) {
+			return 1
+		}
+		if j < len(b) && isDigit(b[j]) {
+			return -1
+		}
+		if firstDiff != 0 {
+			return sign(firstDiff)
+		}
+	}
+	return 0
+}

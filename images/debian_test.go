@@ -1,0 +1,624 @@
+package images
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCompareDebianVersions(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"1.0", "1.0", 0},
+		{"1.0", "1.1", -1},
+		{"1.0~rc1", "1.0", -1},
+		{"1.0", "1.0+b1", -1},
+		{"7.3.4-1~bpo13+1", "7.3.4-1", -1},
+		{"6.1.0-50", "6.1.0-47", 1},
+		{"6.1.0-9", "6.1.0-10", -1},
+		{"7.2.13+deb14", "7.2.12+deb13", 1},
+		{"7.2.13+deb13", "7.2.13+deb14", -1},
+		{"6.12", "6.1", 1},
+		{"1:0.1", "2.0", 1},
+		{"1.0a", "1.0", 1},
+		{"1.0-1", "1.0-1.1", -1},
+		{"0001", "1", 0},
+		{"a", "b", -1},
+		{"1.0.", "1.0", 1},
+		{"~~", "~", -1},
+		{"", "~", 1},
+	}
+	for _, tc := range tests {
+		if got := compareDebianVersions(tc.a, tc.b); got != tc.want {
+			t.Errorf("compare(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+		if got := compareDebianVersions(tc.b, tc.a); got != -tc.want {
+			t.Errorf("compare(%q, %q) = %d, want %d", tc.b, tc.a, got, -tc.want)
+		}
+	}
+	// Agree with dpkg itself, when it is here.
+	dpkg, err := exec.LookPath("dpkg")
+	if err != nil {
+		return
+	}
+	vs := []string{"6.1.176-1", "6.1.170-3", "6.12.117-1", "7.3.4-1~bpo13+1", "7.3.4-1", "7.2.13-1", "1:1.0", "1.0+dfsg-2", "1.0~beta", "1.0b"}
+	for _, a := range vs {
+		for _, b := range vs {
+			lt := exec.Command(dpkg, "--compare-versions", a, "lt", b).Run() == nil
+			if got := compareDebianVersions(a, b) < 0; got != lt {
+				t.Errorf("%s < %s: we say %v, dpkg says %v", a, b, got, lt)
+			}
+		}
+	}
+}
+
+func TestParseDebianRef(t *testing.T) {
+	tests := []struct {
+		ref, flavour string
+		want         debianRef
+		err          bool
+	}{
+		{"debian:7.3", "", debianRef{Series: "7.3", Flavour: "cloud-amd64"}, false},
+		{"debian:6.12", "amd64", debianRef{Series: "6.12", Flavour: "amd64"}, false},
+		{"debian:7.3.4+deb13-cloud-amd64", "", debianRef{Release: "7.3.4+deb13-cloud-amd64", Flavour: "cloud-amd64"}, false},
+		{"debian:6.1.0-37-cloud-amd64", "", debianRef{Release: "6.1.0-37-cloud-amd64", Flavour: "cloud-amd64"}, false},
+		{"debian:6.1.0-37-amd64", "cloud-amd64", debianRef{Release: "6.1.0-37-amd64", Flavour: "amd64"}, false},
+		{"debian:7.3.4+deb13", "amd64", debianRef{Release: "7.3.4+deb13-amd64", Flavour: "amd64"}, false},
+		{"debian:linux-image-7.3.4+deb13-cloud-amd64", "", debianRef{Release: "7.3.4+deb13-cloud-amd64", Flavour: "cloud-amd64"}, false},
+		{"debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1", "", debianRef{Release: "7.3.4+deb13-cloud-amd64", PkgVersion: "7.3.4-1~bpo13+1", Flavour: "cloud-amd64"}, false},
+		{"debian:7.3=7.3.4-1", "", debianRef{}, true},
+		{"debian:7.3.4+deb13-arm64", "", debianRef{}, true},
+		{"debian:7.3", "s390x", debianRef{}, true},
+		{"debian:latest", "", debianRef{}, true},
+		{"debian:", "", debianRef{}, true},
+	}
+	for _, tc := range tests {
+		got, err := parseDebianRef(tc.ref, tc.flavour)
+		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
+			t.Errorf("parseDebianRef(%q, %q) = %+v, %v; want %+v, error %v", tc.ref, tc.flavour, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestMatchImageName(t *testing.T) {
+	tests := []struct {
+		name, flavour string
+		ok            bool
+		kver          string
+		unsigned      bool
+	}{
+		{"linux-image-7.3.4+deb13-cloud-amd64", "cloud-amd64", true, "7.3.4+deb13", false},
+		{"linux-image-7.3.4+deb13-cloud-amd64-dbg", "cloud-amd64", false, "", false},
+		{"linux-image-6.1.0-50-cloud-amd64-unsigned", "cloud-amd64", true, "6.1.0-50", true},
+		{"linux-image-6.1.0-50-cloud-amd64", "amd64", false, "", false},
+		{"linux-image-6.1.0-50-rt-amd64", "amd64", false, "", false},
+		{"linux-image-6.1.0-50-amd64", "amd64", true, "6.1.0-50", false},
+		{"linux-image-cloud-amd64", "cloud-amd64", false, "", false},
+		{"linux-image-amd64-signed-template", "amd64", false, "", false},
+	}
+	for _, tc := range tests {
+		c, ok := matchImageName(tc.name, tc.flavour)
+		if ok != tc.ok || c.kver != tc.kver || c.unsigned != tc.unsigned {
+			t.Errorf("matchImageName(%q, %q) = %+v, %v", tc.name, tc.flavour, c, ok)
+		}
+	}
+	for kver, series := range map[string]string{"6.1.0-50": "6.1", "6.12.117+deb13": "6.12", "7.3.4+deb13": "7.3", "7.0": "7.0"} {
+		if got := seriesOf(kver); got != series {
+			t.Errorf("seriesOf(%q) = %q, want %q", kver, got, series)
+		}
+		if !inSeries(kver, series) {
+			t.Errorf("inSeries(%q, %q) = false", kver, series)
+		}
+	}
+	if inSeries("6.12.117+deb13", "6.1") || inSeries("7.30.1", "7.3") {
+		t.Error("inSeries matches a longer minor number")
+	}
+}
+
+func TestParseAptOutput(t *testing.T) {
+	madison := []byte(`linux-image-7.3.4+deb13-cloud-amd64 | 7.3.4-1~bpo13+1 | http://mirror.example/debian trixie-backports/main amd64 Packages
+linux-image-7.2.13+deb14-cloud-amd64 |   7.2.13-1 | http://mirror.example/debian sid/main amd64 Packages
+     linux | 7.3.4-1 | http://mirror.example/debian sid/main Sources
+`)
+	ls := parseMadison(madison)
+	if len(ls) != 2 || ls[0] != (madisonLine{"linux-image-7.3.4+deb13-cloud-amd64", "7.3.4-1~bpo13+1", "trixie-backports"}) || ls[1].suite != "sid" {
+		t.Errorf("parseMadison = %+v", ls)
+	}
+	show := []byte(`Package: linux-image-7.3.4+deb13-cloud-amd64
+Version: 7.3.4-1~bpo13+1
+Installed-Size: 15
+Pre-Depends: linux-base (>= 4.17~)
+Depends: dracut | initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool, linux-base-7.3.4+deb13-cloud-amd64 (= 7.3.4-1~bpo13+1), linux-binary-7.3.4+deb13-cloud-amd64 (= 7.3.4-1~bpo13+1),
+ linux-modules-7.3.4+deb13-cloud-amd64 (= 7.3.4-1~bpo13+1)
+Description: Linux 7.3.4 for x86-64 cloud
+ A long description
+ Depends: not-a-field
+Size: 1928
+
+Package: linux-binary-7.3.4+deb13-cloud-amd64
+Version: 7.3.4-1~bpo13+1
+Depends: linux-base-7.3.4+deb13-cloud-amd64 (= 7.3.4-1~bpo13+1)
+Size: 13604064
+`)
+	ps := parseShow(show)
+	if len(ps) != 2 || ps[0].Size != 1928 || ps[1].Size != 13604064 {
+		t.Fatalf("parseShow = %+v", ps)
+	}
+	var deps []string
+	for _, d := range releaseDeps(ps[0], "7.3.4+deb13-cloud-amd64") {
+		deps = append(deps, d.Name+"="+d.Version)
+	}
+	sort.Strings(deps)
+	want := "linux-base-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1 linux-binary-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1 linux-modules-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1"
+	if strings.Join(deps, " ") != want {
+		t.Errorf("releaseDeps = %v", deps)
+	}
+	old := debPkg{Name: "linux-image-6.1.0-50-cloud-amd64", Version: "6.1.176-1", depends: "kmod, linux-base (>= 4.3~), initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool"}
+	if d := releaseDeps(old, "6.1.0-50-cloud-amd64"); len(d) != 0 {
+		t.Errorf("6.1 releaseDeps = %v, want none", d)
+	}
+}
+
+func TestAptEnvFiles(t *testing.T) {
+	a, err := newAptEnv(filepath.Join(t.TempDir(), "apt"), "http://mirror.example/debian", "/usr/share/keyrings/k.gpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := a.sourcesList()
+	for _, s := range debianSuites() {
+		if !strings.Contains(sl, "deb [arch=amd64 target=Packages signed-by=/usr/share/keyrings/k.gpg] http://mirror.example/debian "+s+" main\n") {
+			t.Errorf("sources.list lacks %s:\n%s", s, sl)
+		}
+	}
+	conf := a.aptConf()
+	for _, s := range []string{"Dir::Etc::SourceList", "Dir::Etc::SourceParts", "Dir::State::Lists", "Dir::State::Status", "Dir::Cache ", "APT::Architecture \"amd64\"", "Debug::NoLocking \"1\""} {
+		if !strings.Contains(conf, s) {
+			t.Errorf("apt.conf lacks %s:\n%s", s, conf)
+		}
+	}
+	if strings.Contains(conf, "/etc/apt/") || strings.Contains(conf, "/var/lib/") {
+		t.Errorf("apt.conf points at host state:\n%s", conf)
+	}
+}
+
+// fakeApt installs fake apt-get, apt-cache and dpkg-deb commands that
+// serve a small made-up archive, and returns the directory holding their
+// call log and data.
+type fakeArchive struct {
+	dir string
+}
+
+func (f *fakeArchive) log(t *testing.T) string {
+	t.Helper()
+	b, _ := os.ReadFile(filepath.Join(f.dir, "log"))
+	return string(b)
+}
+
+const fakeAptGet = `#!/bin/sh
+echo "apt-get $*" >> "$FAKE_APT/log"
+conf=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+  -c) conf=$2; shift 2;;
+  update|download) cmd=$1; shift; break;;
+  *) shift;;
+  esac
+done
+case "$cmd" in
+update)
+  lists=$(sed -n 's/^Dir::State::Lists "\(.*\)";$/\1/p' "$conf")
+  for s in bookworm trixie trixie-backports sid; do
+    : > "$lists/mirror.example_debian_dists_${s}_main_binary-amd64_Packages"
+  done;;
+download)
+  for p in "$@"; do
+    n=${p%%=*}; v=${p#*=}
+    [ -f "$FAKE_APT/debs/$n" ] || { echo "E: Can't find $p" >&2; exit 100; }
+    cp "$FAKE_APT/debs/$n" "./${n}_${v}_amd64.deb"
+  done;;
+esac
+`
+
+const fakeAptCache = `#!/bin/sh
+echo "apt-cache $*" >> "$FAKE_APT/log"
+while [ $# -gt 0 ]; do
+  case "$1" in
+  -c) shift 2;;
+  *) break;;
+  esac
+done
+cmd=$1; shift
+case "$cmd" in
+pkgnames) cat "$FAKE_APT/pkgnames";;
+madison) for n in "$@"; do cat "$FAKE_APT/madison/$n" 2>/dev/null; done;;
+show) for p in "$@"; do cat "$FAKE_APT/show/$p" 2>/dev/null && echo; done;;
+esac
+exit 0
+`
+
+const fakeDpkgDeb = `#!/bin/sh
+echo "dpkg-deb $*" >> "$FAKE_APT/log"
+[ -n "$FAKE_DPKG_FAIL" ] && { echo "dpkg-deb: error: broken" >&2; exit 2; }
+[ "$1" = -x ] && exec tar -xf "$2" -C "$3"
+exit 2
+`
+
+func tarOf(t *testing.T, files map[string][]byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	var names []string
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(files[n])), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write(files[n])
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func newFakeArchive(t *testing.T) *fakeArchive {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	for name, script := range map[string]string{"apt-get": fakeAptGet, "apt-cache": fakeAptCache, "dpkg-deb": fakeDpkgDeb} {
+		p := writeFile(t, filepath.Join(bin, name), []byte(script))
+		os.Chmod(p, 0o755)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	t.Setenv("FAKE_APT", dir)
+	t.Setenv("FAKE_DPKG_FAIL", "")
+
+	const r73, v73 = "7.3.4+deb13-cloud-amd64", "7.3.4-1~bpo13+1"
+	const r61, v61 = "6.1.0-50-cloud-amd64", "6.1.176-1"
+	pkgnames := []string{
+		"linux-image-7.3.2+deb13-cloud-amd64", "linux-image-7.3.4+deb13-cloud-amd64",
+		"linux-image-7.3.4+deb13-cloud-amd64-dbg", "linux-image-7.3.4+deb13-amd64",
+		"linux-image-6.1.0-47-cloud-amd64", "linux-image-6.1.0-50-cloud-amd64",
+		"linux-image-6.1.0-50-cloud-amd64-unsigned", "linux-image-6.12.117+deb13-cloud-amd64",
+		"linux-image-cloud-amd64",
+		"linux-binary-7.3.4+deb13-cloud-amd64", "linux-modules-7.3.4+deb13-cloud-amd64", "linux-base-7.3.4+deb13-cloud-amd64",
+		"linux-headers-7.3.4+deb13-cloud-amd64",
+		// Newer, but its linux-modules- and linux-base- are not in the
+		// archive (as happens for real with 6.19 to 7.1).
+		"linux-image-7.3.5+deb13-cloud-amd64", "linux-binary-7.3.5+deb13-cloud-amd64",
+		"linux-image-7.0.13+deb13-cloud-amd64", "linux-binary-7.0.13+deb13-cloud-amd64",
+	}
+	writeFile(t, filepath.Join(dir, "pkgnames"), []byte(strings.Join(pkgnames, "\n")+"\n"))
+	madison := map[string]string{
+		"linux-image-7.3.2+deb13-cloud-amd64":       "7.3.2-1 | http://mirror.example/debian sid/main amd64 Packages",
+		"linux-image-7.3.5+deb13-cloud-amd64":       "7.3.5-1 | http://mirror.example/debian sid/main amd64 Packages",
+		"linux-image-7.0.13+deb13-cloud-amd64":      "7.0.13-1~bpo13+1 | http://mirror.example/debian trixie-backports/main amd64 Packages",
+		"linux-image-7.3.4+deb13-cloud-amd64":       v73 + " | http://mirror.example/debian trixie-backports/main amd64 Packages",
+		"linux-image-6.1.0-47-cloud-amd64":          "6.1.170-3 | http://mirror.example/debian bookworm/main amd64 Packages",
+		"linux-image-6.1.0-50-cloud-amd64":          v61 + " | http://mirror.example/debian bookworm/main amd64 Packages",
+		"linux-image-6.1.0-50-cloud-amd64-unsigned": v61 + " | http://mirror.example/debian bookworm/main amd64 Packages",
+	}
+	for n, l := range madison {
+		writeFile(t, filepath.Join(dir, "madison", n), []byte(n+" | "+l+"\n"))
+	}
+	show := func(name, version, depends string, size int) {
+		s := fmt.Sprintf("Package: %s\nVersion: %s\nSize: %d\n", name, version, size)
+		if depends != "" {
+			s += "Depends: " + depends + "\n"
+		}
+		writeFile(t, filepath.Join(dir, "show", name+"="+version), []byte(s))
+	}
+	show("linux-image-"+r73, v73, fmt.Sprintf("initramfs-tools | linux-initramfs-tool, linux-base-%[1]s (= %[2]s), linux-binary-%[1]s (= %[2]s), linux-modules-%[1]s (= %[2]s)", r73, v73), 1928)
+	show("linux-binary-"+r73, v73, fmt.Sprintf("linux-base-%s (= %s)", r73, v73), 13604064)
+	show("linux-modules-"+r73, v73, "kmod, linux-base-"+r73+" (= "+v73+")", 22918420)
+	show("linux-base-"+r73, v73, "", 1025208)
+	const r75, v75 = "7.3.5+deb13-cloud-amd64", "7.3.5-1"
+	show("linux-image-"+r75, v75, fmt.Sprintf("linux-base-%[1]s (= %[2]s), linux-binary-%[1]s (= %[2]s), linux-modules-%[1]s (= %[2]s)", r75, v75), 1928)
+	const r70, v70 = "7.0.13+deb13-cloud-amd64", "7.0.13-1~bpo13+1"
+	show("linux-image-"+r70, v70, fmt.Sprintf("linux-base-%[1]s (= %[2]s), linux-binary-%[1]s (= %[2]s), linux-modules-%[1]s (= %[2]s)", r70, v70), 1928)
+	show("linux-binary-"+r70, v70, fmt.Sprintf("linux-base-%s (= %s)", r70, v70), 12500000)
+	writeFile(t, filepath.Join(dir, "debs", "linux-image-"+r70), tarOf(t, map[string][]byte{"usr/share/doc/linux-image-" + r70 + "/README": []byte("meta")}))
+	writeFile(t, filepath.Join(dir, "debs", "linux-binary-"+r70), tarOf(t, map[string][]byte{"usr/lib/modules/" + r70 + "/vmlinuz": fakeBzImage(r70 + " #1")}))
+	show("linux-image-"+r61, v61, "kmod, linux-base (>= 4.3~), initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool", 26484304)
+
+	debs := filepath.Join(dir, "debs")
+	m73 := "usr/lib/modules/" + r73 + "/"
+	writeFile(t, filepath.Join(debs, "linux-image-"+r73), tarOf(t, map[string][]byte{"usr/share/doc/linux-image-" + r73 + "/README": []byte("meta")}))
+	writeFile(t, filepath.Join(debs, "linux-binary-"+r73), tarOf(t, map[string][]byte{m73 + "vmlinuz": fakeBzImage(r73 + " (debian-kernel@lists.example) #1 SMP")}))
+	writeFile(t, filepath.Join(debs, "linux-base-"+r73), tarOf(t, map[string][]byte{
+		m73 + "config":          []byte("CONFIG_FUSE_FS=y\nCONFIG_BLK_DEV_RAM=m\n"),
+		m73 + "modules.builtin": []byte("kernel/fs/fuse/fuse.ko\nkernel/drivers/char/virtio_console.ko\n"),
+		m73 + "modules.order":   []byte("kernel/drivers/block/brd.ko\n"),
+	}))
+	writeFile(t, filepath.Join(debs, "linux-modules-"+r73), tarOf(t, map[string][]byte{
+		m73 + "kernel/drivers/block/brd.ko.xz": compressXZ(t, fakeModule("depends=")),
+	}))
+	m61 := "lib/modules/" + r61 + "/"
+	writeFile(t, filepath.Join(debs, "linux-image-"+r61), tarOf(t, map[string][]byte{
+		"boot/vmlinuz-" + r61:                         fakeBzImage(r61 + " (debian-kernel@lists.example) #1 SMP"),
+		"boot/config-" + r61:                          []byte("CONFIG_FUSE_FS=m\n"),
+		"boot/System.map-" + r61:                      []byte("placeholder"),
+		m61 + "modules.builtin":                       []byte("kernel/fs/ext4/ext4.ko\n"),
+		m61 + "kernel/fs/fuse/fuse.ko":                fakeModule("depends="),
+		m61 + "kernel/drivers/block/brd.ko":           fakeModule("depends="),
+		m61 + "kernel/drivers/char/virtio_console.ko": fakeModule("depends="),
+	}))
+	return &fakeArchive{dir: dir}
+}
+
+// downloads returns the packages apt-get download fetched, per the log.
+func downloads(log string) string {
+	var ps []string
+	for _, l := range strings.Split(log, "\n") {
+		if _, after, ok := strings.Cut(l, " download "); ok {
+			ps = append(ps, after)
+		}
+	}
+	return strings.Join(ps, " ")
+}
+
+func TestFetchDebianFake(t *testing.T) {
+	fa := newFakeArchive(t)
+	cache := t.TempDir()
+	var progress bytes.Buffer
+	o := DebianOptions{Mirror: "http://mirror.example/debian", CacheDir: cache, Progress: &progress}
+	ctx := context.Background()
+
+	k, err := FetchDebian(ctx, "debian:7.3", o)
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s\nlog:\n%s", err, progress.String(), fa.log(t))
+	}
+	dir := filepath.Join(cache, "kernels", "debian", "linux-image-7.3.4+deb13-cloud-amd64_7.3.4-1~bpo13+1")
+	want := Kernel{
+		Name: "debian:7.3", Version: "7.3.4+deb13-cloud-amd64", Source: "debian",
+		Package: "linux-image-7.3.4+deb13-cloud-amd64", PackageVersion: "7.3.4-1~bpo13+1", Suite: "trixie-backports",
+		Image: filepath.Join(dir, "vmlinuz"), Config: filepath.Join(dir, "config"), Modules: filepath.Join(dir, "modules"),
+	}
+	id, _ := kernelID(want.Image, want.Config)
+	want.ID = id
+	if *k != want {
+		t.Errorf("kernel =\n%+v\nwant\n%+v", *k, want)
+	}
+	if !strings.HasPrefix(k.ID, "k-") || len(k.ID) != 18 {
+		t.Errorf("ID = %q", k.ID)
+	}
+	for _, s := range []string{"resolving debian:7.3 in bookworm trixie trixie-backports sid...", "downloading linux-binary-7.3.4+deb13-cloud-amd64 7.3.4-1~bpo13+1 (13.0 MB)...", "cached at " + dir} {
+		if !strings.Contains(progress.String(), s) {
+			t.Errorf("progress lacks %q:\n%s", s, progress.String())
+		}
+	}
+	log := fa.log(t)
+	for _, s := range []string{"apt-get -c", " update", "download linux-modules-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1", "download linux-base-"} {
+		if !strings.Contains(log, s) {
+			t.Errorf("apt calls lack %q:\n%s", s, log)
+		}
+	}
+	if !strings.Contains(progress.String(), "note: skipping linux-image-7.3.5+deb13-cloud-amd64 7.3.5-1") {
+		t.Errorf("progress does not mention the incomplete 7.3.5:\n%s", progress.String())
+	}
+	if got, want := downloads(log), "linux-image-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1 linux-base-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1 linux-binary-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1 linux-modules-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1"; got != want {
+		t.Errorf("downloads = %s\nwant %s", got, want)
+	}
+	ms, err := ModuleClosure(k.Modules, []string{"fuse", "brd", "virtio_console"})
+	if err != nil || names(ms) != "brd" {
+		t.Errorf("ModuleClosure = %v, %v", ms, err)
+	}
+
+	// A second fetch, by series or by exact release, is answered from the
+	// cache without any apt call, and without a mirror or even a PATH.
+	os.Remove(filepath.Join(fa.dir, "log"))
+	fakePath := os.Getenv("PATH")
+	t.Setenv("PATH", t.TempDir())
+	for _, ref := range []string{"debian:7.3", "debian:7.3.4+deb13-cloud-amd64"} {
+		k2, err := FetchDebian(ctx, ref, DebianOptions{CacheDir: cache})
+		if err != nil {
+			t.Fatalf("cached %s: %v", ref, err)
+		}
+		if k2.ID != k.ID || k2.Name != ref || k2.Image != k.Image {
+			t.Errorf("cached %s = %+v", ref, k2)
+		}
+	}
+	if log := fa.log(t); log != "" {
+		t.Errorf("cache hit ran:\n%s", log)
+	}
+	t.Setenv("PATH", fakePath)
+
+	// 6.1: signed over unsigned, newest ABI, the old layout. The lists are
+	// fresh, so no second apt-get update.
+	progress.Reset()
+	k61, err := FetchDebian(ctx, "debian:6.1", o)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if k61.Package != "linux-image-6.1.0-50-cloud-amd64" || k61.Version != "6.1.0-50-cloud-amd64" || k61.Suite != "bookworm" {
+		t.Errorf("6.1 kernel = %+v", k61)
+	}
+	if log := fa.log(t); strings.Contains(log, "update") || downloads(log) != "linux-image-6.1.0-50-cloud-amd64=6.1.176-1" {
+		t.Errorf("6.1 fetch calls:\n%s", log)
+	}
+	if ms, err := ModuleClosure(k61.Modules, []string{"fuse", "brd", "virtio_console"}); err != nil || names(ms) != "fuse brd virtio_console" {
+		t.Errorf("6.1 ModuleClosure = %v, %v", ms, err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(k61.Image), "modules", "kernel", "fs", "fuse", "fuse.ko")); err != nil {
+		t.Error(err)
+	}
+
+	ks, err := CachedKernels(cache)
+	if err != nil || len(ks) != 2 || ks[0].Version != "6.1.0-50-cloud-amd64" || ks[1].Name != "debian:7.3.4+deb13-cloud-amd64" {
+		t.Errorf("CachedKernels = %+v, %v", ks, err)
+	}
+
+	// Refresh re-resolves (and updates the lists) but reuses the files.
+	os.Remove(filepath.Join(fa.dir, "log"))
+	o.Refresh = true
+	if k3, err := FetchDebian(ctx, "debian:7.3", o); err != nil || k3.ID != k.ID {
+		t.Errorf("refresh: %+v, %v", k3, err)
+	}
+	if log := fa.log(t); !strings.Contains(log, "update") || strings.Contains(log, "download") {
+		t.Errorf("refresh calls:\n%s", log)
+	}
+
+	// A release whose modules and config are missing from the archive:
+	// install what there is, and say so.
+	progress.Reset()
+	o.Refresh = false
+	k70, err := FetchDebian(ctx, "debian:7.0", o)
+	if err != nil {
+		t.Fatalf("7.0: %v\n%s", err, progress.String())
+	}
+	if k70.Modules != "" || k70.Config != "" || k70.Version != "7.0.13+deb13-cloud-amd64" {
+		t.Errorf("7.0 kernel = %+v", k70)
+	}
+	if !strings.Contains(progress.String(), "note: the archive lacks linux-base-7.0.13+deb13-cloud-amd64, linux-modules-7.0.13+deb13-cloud-amd64") ||
+		!strings.Contains(progress.String(), "warning: linux-image-7.0.13+deb13-cloud-amd64 7.0.13-1~bpo13+1 has no kernel config and no modules") {
+		t.Errorf("7.0 progress:\n%s", progress.String())
+	}
+
+	// Unknown series: the error lists what exists.
+	_, err = FetchDebian(ctx, "debian:5.10", o)
+	if err == nil || !strings.Contains(err.Error(), "6.1 6.12 7.0 7.3") {
+		t.Errorf("unknown series: err = %v", err)
+	}
+}
+
+func TestFetchDebianFailureLeavesNothing(t *testing.T) {
+	newFakeArchive(t)
+	cache := t.TempDir()
+	t.Setenv("FAKE_DPKG_FAIL", "1")
+	_, err := FetchDebian(context.Background(), "debian:7.3", DebianOptions{Mirror: "http://mirror.example/debian", CacheDir: cache})
+	if err == nil || !strings.Contains(err.Error(), "dpkg-deb") {
+		t.Fatalf("err = %v", err)
+	}
+	des, _ := os.ReadDir(filepath.Join(cache, "kernels", "debian"))
+	for _, de := range des {
+		if de.Name() != ".lock" {
+			t.Errorf("left behind: %s", de.Name())
+		}
+	}
+	if ks, _ := CachedKernels(cache); len(ks) != 0 {
+		t.Errorf("CachedKernels = %v", ks)
+	}
+}
+
+func TestFetchDebianNoMirror(t *testing.T) {
+	// No cache entry and no mirror: the error says how to configure one.
+	// (Only checkable when this host's apt sources name no mirror.)
+	if _, err := DebianMirror("/"); err == nil {
+		t.Skip("this host has a Debian mirror configured")
+	}
+	t.Setenv(MirrorEnv, "")
+	_, err := FetchDebian(context.Background(), "debian:7.3", DebianOptions{CacheDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "--debian-mirror") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestLayoutKernelMerge(t *testing.T) {
+	root, out := t.TempDir(), t.TempDir()
+	rel := "7.3.4+deb13-cloud-amd64"
+	writeFile(t, filepath.Join(root, "usr/lib/modules", rel, "vmlinuz"), fakeBzImage(rel))
+	writeFile(t, filepath.Join(root, "usr/lib/modules", rel, "kernel/a.ko"), fakeModule())
+	writeFile(t, filepath.Join(root, "lib/modules", rel, "kernel/b.ko"), fakeModule())
+	writeFile(t, filepath.Join(root, "lib/modules", rel, "modules.builtin"), []byte("kernel/fs/fuse/fuse.ko\n"))
+	if err := layoutKernel(root, out, rel); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"vmlinuz", "modules/kernel/a.ko", "modules/kernel/b.ko", "modules/modules.builtin"} {
+		if _, err := os.Stat(filepath.Join(out, p)); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "modules", "vmlinuz")); err == nil {
+		t.Error("vmlinuz left in modules/")
+	}
+	if err := layoutKernel(t.TempDir(), t.TempDir(), rel); err == nil || !strings.Contains(err.Error(), "no kernel image") {
+		t.Errorf("empty tree: err = %v", err)
+	}
+}
+
+// TestFetchDebianNetwork fetches real kernels from the Debian mirror the
+// host's apt sources name (or $KLAB_DEBIAN_MIRROR). It runs only with
+// KLAB_NETWORK_TESTS=1, into $KLAB_CACHE_DIR when set (so the downloads can
+// be kept), else into a temporary directory.
+func TestFetchDebianNetwork(t *testing.T) {
+	if os.Getenv("KLAB_NETWORK_TESTS") != "1" {
+		t.Skip("set KLAB_NETWORK_TESTS=1 to fetch real Debian kernels")
+	}
+	cache := os.Getenv("KLAB_CACHE_DIR")
+	if cache == "" {
+		cache = t.TempDir()
+	}
+	ctx := context.Background()
+	origPath := os.Getenv("PATH")
+	for _, tc := range []struct {
+		ref     string
+		modules string // ModuleClosure of fuse, brd, virtio_console
+	}{
+		{"debian:7.3", "brd"},
+		// On 6.1 virtio and virtio_ring are modules too.
+		{"debian:6.1", "fuse brd virtio virtio_ring virtio_console"},
+	} {
+		var progress bytes.Buffer
+		start := time.Now()
+		k, err := FetchDebian(ctx, tc.ref, DebianOptions{CacheDir: cache, Progress: &progress})
+		first := time.Since(start)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tc.ref, err, progress.String())
+		}
+		t.Logf("%s: first fetch %.1fs\n%s", tc.ref, first.Seconds(), progress.String())
+
+		t.Setenv("PATH", t.TempDir()) // a cache hit must not run anything
+		start = time.Now()
+		k2, err := FetchDebian(ctx, tc.ref, DebianOptions{Mirror: "http://unreachable.example/debian", CacheDir: cache})
+		second := time.Since(start)
+		t.Setenv("PATH", origPath)
+		if err != nil || k2.ID != k.ID {
+			t.Fatalf("%s: cached fetch: %+v, %v", tc.ref, k2, err)
+		}
+		t.Logf("%s: second (cached) fetch %v", tc.ref, second)
+
+		v, err := CheckBzImage(k.Image)
+		if err != nil || v != k.Version {
+			t.Errorf("%s: CheckBzImage = %q, %v (kernel.json says %q)", tc.ref, v, err, k.Version)
+		}
+		start = time.Now()
+		ms, err := ModuleClosure(k.Modules, []string{"fuse", "brd", "virtio_console"})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.ref, err)
+		}
+		var desc []string
+		for _, m := range ms {
+			desc = append(desc, m.Name+"="+strings.TrimPrefix(m.Path, k.Modules+"/"))
+		}
+		t.Logf("%s: %s %s %s (%s) id %s\n  ModuleClosure(fuse brd virtio_console) in %v: %s",
+			tc.ref, k.Package, k.PackageVersion, k.Suite, k.Version, k.ID, time.Since(start), strings.Join(desc, " "))
+		if got := names(ms); got != tc.modules {
+			t.Errorf("%s: ModuleClosure = %q, want %q", tc.ref, got, tc.modules)
+		}
+		for _, m := range ms {
+			if _, err := ReadModule(m.Path); err != nil {
+				t.Error(err)
+			}
+		}
+		// virtio_console finds its device only through a virtio
+		// transport, which no depends= names.
+		if ms, err := ModuleClosure(k.Modules, []string{"virtio_pci", "virtio_console", "fuse", "brd"}); err != nil {
+			t.Error(err)
+		} else {
+			t.Logf("%s: ModuleClosure(virtio_pci virtio_console fuse brd) = %s", tc.ref, names(ms))
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package images
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestResolveKernelLocal(t *testing.T) {
+	ctx := context.Background()
+	tree := t.TempDir()
+	image := writeFile(t, filepath.Join(tree, "arch/x86/boot/bzImage"), fakeBzImage("7.3.0-rc1-klab #3 SMP"))
+	writeFile(t, filepath.Join(tree, ".config"), []byte("CONFIG_FUSE_FS=y\n"))
+
+	k, err := ResolveKernel(ctx, image, ResolveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantID, _ := kernelID(image, filepath.Join(tree, ".config"))
+	if k.Source != "local" || k.Name != image || k.Version != "7.3.0-rc1-klab" || k.Config != filepath.Join(tree, ".config") ||
+		k.ID != wantID || k.Modules != "" || k.Image != image {
+		t.Errorf("tree kernel = %+v", k)
+	}
+
+	// An explicit config wins and changes the ID.
+	other := writeFile(t, filepath.Join(t.TempDir(), "config"), []byte("CONFIG_FUSE_FS=m\n"))
+	k2, err := ResolveKernel(ctx, image, ResolveOptions{Config: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k2.Config != other || k2.ID == k.ID {
+		t.Errorf("explicit config: %+v", k2)
+	}
+
+	// A bare file name in the working directory, with no config.
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "vmlinuz"), fakeBzImage("6.1.0-50-cloud-amd64 #1"))
+	t.Chdir(dir)
+	k3, err := ResolveKernel(ctx, "vmlinuz", ResolveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantID, _ = kernelID(filepath.Join(dir, "vmlinuz"), "")
+	if k3.Name != "vmlinuz" || k3.Image != filepath.Join(dir, "vmlinuz") || k3.Config != "" || k3.ID != wantID {
+		t.Errorf("bare file kernel = %+v", k3)
+	}
+
+	// Not a bzImage.
+	writeFile(t, filepath.Join(dir, "foo"), []byte("hello"))
+	if _, err := ResolveKernel(ctx, "./foo", ResolveOptions{}); err == nil || !strings.Contains(err.Error(), "./foo: not a bzImage") {
+		t.Errorf("./foo: err = %v", err)
+	}
+	if _, err := ResolveKernel(ctx, "./missing/bzImage", ResolveOptions{}); err == nil {
+		t.Error("missing path: no error")
+	}
+	if _, err := ResolveKernel(ctx, image, ResolveOptions{Config: filepath.Join(dir, "nope")}); err == nil {
+		t.Error("missing config: no error")
+	}
+}
+
+func TestResolveKernelBadRefs(t *testing.T) {
+	ctx := context.Background()
+	t.Chdir(t.TempDir())
+	_, err := ResolveKernel(ctx, "foo", ResolveOptions{})
+	if err == nil || !strings.Contains(err.Error(), `unknown kernel "foo": want debian:<series> (6.1, 6.12, 7.2, 7.3), debian:<exact package version>, or a path to a bzImage`) {
+		t.Errorf("foo: err = %v", err)
+	}
+	if _, err := ResolveKernel(ctx, "build:abc123", ResolveOptions{}); err == nil || !strings.Contains(err.Error(), "not available yet") {
+		t.Errorf("build: err = %v", err)
+	}
+	if _, err := ResolveKernel(ctx, "debian:latest", ResolveOptions{}); err == nil || !strings.Contains(err.Error(), "debian:7.3") {
+		t.Errorf("debian:latest: err = %v", err)
+	}
+}
