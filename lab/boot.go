@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -76,6 +77,9 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 	ir, err := o.Initramfs(ctx, k)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := exec.LookPath(o.qemu()); err != nil {
+		return nil, &vm.QEMUMissingError{Binary: o.qemu()}
 	}
 	verdict, err := o.ChooseAccel(ctx, k, ir.Path)
 	if err != nil {
@@ -149,11 +153,8 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 		},
 	})
 	if err != nil {
-		var qm *vm.QEMUMissingError
-		if errors.As(err, &qm) {
-			man.Outcome = results.NewOutcome(results.StatusInfraError, err.Error(), 0)
-			o.finish(run, man, console, events, nil, start)
-		}
+		man.Outcome = results.NewOutcome(results.StatusInfraError, err.Error(), 0)
+		o.finish(run, man, console, events, nil, start)
 		return nil, err
 	}
 	man.QEMU = results.QEMU{Binary: m.Argv()[0], Version: QEMUVersion(ctx, m.Argv()[0]), Argv: m.Argv()}
@@ -404,7 +405,6 @@ func QEMUVersion(ctx context.Context, qemu string) string {
 	}
 	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 }
-
 
 // Event is one line of a run's events.jsonl.
 type Event struct {

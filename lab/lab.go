@@ -99,6 +99,13 @@ func (o *Options) withDefaults() Options {
 	return c
 }
 
+func (o *Options) qemu() string {
+	if o.QEMU != "" {
+		return o.QEMU
+	}
+	return "qemu-system-x86_64"
+}
+
 // ResolveKernel turns a kernel reference into a Kernel, fetching it when
 // needed.
 func (o *Options) ResolveKernel(ctx context.Context, ref string) (*images.Kernel, error) {
@@ -124,10 +131,7 @@ func (o *Options) Initramfs(ctx context.Context, k *images.Kernel) (*images.Init
 // ChooseAccel decides the accelerator, proving KVM with a probe boot of k
 // when it has to.
 func (o *Options) ChooseAccel(ctx context.Context, k *images.Kernel, initrd string) (vm.Verdict, error) {
-	qemu := o.QEMU
-	if qemu == "" {
-		qemu = "qemu-system-x86_64"
-	}
+	qemu := o.qemu()
 	return vm.ChooseAccel(ctx, vm.AccelOptions{
 		Want:      o.Accel,
 		CacheFile: filepath.Join(o.CacheDir, "accel-verdict.json"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -36,6 +37,9 @@ func (o *Options) Shell(ctx context.Context, req ShellRequest) (string, error) {
 	ir, err := o.Initramfs(ctx, k)
 	if err != nil {
 		return "", err
+	}
+	if _, err := exec.LookPath(o.qemu()); err != nil {
+		return "", &vm.QEMUMissingError{Binary: o.qemu()}
 	}
 	verdict, err := o.ChooseAccel(ctx, k, ir.Path)
 	if err != nil {

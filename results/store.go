@@ -327,6 +327,7 @@ type syncFile struct {
 	f  *os.File   // nil once closed
 }
 
+// Write appends p to the file.
 func (s *syncFile) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -336,6 +337,7 @@ func (s *syncFile) Write(p []byte) (int, error) {
 	return s.f.Write(p)
 }
 
+// Close fsyncs and closes the file.
 func (s *syncFile) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

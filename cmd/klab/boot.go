@@ -11,15 +11,16 @@ import (
 )
 
 type bootOptions struct {
-	kernel  string
-	accel   string
-	memMB   int
-	cpus    int
-	console bool
-	cmdline string
-	sysctls []string
-	timeout int
-	flavour string
+	kernel      string
+	accel       string
+	memMB       int
+	cpus        int
+	console     bool
+	cmdline     string
+	sysctls     []string
+	timeout     int
+	bootTimeout int
+	flavour     string
 }
 
 func newBootCommand(g *globalOptions) *cobra.Command {
@@ -46,6 +47,9 @@ bad; 127 when the command could not be started in the guest.`,
 			if o.kernel == "" {
 				return fmt.Errorf("--kernel is required, e.g. --kernel debian:7.3 or --kernel ./arch/x86/boot/bzImage")
 			}
+			if err := checkAccel(o.accel); err != nil {
+				return err
+			}
 			lo := g.labOptions()
 			lo.Accel = o.accel
 			lo.Flavour = o.flavour
@@ -62,6 +66,9 @@ bad; 127 when the command could not be started in the guest.`,
 			}
 			if o.timeout > 0 {
 				req.StepTimeout = secs(o.timeout)
+			}
+			if o.bootTimeout > 0 {
+				req.BootTimeout = secs(o.bootTimeout)
 			}
 			if o.console {
 				req.Console = os.Stderr
@@ -86,6 +93,7 @@ bad; 127 when the command could not be started in the guest.`,
 	f.StringVar(&o.cmdline, "append", "", "extra kernel command line")
 	f.StringArrayVar(&o.sysctls, "sysctl", nil, "write KEY=VALUE under /proc/sys before the command (repeatable)")
 	f.IntVar(&o.timeout, "timeout", 0, "command timeout in seconds under KVM, scaled under TCG (default 600)")
+	f.IntVar(&o.bootTimeout, "boot-timeout", 0, "seconds from QEMU start to the agent under KVM, scaled under TCG (default 30)")
 	f.StringVar(&o.flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")
 	return cmd
 }

@@ -34,6 +34,9 @@ console is saved in the run directory.`,
 			if o.kernel == "" {
 				return fmt.Errorf("--kernel is required, e.g. --kernel debian:7.3")
 			}
+			if err := checkAccel(o.accel); err != nil {
+				return err
+			}
 			lo := g.labOptions()
 			lo.Accel = o.accel
 			lo.Flavour = o.flavour

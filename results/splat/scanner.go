@@ -6,9 +6,10 @@
 // and the number of reports kept is bounded, so a guest that floods its
 // console cannot grow the host's memory without limit.
 //
-// This is the first scanner: titles come from the report's first line. A
-// parser that titles reports from their call traces (as syzkaller's
-// pkg/report does) can replace title() later without changing the API.
+// This is the first scanner: titles come from the report's first line (see
+// detect in title.go). A parser that titles reports from their call traces,
+// as syzkaller's pkg/report does, can replace detect later without changing
+// the API.
 package splat
 
 import (
@@ -132,7 +133,9 @@ func (s *Scanner) OnReport(f func(Report)) {
 
 // Line feeds one console line (with or without its "\n" or "\r\n") and
 // returns the report that starts at this line, or nil. A panic is thus known
-// as soon as its first line is seen.
+// as soon as its first line is seen. The returned report's Text holds only
+// its first line (and the banner before it); Reports has the rest. A report
+// past MaxReports is returned too, though not kept.
 func (s *Scanner) Line(line string) *Report {
 	s.mu.Lock()
 	r := s.line(line)

@@ -35,8 +35,25 @@ var lockdepInfos = []string{
 	"suspicious RCU usage",
 }
 
-// detect recognises a report's first line. msg has no printk prefix.
+// defaultTitles title reports whose first line leaves nothing after
+// normalisation.
+var defaultTitles = map[Type]string{
+	TypePanic: "kernel panic", TypeOops: "Oops", TypeBug: "BUG", TypeWarning: "WARNING",
+	TypeHungTask: "INFO: task blocked", TypeLockup: "watchdog: lockup", TypeRCUStall: "INFO: rcu stall",
+	TypeLockdep: "lockdep", TypeKASAN: "BUG: KASAN",
+}
+
+// detect recognises a report's first line. msg has no printk prefix and is
+// not empty.
 func detect(msg string) (header, bool) {
+	h, ok := detectHeader(msg)
+	if ok && h.title == "" {
+		h.title = defaultTitles[h.typ]
+	}
+	return h, ok
+}
+
+func detectHeader(msg string) (header, bool) {
 	switch msg[0] {
 	case 'K':
 		if reason, ok := strings.CutPrefix(msg, "Kernel panic - not syncing:"); ok {

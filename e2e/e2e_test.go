@@ -1,0 +1,375 @@
+// Package e2e holds klab's end-to-end tests: they build the klab binary,
+// fetch real Debian kernels, and boot them in real QEMU (under TCG on hosts
+// without working KVM). Kernels are cached in the user cache directory, so
+// only the first run downloads them.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"klab/internal/testenv"
+	"klab/results"
+)
+
+var (
+	buildOnce sync.Once
+	klabBin   string
+	buildErr  error
+)
+
+// klab builds the klab binary once per test binary.
+func klab(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "klab-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		klabBin = filepath.Join(dir, "klab")
+		out, err := exec.Command("go", "build", "-o", klabBin, "../cmd/klab").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return klabBin
+}
+
+// result is one klab invocation.
+type result struct {
+	stdout, stderr string
+	code           int
+	wall           time.Duration
+}
+
+// run runs klab with args, logging the command line and its stderr.
+func run(t *testing.T, runsDir string, args ...string) result {
+	t.Helper()
+	args = append([]string{"--runs-dir", runsDir}, args...)
+	t.Logf("klab %s", strings.Join(args, " "))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, klab(t), args...)
+	cmd.Dir = ".."
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String(), wall: time.Since(start)}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("klab: %v", err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		t.Logf("stderr| %s", l)
+	}
+	return r
+}
+
+// onlyRun returns the single run directory under runsDir.
+func onlyRun(t *testing.T, runsDir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(runsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 {
+		t.Fatalf("%d runs in %s, want 1", len(ents), runsDir)
+	}
+	return filepath.Join(runsDir, ents[0].Name())
+}
+
+func kernelVersion(t *testing.T, ref string) string {
+	t.Helper()
+	r := run(t, t.TempDir(), "kernels", "show", "--json", ref)
+	if r.code != 0 {
+		t.Fatalf("kernels show %s: exit %d", ref, r.code)
+	}
+	var k struct {
+		Version string `json:"version"`
+		Image   string `json:"image"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &k); err != nil {
+		t.Fatalf("kernels show --json: %v\n%s", err, r.stdout)
+	}
+	if k.Version == "" || k.Image == "" {
+		t.Fatalf("kernels show --json: no version or image: %s", r.stdout)
+	}
+	return k.Version
+}
+
+// TestBootDebian fetches debian:7.3 and debian:6.1, boots each, and checks
+// what uname -r prints in the guest, and what the run saved.
+func TestBootDebian(t *testing.T) {
+	testenv.E2E(t)
+	for _, ref := range []string{"debian:7.3", "debian:6.1"} {
+		t.Run(ref, func(t *testing.T) {
+			fetch := run(t, t.TempDir(), "kernels", "fetch", ref)
+			if fetch.code != 0 {
+				t.Fatalf("kernels fetch %s: exit %d", ref, fetch.code)
+			}
+			want := kernelVersion(t, ref)
+			runs := t.TempDir()
+			r := run(t, runs, "boot", "--kernel", ref, "--", "uname", "-r")
+			if r.code != 0 {
+				t.Fatalf("boot: exit %d", r.code)
+			}
+			if got := strings.TrimSpace(r.stdout); got != want {
+				t.Fatalf("guest uname -r = %q, want %q", got, want)
+			}
+			dir := onlyRun(t, runs)
+			m, err := results.ReadManifest(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Outcome.Status != results.StatusOK || m.Kernel.Version != want || m.Accel == "" || len(m.QEMU.Argv) == 0 || m.Initramfs.SHA256 == "" || m.Times.BootToAgentMs <= 0 {
+				t.Errorf("manifest incomplete: %+v", m)
+			}
+			t.Logf("boot-to-agent %d ms under %s; qemu: %s", m.Times.BootToAgentMs, m.Accel, strings.Join(m.QEMU.Argv, " "))
+			console, err := os.ReadFile(filepath.Join(dir, "console.log"))
+			if err != nil || !bytes.Contains(console, []byte("Linux version "+want)) {
+				t.Errorf("console.log lacks the kernel banner (%v)", err)
+			}
+			events, err := os.ReadFile(filepath.Join(dir, "events.jsonl"))
+			if err != nil || !bytes.Contains(events, []byte(`"kind":"hello"`)) || !bytes.Contains(events, []byte(`"kind":"done"`)) {
+				t.Errorf("events.jsonl lacks hello or done (%v)", err)
+			}
+		})
+	}
+}
+
+// TestExitStatusAndStreams checks that the guest command's status and both
+// output streams come back.
+func TestExitStatusAndStreams(t *testing.T) {
+	testenv.E2E(t)
+	r := run(t, t.TempDir(), "boot", "--kernel", "debian:7.3", "--", "sh", "-c", "echo out; echo err >&2; exit 7")
+	if r.code != 7 {
+		t.Errorf("exit %d, want 7", r.code)
+	}
+	if r.stdout != "out\n" {
+		t.Errorf("stdout %q", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "err\n") {
+		t.Errorf("stderr lacks the guest's stderr")
+	}
+}
+
+// TestPanicReported crashes the guest and checks that klab reports a
+// kernel panic with the console excerpt, within seconds.
+func TestPanicReported(t *testing.T) {
+	testenv.E2E(t)
+	runs := t.TempDir()
+	r := run(t, runs, "boot", "--kernel", "debian:7.3", "--", "sh", "-c", "echo c > /proc/sysrq-trigger")
+	if r.code != 124 {
+		t.Fatalf("exit %d, want 124 (kernel failure)", r.code)
+	}
+	if !strings.Contains(r.stderr, "sysrq triggered crash") || !strings.Contains(r.stderr, "Call Trace") {
+		t.Errorf("stderr lacks the panic excerpt")
+	}
+	m, err := results.ReadManifest(onlyRun(t, runs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Outcome.Status != results.StatusKernelPanic || m.Outcome.Class != results.ClassKernel {
+		t.Errorf("outcome %+v, want kernel-panic", m.Outcome)
+	}
+	// From the agent's hello to the verdict must take seconds, not a
+	// timeout.
+	after := m.Times.End.Sub(m.Times.Start) - time.Duration(m.Times.BootToAgentMs)*time.Millisecond
+	t.Logf("panic reported %.1fs after the agent was ready (run wall %.1fs)", after.Seconds(), r.wall.Seconds())
+	if after > 20*time.Second {
+		t.Errorf("panic took %v to report", after)
+	}
+}
+
+// TestBootTimeoutShowsConsole boots a kernel whose init never starts the
+// agent and checks that klab says what the console showed last.
+func TestBootTimeoutShowsConsole(t *testing.T) {
+	testenv.E2E(t)
+	runs := t.TempDir()
+	r := run(t, runs, "boot", "--kernel", "debian:7.3", "--boot-timeout", "3", "--append", "rdinit=/bbin/sleep 1000", "--", "true")
+	if r.code != 124 {
+		t.Fatalf("exit %d, want 124", r.code)
+	}
+	if !strings.Contains(r.stderr, "did not reach the klab agent") || !strings.Contains(r.stderr, "Run /bbin/sleep as init process") {
+		t.Errorf("stderr lacks the timeout and the last console lines")
+	}
+	m, err := results.ReadManifest(onlyRun(t, runs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Outcome.Status != results.StatusBootTimeout {
+		t.Errorf("outcome %+v, want boot-timeout", m.Outcome)
+	}
+}
+
+// TestKillLeavesNoQEMU kills klab with SIGKILL mid-boot and checks that its
+// QEMU dies too.
+func TestKillLeavesNoQEMU(t *testing.T) {
+	testenv.E2E(t)
+	// Make sure kernel and initramfs are cached so the boot starts at once.
+	if r := run(t, t.TempDir(), "boot", "--kernel", "debian:7.3", "--", "true"); r.code != 0 {
+		t.Fatalf("warm-up boot: exit %d", r.code)
+	}
+	cmd := exec.Command(klab(t), "--runs-dir", t.TempDir(), "boot", "--kernel", "debian:7.3", "--", "sleep", "60")
+	cmd.Dir = ".."
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var qemu int
+	deadline := time.Now().Add(60 * time.Second)
+	for qemu == 0 && time.Now().Before(deadline) {
+		qemu = childNamed(cmd.Process.Pid, "qemu-system-x86")
+		time.Sleep(50 * time.Millisecond)
+	}
+	if qemu == 0 {
+		t.Fatal("qemu never started")
+	}
+	time.Sleep(500 * time.Millisecond) // mid-boot
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	deadline = time.Now().Add(5 * time.Second)
+	for alive(qemu) {
+		if time.Now().After(deadline) {
+			syscall.Kill(qemu, syscall.SIGKILL)
+			t.Fatalf("qemu %d survived kill -9 of klab", qemu)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// childNamed returns the pid of a child of ppid whose comm starts with
+// name, or 0.
+func childNamed(ppid int, name string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		s := string(b)
+		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || close < 0 {
+			continue
+		}
+		comm := s[open+1 : close]
+		f := strings.Fields(s[close+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(ppid) && strings.HasPrefix(comm, name) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "State:") {
+			return !strings.Contains(sc.Text(), "Z")
+		}
+	}
+	return false
+}
+
+// TestLocalBzImage boots a kernel given as a file path.
+func TestLocalBzImage(t *testing.T) {
+	testenv.E2E(t)
+	r := run(t, t.TempDir(), "kernels", "show", "--json", "debian:7.3")
+	var k struct{ Image, Version string }
+	if err := json.Unmarshal([]byte(r.stdout), &k); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(t.TempDir(), "bzImage")
+	b, err := os.ReadFile(k.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(img, b, 0o644)
+	r = run(t, t.TempDir(), "boot", "--kernel", img, "--", "cat", "/proc/version")
+	if r.code != 0 || !strings.Contains(r.stdout, k.Version) {
+		t.Fatalf("exit %d, stdout %q, want %s", r.code, r.stdout, k.Version)
+	}
+}
+
+// TestBadInput checks the messages and exit status for input klab refuses.
+func TestBadInput(t *testing.T) {
+	runs := t.TempDir()
+	notKernel := filepath.Join(t.TempDir(), "notakernel")
+	os.WriteFile(notKernel, []byte("#!/bin/sh\necho hi\n"), 0o755)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown ref", []string{"boot", "--kernel", "fedora:40", "--", "true"}, `want debian:<series>`},
+		{"not a bzImage", []string{"boot", "--kernel", notKernel, "--", "true"}, "not a bzImage"},
+		{"missing file", []string{"boot", "--kernel", "./no/such/bzImage", "--", "true"}, "no/such/bzImage"},
+		{"no kernel", []string{"boot", "--", "true"}, "--kernel is required"},
+		{"bad sysctl", []string{"boot", "--kernel", "debian:7.3", "--sysctl", "novalue", "--", "true"}, "want KEY=VALUE"},
+		{"bad accel", []string{"boot", "--kernel", "debian:7.3", "--accel", "hvf", "--", "true"}, "want auto, kvm or tcg"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, runs, tc.args...)
+			if r.code != 125 {
+				t.Errorf("exit %d, want 125", r.code)
+			}
+			if !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("stderr %q lacks %q", r.stderr, tc.want)
+			}
+		})
+	}
+	if ents, _ := os.ReadDir(runs); len(ents) != 0 {
+		t.Errorf("bad input left %d run directories behind", len(ents))
+	}
+}
+
+// TestQEMUMissing runs klab with a PATH that has Go but no QEMU.
+func TestQEMUMissing(t *testing.T) {
+	testenv.E2E(t)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("needs go in PATH")
+	}
+	// Warm the caches with a normal PATH first.
+	run(t, t.TempDir(), "kernels", "fetch", "debian:7.3")
+	pathDir := t.TempDir()
+	os.Symlink(goBin, filepath.Join(pathDir, "go"))
+	cmd := exec.Command(klab(t), "--runs-dir", t.TempDir(), "boot", "--kernel", "debian:7.3", "--accel", "tcg", "--", "true")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "PATH="+pathDir)
+	out, _ := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 125 || !strings.Contains(string(out), "qemu-system-x86_64 not found") || !strings.Contains(string(out), "apt-get install qemu-system-x86") {
+		t.Fatalf("exit %d, output:\n%s", cmd.ProcessState.ExitCode(), out)
+	}
+}

@@ -1,0 +1,154 @@
+package splat
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var knownTypes = map[Type]bool{
+	TypePanic: true, TypeOops: true, TypeBug: true, TypeWarning: true, TypeHungTask: true,
+	TypeLockup: true, TypeRCUStall: true, TypeLockdep: true, TypeKASAN: true,
+}
+
+// checkBounds checks the limits that keep a scanner's memory bounded
+// whatever the console holds.
+func checkBounds(t *testing.T, s *Scanner) {
+	t.Helper()
+	rs := s.Reports()
+	if len(rs) > MaxReports {
+		t.Fatalf("%d reports, limit %d", len(rs), MaxReports)
+	}
+	if len(s.pending) > MaxLineBytes {
+		t.Fatalf("pending line %d bytes, limit %d", len(s.pending), MaxLineBytes)
+	}
+	total := 0
+	for i, r := range rs {
+		if !knownTypes[r.Type] {
+			t.Fatalf("report %d: type %q", i, r.Type)
+		}
+		if r.Line < 1 || r.Line > s.Lines() {
+			t.Fatalf("report %d: line %d of %d", i, r.Line, s.Lines())
+		}
+		if i > 0 && r.Line <= rs[i-1].Line {
+			t.Fatalf("report %d: line %d not after %d", i, r.Line, rs[i-1].Line)
+		}
+		if r.Title == "" || len(r.Title) > MaxLineBytes+32 || strings.ContainsAny(r.Title, "\n\r") {
+			t.Fatalf("report %d: title %q", i, r.Title)
+		}
+		if r.Text == "" || len(r.Text) > MaxReportBytes {
+			t.Fatalf("report %d: text %d bytes, limit %d", i, len(r.Text), MaxReportBytes)
+		}
+		lines := strings.Split(r.Text, "\n")
+		if len(lines) > MaxReportLines {
+			t.Fatalf("report %d: %d text lines, limit %d", i, len(lines), MaxReportLines)
+		}
+		for _, l := range lines {
+			if len(l) > MaxLineBytes {
+				t.Fatalf("report %d: text line of %d bytes, limit %d", i, len(l), MaxLineBytes)
+			}
+		}
+		if r.Type == TypePanic && !r.Fatal {
+			t.Fatalf("report %d: panic not fatal", i)
+		}
+		total += len(r.Text)
+	}
+	if total > MaxTotalBytes+MaxReports*(MaxLineBytes+1) {
+		t.Fatalf("total text %d bytes", total)
+	}
+}
+
+func FuzzScanner(f *testing.F) {
+	for _, tc := range corpus {
+		f.Add(readLog(f, tc.file), uint8(6))
+	}
+	f.Add([]byte("[    1.000000] BUG: x\n\n[    1.1] Kernel panic - not syncing: y\r\n"), uint8(0))
+	f.Add([]byte("Oops[#1]\n[  T1] WARNING: at f+0x1/0x2, CPU#0: a/1\n\r\r\n"), uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
+		whole := NewScanner()
+		whole.Write(data)
+		whole.Flush()
+		checkBounds(t, whole)
+
+		// The same bytes in other chunks give the same reports.
+		parts := NewScanner()
+		n := int(chunk) + 1
+		for rest := data; len(rest) > 0; {
+			k := min(n, len(rest))
+			parts.Write(rest[:k])
+			rest = rest[k:]
+		}
+		parts.Flush()
+		if a, b := whole.Reports(), parts.Reports(); !reflect.DeepEqual(a, b) {
+			t.Fatalf("chunks of %d change the reports:\n whole %+v\n parts %+v", n, a, b)
+		}
+		if whole.Lines() != parts.Lines() {
+			t.Fatalf("chunks of %d: %d lines, whole: %d", n, parts.Lines(), whole.Lines())
+		}
+	})
+}
+
+// benchNoise is typical console output between splats.
+var benchNoise = []string{
+	"EXT4-fs (ram0): mounted filesystem 1f2e3d4c-5b6a-4789-8abc-def012345678 r/w without journal. Quota mode: none.",
+	"fuse: init (API version 7.44)",
+	"brd: module loaded",
+	"virtio_console virtio1: 1 port(s) found",
+	"random: crng init done",
+	"Run /init as init process",
+	"  with arguments:",
+	"    /init",
+	"  with environment:",
+	"    HOME=/",
+	"    TERM=linux",
+	"ACPI: PM-Timer IO Port: 0x608",
+	"PCI: Using configuration type 1 for base access",
+	"rcu: Hierarchical SRCU implementation.",
+	"smp: Brought up 1 node, 2 CPUs",
+	"Memory: 2007412K/2096632K available (16384K kernel code, 2800K rwdata, 7012K rodata, 3260K init, 2680K bss, 88964K reserved, 0K cma-reserved)",
+	"clocksource: tsc: mask: 0xffffffffffffffff max_cycles: 0x2b3e459bf4c, max_idle_ns: 440795289890 ns",
+	"Freeing unused kernel image (initmem) memory: 3260K",
+	"x86/mm: Checked W+X mappings: passed, no W+X pages found.",
+	"serial8250: ttyS0 at I/O 0x3f8 (irq = 4, base_baud = 115200) is a 16550A",
+	"NET: Registered PF_INET protocol family",
+	"audit: type=2000 audit(1764488112.412:1): state=initialized audit_enabled=0 res=1",
+	"io scheduler mq-deadline registered",
+	"Key type dns_resolver registered",
+	"sched_clock: Marking stable (412345678, 12345)->(500000000, -75000000)",
+}
+
+// benchLog builds about 16 MiB of console output: boot noise with a few
+// splats from the corpus.
+func benchLog(tb testing.TB) []byte {
+	var splats [][]byte
+	for _, f := range []string{"warning.log", "sleeping.log", "kasan.log", "lockdep.log", "kernel_bug.log", "rcu_stall.log"} {
+		splats = append(splats, readLog(tb, f))
+	}
+	var b bytes.Buffer
+	for i := 0; b.Len() < 16<<20; i++ {
+		fmt.Fprintf(&b, "[%5d.%06d] %s\n", 100+i/1000, i%1000*1000, benchNoise[i%len(benchNoise)])
+		if i%20000 == 19999 {
+			b.Write(splats[(i/20000)%len(splats)])
+		}
+	}
+	return b.Bytes()
+}
+
+func BenchmarkScanner(b *testing.B) {
+	log := benchLog(b)
+	b.SetBytes(int64(len(log)))
+	b.ReportAllocs()
+	var reports int
+	for b.Loop() {
+		s := NewScanner()
+		for rest := log; len(rest) > 0; {
+			n := min(32<<10, len(rest))
+			s.Write(rest[:n])
+			rest = rest[n:]
+		}
+		reports = len(s.Reports())
+	}
+	b.ReportMetric(float64(reports), "reports")
+}
