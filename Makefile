@@ -49,7 +49,7 @@ test-unit:
 	$(GO) test -count=1 -short ./...
 
 bench: deps build
-	./scripts/bench.sh
+	$(GO) run ./cmd/klab-bench -klab $(BIN)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

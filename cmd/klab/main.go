@@ -51,6 +51,7 @@ to repeat it.`,
 		newBootCommand(g),
 		newShellCommand(g),
 		newDoctorCommand(g),
+		newInitramfsCommand(g),
 		newVersionCommand(),
 	)
 	return root

@@ -86,6 +86,12 @@ type Hello struct {
 	Channel string `json:"channel"`
 	// BootNanos is the guest's CLOCK_BOOTTIME when Hello was sent.
 	BootNanos int64 `json:"boot_ns"`
+	// StartNanos is CLOCK_BOOTTIME when the agent started.
+	StartNanos int64 `json:"start_ns,omitempty"`
+	// SetupNanos is how long mounting and module loading took.
+	SetupNanos int64 `json:"setup_ns,omitempty"`
+	// ChannelNanos is how long the agent waited for its channel.
+	ChannelNanos int64 `json:"channel_ns,omitempty"`
 }
 
 // Uname mirrors the fields of uname(2).

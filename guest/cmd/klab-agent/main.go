@@ -61,7 +61,9 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
+	t0 := agent.BootNanos()
 	mods, setupErr := agent.Setup()
+	t1 := agent.BootNanos()
 	if setupErr != nil {
 		fmt.Printf("klab-agent: setup: %v\n", setupErr)
 	}
@@ -78,7 +80,7 @@ func main() {
 		}
 		powerOff()
 	default:
-		if err := run(mods, setupErr); err != nil {
+		if err := run(mods, setupErr, t0, t1); err != nil {
 			fatal(err)
 		}
 		powerOff()
@@ -87,9 +89,10 @@ func main() {
 
 // run opens the channel, says hello and serves the host until it shuts the
 // VM down (nil) or the channel breaks (an error).
-func run(mods []proto.ModuleLoad, setupErr error) error {
+func run(mods []proto.ModuleLoad, setupErr error, start, setupDone int64) error {
 	ctx := context.Background()
 	path := agent.WaitChannel(ctx, "/sys", "/dev", agent.DefaultChannelWait)
+	channelDone := agent.BootNanos()
 	ch, err := agent.OpenChannel(path)
 	if err != nil {
 		return err
@@ -98,7 +101,9 @@ func run(mods []proto.ModuleLoad, setupErr error) error {
 	fmt.Printf("klab-agent: %s ready on %s\n", agent.Version, path)
 
 	a := &agent.Agent{In: ch, Out: ch}
-	if err := a.SendHello(agent.NewHello(path, mods)); err != nil {
+	hello := agent.NewHello(path, mods)
+	hello.StartNanos, hello.SetupNanos, hello.ChannelNanos = start, setupDone-start, channelDone-setupDone
+	if err := a.SendHello(hello); err != nil {
 		return fmt.Errorf("hello: %w", err)
 	}
 	if setupErr != nil {

@@ -1,0 +1,332 @@
+// Command klab-bench measures klab's end-to-end figures side by side with
+// bare QEMU, in one run, alternating the two so that machine noise hits
+// both alike:
+//
+//   - boot-to-agent time and whole `klab boot -- true` wall time, against
+//     the same kernel booted by a bare qemu-system-x86_64 command with a
+//     trivial static init (time to its first line, and whole process);
+//   - initramfs build time, cold (empty cache) and cached;
+//   - the host RSS of one idle VM.
+//
+// It is what `make bench` runs.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/u-root/mkuimage/cpio"
+
+	"klab/results"
+)
+
+func main() {
+	klab := flag.String("klab", "bin/klab", "the klab binary")
+	kernels := flag.String("kernels", "debian:6.1,debian:7.3", "comma-separated kernel references")
+	n := flag.Int("n", 5, "pairs per kernel")
+	skipCold := flag.Bool("skip-cold", false, "skip the cold initramfs build (about 30 s)")
+	flag.Parse()
+	if err := run(*klab, strings.Split(*kernels, ","), *n, *skipCold); err != nil {
+		fmt.Fprintln(os.Stderr, "klab-bench:", err)
+		os.Exit(1)
+	}
+}
+
+type stats []float64
+
+func (s stats) median() float64 {
+	c := append(stats(nil), s...)
+	sort.Float64s(c)
+	if len(c) == 0 {
+		return 0
+	}
+	if len(c)%2 == 1 {
+		return c[len(c)/2]
+	}
+	return (c[len(c)/2-1] + c[len(c)/2]) / 2
+}
+
+func (s stats) String() string {
+	c := append(stats(nil), s...)
+	sort.Float64s(c)
+	if len(c) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fs (min %.2f, max %.2f)", s.median(), c[0], c[len(c)-1])
+}
+
+func run(klab string, kernels []string, n int, skipCold bool) error {
+	tmp, err := os.MkdirTemp("", "klab-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bare, err := bareInitramfs(tmp)
+	if err != nil {
+		return err
+	}
+	qv, _ := exec.Command("qemu-system-x86_64", "--version").Output()
+	fmt.Printf("klab bench, %s, %s\n", time.Now().UTC().Format(time.RFC3339), strings.SplitN(string(qv), "\n", 2)[0])
+
+	for _, ref := range kernels {
+		out, err := exec.Command(klab, "kernels", "show", "--json", ref).Output()
+		if err != nil {
+			return fmt.Errorf("kernels show %s: %w", ref, err)
+		}
+		var k struct{ Image, Version string }
+		if err := json.Unmarshal(out, &k); err != nil {
+			return err
+		}
+		runs := filepath.Join(tmp, "runs-"+strings.ReplaceAll(ref, ":", "-"))
+		// Warm caches (initramfs, accelerator verdict).
+		if err := exec.Command(klab, "--runs-dir", runs, "boot", "--kernel", ref, "--", "true").Run(); err != nil {
+			return fmt.Errorf("warm-up boot of %s: %w", ref, err)
+		}
+		var kAgent, kWall, bInit, bWall, rAgent, rWall stats
+		for i := 0; i < n; i++ {
+			ba, bw, err := bareBoot(k.Image, bare)
+			if err != nil {
+				return fmt.Errorf("bare boot of %s: %w", ref, err)
+			}
+			ka, kw, err := klabBoot(klab, runs, ref)
+			if err != nil {
+				return fmt.Errorf("klab boot of %s: %w", ref, err)
+			}
+			bInit, bWall = append(bInit, ba), append(bWall, bw)
+			kAgent, kWall = append(kAgent, ka), append(kWall, kw)
+			rAgent, rWall = append(rAgent, ka/ba), append(rWall, kw/bw)
+		}
+		fmt.Printf("\n%s (%s), TCG or KVM as klab decides, %d pairs:\n", ref, k.Version, n)
+		fmt.Printf("  boot to first guest line  bare qemu + static init: %s\n", bInit)
+		fmt.Printf("  boot to agent ready       klab:                    %s\n", kAgent)
+		fmt.Printf("  ratio klab/bare (pairwise median):                 %.3f×\n", rAgent.median())
+		fmt.Printf("  whole process             bare qemu:               %s\n", bWall)
+		fmt.Printf("  whole `klab boot -- true` klab:                    %s\n", kWall)
+		fmt.Printf("  ratio klab/bare (pairwise median):                 %.3f×\n", rWall.median())
+	}
+
+	ref := kernels[len(kernels)-1]
+	if !skipCold {
+		cold, cached, err := initramfsTimes(klab, tmp, ref)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\ninitramfs for %s: cold (empty cache: u-root base + agent) %.1fs, cached %.3fs\n", ref, cold, cached)
+	} else {
+		_, cached, err := initramfsCached(klab, ref)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\ninitramfs for %s: cached %.3fs\n", ref, cached)
+	}
+	rss, err := idleRSS(klab, tmp, ref)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("host RSS of one idle VM (%s, 1024 MiB guest): qemu %d MiB\n", ref, rss>>10)
+	return nil
+}
+
+// bareInitramfs builds the trivial static init into a cpio.
+func bareInitramfs(dir string) (string, error) {
+	bin := filepath.Join(dir, "init")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/klab-bench/bareinit")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build bare init: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "bare.cpio")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	w := cpio.Newc.Writer(f)
+	if err := cpio.WriteRecords(w, []cpio.Record{cpio.Directory("dev", 0o755), cpio.StaticFile("init", string(b), 0o755)}); err != nil {
+		return "", err
+	}
+	if err := cpio.WriteTrailer(w); err != nil {
+		return "", err
+	}
+	return path, f.Close()
+}
+
+// bareBoot boots image with the bare init using the same machine settings
+// as klab, and returns the time to the init's line and the whole process
+// time, in seconds.
+func bareBoot(image, initrd string) (float64, float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
+		"-machine", "pc,accel=tcg", "-cpu", "max", "-m", "1024", "-smp", "2",
+		"-kernel", image, "-initrd", initrd,
+		"-append", "console=ttyS0,115200 panic=-1",
+		"-nographic", "-no-reboot", "-nodefaults", "-nic", "none", "-serial", "stdio", "-monitor", "none")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, 0, err
+	}
+	var reached float64
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if reached == 0 && strings.Contains(sc.Text(), "klab-bench: bare init reached") {
+			reached = time.Since(start).Seconds()
+		}
+	}
+	_, _ = io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil {
+		return 0, 0, err
+	}
+	if reached == 0 {
+		return 0, 0, fmt.Errorf("the bare init never printed its line")
+	}
+	return reached, time.Since(start).Seconds(), nil
+}
+
+// klabBoot runs `klab boot -- true` and returns boot-to-agent and wall
+// seconds.
+func klabBoot(klab, runs, ref string) (float64, float64, error) {
+	before, _ := os.ReadDir(runs)
+	start := time.Now()
+	cmd := exec.Command(klab, "--runs-dir", runs, "boot", "--accel", "tcg", "--kernel", ref, "--", "true")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, 0, fmt.Errorf("%v\n%s", err, out)
+	}
+	wall := time.Since(start).Seconds()
+	after, _ := os.ReadDir(runs)
+	if len(after) != len(before)+1 {
+		return 0, 0, fmt.Errorf("no new run in %s", runs)
+	}
+	names := make([]string, len(after))
+	for i, e := range after {
+		names[i] = e.Name()
+	}
+	sort.Strings(names)
+	m, err := results.ReadManifest(filepath.Join(runs, names[len(names)-1]))
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(m.Times.BootToAgentMs) / 1000, wall, nil
+}
+
+// initramfsTimes builds the initramfs in an empty cache (the kernel itself
+// is linked in, not fetched), then again from the cache.
+func initramfsTimes(klab, tmp, ref string) (cold, cached float64, err error) {
+	cache := filepath.Join(tmp, "cold-cache")
+	src, _ := exec.Command(klab, "doctor", "--json", "--probe=false").Output()
+	_ = src
+	home, _ := os.UserCacheDir()
+	def := os.Getenv("KLAB_CACHE_DIR")
+	if def == "" {
+		def = filepath.Join(home, "klab")
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return 0, 0, err
+	}
+	if err := os.Symlink(filepath.Join(def, "kernels"), filepath.Join(cache, "kernels")); err != nil {
+		return 0, 0, err
+	}
+	build := func() (float64, error) {
+		start := time.Now()
+		cmd := exec.Command(klab, "--cache-dir", cache, "initramfs", "--kernel", ref)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("klab initramfs: %v\n%s", err, out)
+		}
+		return time.Since(start).Seconds(), nil
+	}
+	// A cold build still finds Go's own build cache warm; clean it for the
+	// u-root packages only would be intrusive, so say so.
+	if cold, err = build(); err != nil {
+		return 0, 0, err
+	}
+	if cached, err = build(); err != nil {
+		return 0, 0, err
+	}
+	return cold, cached, nil
+}
+
+func initramfsCached(klab, ref string) (float64, float64, error) {
+	start := time.Now()
+	if out, err := exec.Command(klab, "initramfs", "--kernel", ref).CombinedOutput(); err != nil {
+		return 0, 0, fmt.Errorf("klab initramfs: %v\n%s", err, out)
+	}
+	d := time.Since(start).Seconds()
+	return d, d, nil
+}
+
+// idleRSS boots a guest that sleeps and reads its QEMU's VmRSS in KiB
+// once the agent is up.
+func idleRSS(klab, tmp, ref string) (int, error) {
+	cmd := exec.Command(klab, "--runs-dir", filepath.Join(tmp, "rss"), "boot", "--kernel", ref, "--", "sleep", "15")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), " ready after ") {
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	time.Sleep(3 * time.Second)
+	pid := childNamed(cmd.Process.Pid, "qemu-system-x86")
+	if pid == 0 {
+		return 0, fmt.Errorf("no qemu child of klab")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			f := strings.Fields(l)
+			return strconv.Atoi(f[1])
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for %d", pid)
+}
+
+func childNamed(ppid int, name string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		o, c := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if o < 0 || c < 0 {
+			continue
+		}
+		f := strings.Fields(s[c+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(ppid) && strings.HasPrefix(s[o+1:c], name) {
+			pid, _ := strconv.Atoi(e.Name())
+			return pid
+		}
+	}
+	return 0
+}
