@@ -46,7 +46,8 @@ func corePackages(names ...string) []string {
 var AgentModules = []string{"virtio_pci", "virtio_console", "fuse", "brd"}
 
 // ModulesDir is where modules sit in the initramfs, with an "order" file
-// listing "name file" lines, dependencies first. It is not /lib/modules, so
+// listing "name file deps" lines (deps comma-separated, "-" for none),
+// dependencies first. It is not /lib/modules, so
 // that u-root's init leaves them to the agent.
 const ModulesDir = "lib/klab/modules"
 
@@ -171,9 +172,9 @@ func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error)
 			return nil, fmt.Errorf("kernel %s: %w", o.Kernel.Name, err)
 		}
 	}
-	modParts := []string{"final/v1", baseKey, agentKey}
+	modParts := []string{"final/v2", baseKey, agentKey}
 	for _, m := range mods {
-		modParts = append(modParts, m.Name, fileHash(m.Path))
+		modParts = append(modParts, m.Name, strings.Join(m.Deps, ","), fileHash(m.Path))
 	}
 	finalKey, err := hashParts(modParts...)
 	if err != nil {
@@ -388,7 +389,11 @@ func assemble(out, basePath, agentPath string, mods []Module) error {
 		}
 		name := m.Name + ".ko"
 		recs = append(recs, cpio.StaticFile(ModulesDir+"/"+name, string(b), 0o644))
-		fmt.Fprintf(&order, "%s %s\n", m.Name, name)
+		deps := "-"
+		if len(m.Deps) > 0 {
+			deps = strings.Join(m.Deps, ",")
+		}
+		fmt.Fprintf(&order, "%s %s %s\n", m.Name, name, deps)
 	}
 	recs = append(recs, cpio.StaticFile(ModulesDir+"/order", order.String(), 0o644))
 	w := cpio.Newc.Writer(tmp)
@@ -396,6 +401,9 @@ func assemble(out, basePath, agentPath string, mods []Module) error {
 		return fmt.Errorf("write initramfs overlay: %w", err)
 	}
 	if err := cpio.WriteTrailer(w); err != nil {
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
 		return err
 	}
 	if err := tmp.Sync(); err != nil {

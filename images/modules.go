@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
@@ -24,6 +25,8 @@ type Module struct {
 	// Path is the module's file on the host; it may be compressed
 	// (.ko.xz, .ko.zst, .ko.gz). ReadModule returns the plain .ko bytes.
 	Path string
+	// Deps are the modules in the same closure that must be loaded first.
+	Deps []string
 }
 
 // normModName normalises a module name: modprobe treats '-' and '_' alike.
@@ -104,7 +107,14 @@ func ModuleClosure(modulesDir string, want []string) ([]Module, error) {
 			}
 		}
 		state[name] = done
-		out = append(out, Module{Name: name, Path: path})
+		var deps []string
+		for _, d := range append(append([]string(nil), hard...), pre...) {
+			d = normModName(d)
+			if _, ok := files[d]; ok && !builtin[d] && d != name && !slices.Contains(deps, d) {
+				deps = append(deps, d)
+			}
+		}
+		out = append(out, Module{Name: name, Path: path, Deps: deps})
 		return nil
 	}
 	for _, w := range want {

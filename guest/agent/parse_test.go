@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -280,9 +282,12 @@ func TestLoadModules(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "order"), []byte(order), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	var mu sync.Mutex
 	var loaded []string
 	load := func(path string) error {
+		mu.Lock()
 		loaded = append(loaded, filepath.Base(path))
+		mu.Unlock()
 		if filepath.Dir(path) != dir {
 			t.Errorf("load(%q) outside %s", path, dir)
 		}
@@ -304,7 +309,8 @@ func TestLoadModules(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("LoadModules = %+v, want %+v", got, want)
 	}
-	if !reflect.DeepEqual(loaded, []string{"fuse.ko", "virtio_console.ko", "broken.ko"}) {
+	slices.Sort(loaded) // independent modules load in parallel
+	if !reflect.DeepEqual(loaded, []string{"broken.ko", "fuse.ko", "virtio_console.ko"}) {
 		t.Errorf("loaded %q", loaded)
 	}
 
@@ -340,6 +346,40 @@ func TestMountAllSkipsMissingOptional(t *testing.T) {
 	if _, err := os.Stat("/proc/self/mountinfo"); err == nil {
 		if err := MountAll([]Mount{{Source: "proc", Target: "/proc", FSType: "proc"}}); err != nil {
 			t.Errorf("MountAll(/proc) = %v, want skipped", err)
+		}
+	}
+}
+
+// A module loads only after the modules it depends on, however the
+// goroutines are scheduled; a dependency on a later line is not waited for.
+func TestLoadModulesDependencies(t *testing.T) {
+	dir := t.TempDir()
+	order := "virtio_ring virtio_ring.ko -\nvirtio virtio.ko -\nvirtio_pci virtio_pci.ko virtio,virtio_ring\n" +
+		"virtio_console virtio_console.ko virtio,virtio_ring,virtio_pci\nfuse fuse.ko -\nloop loop.ko later\nlater later.ko loop\n"
+	if err := os.WriteFile(filepath.Join(dir, "order"), []byte(order), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		var mu sync.Mutex
+		var seq []string
+		load := func(path string) error {
+			mu.Lock()
+			seq = append(seq, strings.TrimSuffix(filepath.Base(path), ".ko"))
+			mu.Unlock()
+			return nil
+		}
+		got, err := LoadModules(dir, load)
+		if err != nil || len(got) != 7 || got[2].Name != "virtio_pci" {
+			t.Fatalf("LoadModules = %+v, %v", got, err)
+		}
+		pos := map[string]int{}
+		for i, n := range seq {
+			pos[n] = i
+		}
+		for _, c := range [][2]string{{"virtio", "virtio_pci"}, {"virtio_ring", "virtio_pci"}, {"virtio_pci", "virtio_console"}, {"loop", "later"}} {
+			if pos[c[0]] > pos[c[1]] {
+				t.Fatalf("%s loaded after %s: %v", c[0], c[1], seq)
+			}
 		}
 	}
 }

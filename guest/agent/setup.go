@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -147,11 +148,14 @@ type ModuleSpec struct {
 	Name string
 	// File is the .ko file in the modules directory.
 	File string
+	// Deps are the modules of the same file that must be loaded first.
+	Deps []string
 }
 
 // ParseModuleOrder parses a module order file: one module per line,
-// "name filename.ko", dependencies first. Blank lines and lines starting
-// with '#' are skipped.
+// "name filename.ko [deps]", dependencies first, where deps is a
+// comma-separated list of earlier names or "-". Blank lines and lines
+// starting with '#' are skipped.
 func ParseModuleOrder(r io.Reader) ([]ModuleSpec, error) {
 	var specs []ModuleSpec
 	sc := bufio.NewScanner(r)
@@ -163,10 +167,14 @@ func ParseModuleOrder(r io.Reader) ([]ModuleSpec, error) {
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) != 2 {
-			return specs, fmt.Errorf("module order line %d: %q: want \"name file.ko\"", n, line)
+		if len(f) != 2 && len(f) != 3 {
+			return specs, fmt.Errorf("module order line %d: %q: want \"name file.ko [dep,dep|-]\"", n, line)
 		}
-		specs = append(specs, ModuleSpec{Name: f[0], File: f[1]})
+		spec := ModuleSpec{Name: f[0], File: f[1]}
+		if len(f) == 3 && f[2] != "-" {
+			spec.Deps = strings.Split(f[2], ",")
+		}
+		specs = append(specs, spec)
 	}
 	if err := sc.Err(); err != nil {
 		return specs, fmt.Errorf("module order: %w", err)
@@ -174,7 +182,8 @@ func ParseModuleOrder(r io.Reader) ([]ModuleSpec, error) {
 	return specs, nil
 }
 
-// LoadModules loads the modules listed in dir/order, in order, with load
+// LoadModules loads the modules listed in dir/order, each after its
+// dependencies and otherwise in parallel, with load
 // (nil means LoadModule) and returns each result. A failing module does not
 // stop the others. A missing order file means there is nothing to load. The
 // error is about the order file only; module failures are in the results.
@@ -191,16 +200,40 @@ func LoadModules(dir string, load func(path string) error) ([]proto.ModuleLoad, 
 	}
 	specs, perr := ParseModuleOrder(f)
 	f.Close()
-	var res []proto.ModuleLoad
-	for _, s := range specs {
-		r := proto.ModuleLoad{Name: s.Name}
-		if strings.Contains(s.File, "/") || s.File == ".." || s.File == "." {
-			r.Error = fmt.Sprintf("bad module file name %q", s.File)
-		} else if err := load(filepath.Join(dir, s.File)); err != nil {
-			r.Error = err.Error()
+	// Load in parallel where the dependencies allow: each module waits
+	// for its own dependencies only. Results keep the file's order.
+	res := make([]proto.ModuleLoad, len(specs))
+	done := make([]chan struct{}, len(specs))
+	first := make(map[string]int, len(specs))
+	for i, s := range specs {
+		done[i] = make(chan struct{})
+		if _, ok := first[s.Name]; !ok {
+			first[s.Name] = i
 		}
-		res = append(res, r)
 	}
+	var wg sync.WaitGroup
+	for i, s := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(done[i])
+			// Waiting only for earlier lines rules out deadlock on a
+			// malformed file.
+			for _, d := range s.Deps {
+				if j, ok := first[d]; ok && j < i {
+					<-done[j]
+				}
+			}
+			r := proto.ModuleLoad{Name: s.Name}
+			if strings.Contains(s.File, "/") || s.File == ".." || s.File == "." {
+				r.Error = fmt.Sprintf("bad module file name %q", s.File)
+			} else if err := load(filepath.Join(dir, s.File)); err != nil {
+				r.Error = err.Error()
+			}
+			res[i] = r
+		}()
+	}
+	wg.Wait()
 	if perr != nil {
 		return res, fmt.Errorf("modules: %w", perr)
 	}
