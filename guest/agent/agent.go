@@ -58,10 +58,22 @@ type Agent struct {
 	// Console, when not nil, also receives every Log line the agent sends
 	// (in the guest: the agent's stdout, which is the console).
 	Console io.Writer
+	// Handlers run the step kinds beyond exec and sysctl (fuse, workload,
+	// fio, ...). A missing kind is answered as unknown.
+	Handlers map[proto.StepKind]Handler
 
 	once sync.Once
 	enc  *proto.Encoder
 }
+
+// Handler runs one step of a kind registered in Agent.Handlers. It may send
+// messages (samples, logs) through a.Send while it runs, and returns the
+// step's Done; the agent fills in its Step and DurationNs.
+type Handler func(ctx context.Context, a *Agent, s *proto.Step) proto.Done
+
+// RunStep runs a step as Serve would, without sending its Done. Handlers
+// use it for the step they wrap (e.g. the workload a fuse step mounts for).
+func (a *Agent) RunStep(ctx context.Context, s *proto.Step) proto.Done { return a.runStep(ctx, s) }
 
 func (a *Agent) encoder() *proto.Encoder {
 	a.once.Do(func() { a.enc = proto.NewEncoder(a.Out) })
@@ -208,7 +220,11 @@ func (a *Agent) runStep(ctx context.Context, s *proto.Step) proto.Done {
 			d.Error = err.Error()
 		}
 	default:
-		d = proto.Done{ExitCode: -1, Error: fmt.Sprintf("unknown step kind %q", s.Kind)}
+		if h := a.Handlers[s.Kind]; h != nil {
+			d = h(ctx, a, s)
+		} else {
+			d = proto.Done{ExitCode: -1, Error: fmt.Sprintf("unknown step kind %q", s.Kind)}
+		}
 	}
 	d.Step = s.ID
 	d.DurationNs = time.Since(start).Nanoseconds()

@@ -41,6 +41,8 @@ const (
 	KindLog      Kind = "log"
 	KindBye      Kind = "bye"
 	KindShutdown Kind = "shutdown"
+	// KindSample carries a workload's periodic sample while a step runs.
+	KindSample Kind = "sample"
 )
 
 // Message is one line on the channel.
@@ -59,6 +61,8 @@ type Message struct {
 	Done *Done `json:"done,omitempty"`
 	// Log is set for KindLog.
 	Log *Log `json:"log,omitempty"`
+	// Sample is set for KindSample.
+	Sample *Sample `json:"sample,omitempty"`
 }
 
 // Hello is the agent's first message, sent once its channel is open.
@@ -117,6 +121,13 @@ const (
 	StepExec StepKind = "exec"
 	// StepSysctl writes a value under /proc/sys.
 	StepSysctl StepKind = "sysctl"
+	// StepFUSE mounts a klab FUSE server, runs its Then step against the
+	// mount, and tears it down (guest/proto/fuse.go).
+	StepFUSE StepKind = "fuse"
+	// StepWorkload runs klab's Go I/O engine (guest/proto/workload.go).
+	StepWorkload StepKind = "workload"
+	// StepFio runs fio and maps its JSON into the same metrics.
+	StepFio StepKind = "fio"
 )
 
 // Step is one unit of work the host asks the agent to do. Each Step ends
@@ -139,6 +150,12 @@ type Step struct {
 	Value string `json:"value,omitempty"`
 	// TimeoutMs bounds the step inside the guest; 0 means none.
 	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+	// FUSE is set for StepFUSE.
+	FUSE *FUSEStep `json:"fuse,omitempty"`
+	// Workload is set for StepWorkload.
+	Workload *WorkloadStep `json:"workload,omitempty"`
+	// Fio is set for StepFio.
+	Fio *FioStep `json:"fio,omitempty"`
 }
 
 // Stream names an output stream.
@@ -167,6 +184,8 @@ type Done struct {
 	Error string `json:"error,omitempty"`
 	// DurationNs is the step's wall time in the guest.
 	DurationNs int64 `json:"duration_ns"`
+	// Metrics are the final numbers of a workload or fio step.
+	Metrics *Metrics `json:"metrics,omitempty"`
 }
 
 // Log is a diagnostic line from the agent itself.
@@ -195,6 +214,8 @@ func (m *Message) Validate() error {
 		ok = m.Done != nil
 	case KindLog:
 		ok = m.Log != nil
+	case KindSample:
+		ok = m.Sample != nil
 	case KindBye, KindShutdown:
 		ok = true
 	default:

@@ -100,7 +100,7 @@ func run(mods []proto.ModuleLoad, setupErr error, start, setupDone int64) error 
 	defer ch.Close()
 	fmt.Printf("klab-agent: %s ready on %s\n", agent.Version, path)
 
-	a := &agent.Agent{In: ch, Out: ch}
+	a := &agent.Agent{In: ch, Out: ch, Handlers: agent.DefaultHandlers()}
 	hello := agent.NewHello(path, mods)
 	hello.StartNanos, hello.SetupNanos, hello.ChannelNanos = start, setupDone-start, channelDone-setupDone
 	if err := a.SendHello(hello); err != nil {

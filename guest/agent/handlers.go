@@ -1,0 +1,9 @@
+package agent
+
+import "klab/guest/proto"
+
+// DefaultHandlers returns the step handlers the guest agent registers
+// beyond exec and sysctl. Each step kind's package adds one line here.
+func DefaultHandlers() map[proto.StepKind]Handler {
+	return map[proto.StepKind]Handler{}
+}
