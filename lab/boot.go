@@ -42,8 +42,23 @@ type BootRequest struct {
 	// StepTimeout bounds the command under KVM, scaled likewise. 0 means
 	// 10 min.
 	StepTimeout time.Duration
+	// Steps run after the sysctls and before Argv: workloads, FUSE
+	// mounts, fio jobs. A step that fails (an error, or a non-zero exit)
+	// stops the run with status step-failed.
+	Steps []proto.Step
+	// OnMessage, when set, sees every message a step sends (samples, logs,
+	// output) as it arrives.
+	OnMessage func(*proto.Message)
 	// Command is klab's own argv, for the manifest.
 	Command []string
+}
+
+// StepResult is one finished step.
+type StepResult struct {
+	// Step is what was asked.
+	Step proto.Step `json:"step"`
+	// Done is how it ended, with its metrics.
+	Done proto.Done `json:"done"`
 }
 
 // BootResult says how a boot went.
@@ -61,6 +76,9 @@ type BootResult struct {
 	Manifest *results.Manifest
 	// Splats are the kernel reports seen on the console.
 	Splats []splat.Report
+	// Steps are the finished steps, in order (sysctls and the command
+	// included).
+	Steps []StepResult
 }
 
 // Boot runs one boot request end to end and saves it. A kernel that panics,
@@ -185,6 +203,11 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 			ke.Console = m.LastConsoleLines(15)
 		}
 	}
+	if metrics := stepMetrics(res.Steps); len(metrics) > 0 {
+		if err := run.WriteJSON("metrics.json", metrics); err != nil {
+			o.progressf("warning: save metrics: %v", err)
+		}
+	}
 	o.finish(run, man, console, events, res.Splats, start)
 	res.Wall = time.Since(start)
 	return res, runErr
@@ -258,6 +281,7 @@ func (o *Options) drive(ctx context.Context, m *vm.Machine, req BootRequest, res
 	for _, s := range req.Sysctls {
 		steps = append(steps, proto.Step{Kind: proto.StepSysctl, Key: s.Key, Value: s.Value})
 	}
+	steps = append(steps, req.Steps...)
 	if len(req.Argv) > 0 {
 		steps = append(steps, proto.Step{Kind: proto.StepExec, Argv: req.Argv, TimeoutMs: stepTimeout.Milliseconds()})
 	}
@@ -287,6 +311,11 @@ func (o *Options) drive(ctx context.Context, m *vm.Machine, req BootRequest, res
 					_ = events.Append(Event{Kind: "output", Output: msg.Output})
 				case proto.KindLog:
 					_ = events.Append(Event{Kind: "agent-log", Message: msg.Log.Msg})
+				case proto.KindSample:
+					_ = events.Append(Event{Kind: "sample", Sample: msg.Sample})
+				}
+				if req.OnMessage != nil {
+					req.OnMessage(msg)
 				}
 			})
 			ch <- result{d, err}
@@ -331,9 +360,16 @@ func (o *Options) drive(ctx context.Context, m *vm.Machine, req BootRequest, res
 			return kernelFail(results.StatusKernelError, "the agent channel closed during a step: "+r.err.Error(), m.LastConsoleLines(15))
 		}
 		_ = events.Append(Event{Kind: "done", Done: r.done})
+		res.Steps = append(res.Steps, StepResult{Step: s, Done: *r.done})
 		if r.done.Error != "" && s.Kind == proto.StepSysctl {
 			man.Outcome = results.NewOutcome(results.StatusInfraError, r.done.Error, r.done.ExitCode)
 			return fmt.Errorf("sysctl %s=%s: %s", s.Key, s.Value, r.done.Error)
+		}
+		if s.Kind != proto.StepExec && s.Kind != proto.StepSysctl && (r.done.Error != "" || r.done.ExitCode != 0) {
+			msg := fmt.Sprintf("%s step %d failed (exit %d): %s", s.Kind, s.ID, r.done.ExitCode, r.done.Error)
+			man.Outcome = results.NewOutcome(results.StatusStepFailed, msg, r.done.ExitCode)
+			res.ExitCode = 1
+			return &StepError{Msg: msg}
 		}
 		if s.Kind == proto.StepExec {
 			res.ExitCode = r.done.ExitCode
@@ -418,6 +454,8 @@ type Event struct {
 	Done *proto.Done `json:"done,omitempty"`
 	// Splat is a kernel report seen on the console, for "splat".
 	Splat *SplatEvent `json:"splat,omitempty"`
+	// Sample is a workload sample, for "sample".
+	Sample *proto.Sample `json:"sample,omitempty"`
 	// Message is an agent log line, for "agent-log".
 	Message string `json:"message,omitempty"`
 }
@@ -433,4 +471,30 @@ type SplatEvent struct {
 func hostInfo() results.Host {
 	h, _ := results.HostInfo()
 	return h
+}
+
+// StepError is a step that failed on a kernel that stayed up.
+type StepError struct{ Msg string }
+
+func (e *StepError) Error() string { return e.Msg }
+
+// StepMetrics is one step's final numbers in metrics.json.
+type StepMetrics struct {
+	// Index is the step's position in the run, from 0.
+	Index int `json:"index"`
+	// Kind is the step kind.
+	Kind proto.StepKind `json:"kind"`
+	// Metrics are the numbers the step reported.
+	Metrics *proto.Metrics `json:"metrics"`
+}
+
+// stepMetrics collects the metrics of the steps that reported any.
+func stepMetrics(steps []StepResult) []StepMetrics {
+	var out []StepMetrics
+	for i, s := range steps {
+		if s.Done.Metrics != nil {
+			out = append(out, StepMetrics{Index: i, Kind: s.Step.Kind, Metrics: s.Done.Metrics})
+		}
+	}
+	return out
 }

@@ -79,6 +79,10 @@ func ExitCode(err error) int {
 	if errors.As(err, &ke) {
 		return ExitKernel
 	}
+	var se *StepError
+	if errors.As(err, &se) {
+		return 1
+	}
 	return ExitInfra
 }
 
