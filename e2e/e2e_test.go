@@ -177,8 +177,8 @@ func TestPanicReported(t *testing.T) {
 	testenv.E2E(t)
 	runs := t.TempDir()
 	r := run(t, runs, "boot", "--kernel", "debian:7.3", "--", "sh", "-c", "echo c > /proc/sysrq-trigger")
-	if r.code != 124 {
-		t.Fatalf("exit %d, want 124 (kernel failure)", r.code)
+	if r.code != 126 {
+		t.Fatalf("exit %d, want 126 (kernel failure)", r.code)
 	}
 	if !strings.Contains(r.stderr, "sysrq triggered crash") || !strings.Contains(r.stderr, "Call Trace") {
 		t.Errorf("stderr lacks the panic excerpt")
@@ -205,8 +205,8 @@ func TestBootTimeoutShowsConsole(t *testing.T) {
 	testenv.E2E(t)
 	runs := t.TempDir()
 	r := run(t, runs, "boot", "--kernel", "debian:7.3", "--boot-timeout", "3", "--append", "rdinit=/bbin/sleep 1000", "--", "true")
-	if r.code != 124 {
-		t.Fatalf("exit %d, want 124", r.code)
+	if r.code != 126 {
+		t.Fatalf("exit %d, want 126", r.code)
 	}
 	if !strings.Contains(r.stderr, "did not reach the klab agent") || !strings.Contains(r.stderr, "Run /bbin/sleep as init process") {
 		t.Errorf("stderr lacks the timeout and the last console lines")
@@ -371,5 +371,36 @@ func TestQEMUMissing(t *testing.T) {
 	out, _ := cmd.CombinedOutput()
 	if cmd.ProcessState.ExitCode() != 125 || !strings.Contains(string(out), "qemu-system-x86_64 not found") || !strings.Contains(string(out), "apt-get install qemu-system-x86") {
 		t.Fatalf("exit %d, output:\n%s", cmd.ProcessState.ExitCode(), out)
+	}
+}
+
+// TestHangDiagnostics stops the agent in the middle of a step, so that the
+// console and the agent both go silent, and checks that klab classes the
+// run as a kernel hang and saves task dumps taken through QMP.
+func TestHangDiagnostics(t *testing.T) {
+	testenv.E2E(t)
+	runs := t.TempDir()
+	r := run(t, runs, "boot", "--kernel", "debian:7.3", "--timeout", "1", "--", "sh", "-c", "kill -19 $PPID; sleep 1000")
+	if r.code != 126 {
+		t.Fatalf("exit %d, want 126", r.code)
+	}
+	if !strings.Contains(r.stderr, "kernel hang") || !strings.Contains(r.stderr, "sysrq: Show Blocked State") {
+		t.Errorf("stderr lacks the hang verdict and the blocked tasks")
+	}
+	dir := onlyRun(t, runs)
+	m, err := results.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Outcome.Status != results.StatusKernelHang {
+		t.Errorf("outcome %+v, want kernel-hang", m.Outcome)
+	}
+	diag, err := os.ReadFile(filepath.Join(dir, "diagnostics.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stopped agent shows up in the task dump in state T.
+	if !bytes.Contains(diag, []byte("sysrq: Show State")) || !bytes.Contains(diag, []byte("uinit")) {
+		t.Errorf("diagnostics.log (%d bytes) lacks the task dump", len(diag))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -79,6 +80,9 @@ type BootResult struct {
 	// Steps are the finished steps, in order (sysctls and the command
 	// included).
 	Steps []StepResult
+	// Diagnostics is the console output of the task dumps taken from a
+	// hung guest, saved as diagnostics.log.
+	Diagnostics string
 }
 
 // Boot runs one boot request end to end and saves it. A kernel that panics,
@@ -140,6 +144,7 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 		console.Close()
 		return nil, err
 	}
+	w := newWatch()
 	scanner := splat.NewScanner()
 	var scanMu sync.Mutex
 	fatal := make(chan splat.Report, 1)
@@ -156,6 +161,7 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 	m, err := vm.Start(ctx, cfg, vm.StartOptions{
 		Console: consoleOut,
 		OnConsoleLine: func(line string) {
+			w.console(line)
 			scanMu.Lock()
 			r := scanner.Line(line)
 			scanMu.Unlock()
@@ -178,7 +184,7 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 	man.QEMU = results.QEMU{Binary: m.Argv()[0], Version: QEMUVersion(ctx, m.Argv()[0]), Argv: m.Argv()}
 
 	// From here on the run always ends by stopping QEMU and saving.
-	runErr := o.drive(ctx, m, req, res, man, events, fatal, bootTimeout, stepTimeout)
+	runErr := o.drive(ctx, m, req, res, man, events, fatal, w, factor, bootTimeout, stepTimeout)
 	m.Quit()
 	_ = m.Wait()
 	select {
@@ -203,6 +209,11 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 			ke.Console = m.LastConsoleLines(15)
 		}
 	}
+	if res.Diagnostics != "" {
+		if err := results.WriteFileAtomic(filepath.Join(run.Dir, "diagnostics.log"), []byte(res.Diagnostics), 0o644); err != nil {
+			o.progressf("warning: save diagnostics: %v", err)
+		}
+	}
 	if metrics := stepMetrics(res.Steps); len(metrics) > 0 {
 		if err := run.WriteJSON("metrics.json", metrics); err != nil {
 			o.progressf("warning: save metrics: %v", err)
@@ -216,7 +227,7 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 // drive waits for the agent, runs the steps and shuts the guest down. It
 // fills man.Outcome.
 func (o *Options) drive(ctx context.Context, m *vm.Machine, req BootRequest, res *BootResult, man *results.Manifest,
-	events *results.EventLog, fatal <-chan splat.Report, bootTimeout, stepTimeout time.Duration) error {
+	events *results.EventLog, fatal <-chan splat.Report, w *watch, factor float64, bootTimeout, stepTimeout time.Duration) error {
 	kernelFail := func(status results.Status, msg string, console []string) error {
 		man.Outcome = results.NewOutcome(status, msg, 0)
 		return &KernelError{Status: string(status), Msg: msg, Console: console}
@@ -292,7 +303,7 @@ func (o *Options) drive(ctx context.Context, m *vm.Machine, req BootRequest, res
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	for _, s := range steps {
+	for i, s := range steps {
 		type result struct {
 			done *proto.Done
 			err  error
@@ -301,6 +312,7 @@ func (o *Options) drive(ctx context.Context, m *vm.Machine, req BootRequest, res
 		stepCtx, cancel := context.WithCancel(ctx)
 		go func() {
 			d, err := a.Run(stepCtx, s, func(msg *proto.Message) {
+				w.touch()
 				switch msg.Kind {
 				case proto.KindOutput:
 					if msg.Output.Stream == proto.Stderr {
@@ -321,27 +333,47 @@ func (o *Options) drive(ctx context.Context, m *vm.Machine, req BootRequest, res
 			ch <- result{d, err}
 		}()
 		var r result
-		// The agent enforces the step timeout; the host waits a little
-		// longer before calling the guest hung.
-		hang := time.NewTimer(stepTimeout + bootTimeout)
-		select {
-		case r = <-ch:
-		case rep := <-fatal:
-			cancel()
-			hang.Stop()
-			return panicked(rep)
-		case data := <-m.Panicked():
-			cancel()
-			hang.Stop()
-			return kernelFail(results.StatusKernelPanic, "guest panicked (pvpanic "+data+")", nil)
-		case <-hang.C:
-			cancel()
-			return kernelFail(results.StatusKernelHang, fmt.Sprintf("the guest did not finish step %d within %s", s.ID, stepTimeout+bootTimeout), m.LastConsoleLines(15))
-		case <-ctx.Done():
-			cancel()
-			hang.Stop()
-			man.Outcome = results.NewOutcome(results.StatusInfraError, "interrupted: "+ctx.Err().Error(), 0)
-			return ctx.Err()
+		// The agent enforces the step's own timeout. The guest is hung when
+		// the step has run past it and a grace period, and the console and
+		// the agent have both been silent for that grace period.
+		grace := time.Duration(float64(5*time.Second) * factor)
+		limit := stepTimeout
+		if s.TimeoutMs > 0 {
+			limit = time.Duration(s.TimeoutMs) * time.Millisecond
+		}
+		stepStart := time.Now()
+		w.touch()
+		hang := time.NewTicker(250 * time.Millisecond)
+	wait:
+		for {
+			select {
+			case r = <-ch:
+				break wait
+			case rep := <-fatal:
+				cancel()
+				hang.Stop()
+				return panicked(rep)
+			case data := <-m.Panicked():
+				cancel()
+				hang.Stop()
+				return kernelFail(results.StatusKernelPanic, "guest panicked (pvpanic "+data+")", nil)
+			case <-hang.C:
+				if time.Since(stepStart) < limit+grace || w.silence() < grace {
+					continue
+				}
+				cancel()
+				hang.Stop()
+				o.progressf("the guest is silent %.0fs past the step's timeout; asking it for task dumps (sysrq w, t)...", grace.Seconds())
+				diag, via := diagnose(m, a, w, factor)
+				res.Diagnostics = diag
+				msg := fmt.Sprintf("kernel hang: step %d (%s) ran past its %s timeout and the guest went silent; task dumps via %s saved to diagnostics.log", i+1, s.Kind, limit, via)
+				return kernelFail(results.StatusKernelHang, msg, blockedTasks(diag, 25, m.LastConsoleLines(15)))
+			case <-ctx.Done():
+				cancel()
+				hang.Stop()
+				man.Outcome = results.NewOutcome(results.StatusInfraError, "interrupted: "+ctx.Err().Error(), 0)
+				return ctx.Err()
+			}
 		}
 		cancel()
 		hang.Stop()
@@ -366,7 +398,7 @@ func (o *Options) drive(ctx context.Context, m *vm.Machine, req BootRequest, res
 			return fmt.Errorf("sysctl %s=%s: %s", s.Key, s.Value, r.done.Error)
 		}
 		if s.Kind != proto.StepExec && s.Kind != proto.StepSysctl && (r.done.Error != "" || r.done.ExitCode != 0) {
-			msg := fmt.Sprintf("%s step %d failed (exit %d): %s", s.Kind, s.ID, r.done.ExitCode, r.done.Error)
+			msg := fmt.Sprintf("%s step %d failed (exit %d): %s", s.Kind, i+1, r.done.ExitCode, r.done.Error)
 			man.Outcome = results.NewOutcome(results.StatusStepFailed, msg, r.done.ExitCode)
 			res.ExitCode = 1
 			return &StepError{Msg: msg}
@@ -375,9 +407,14 @@ func (o *Options) drive(ctx context.Context, m *vm.Machine, req BootRequest, res
 			res.ExitCode = r.done.ExitCode
 			if r.done.Error != "" {
 				fmt.Fprintf(stderr, "klab: %s\n", r.done.Error)
-				if res.ExitCode < 0 {
-					res.ExitCode = 127
-				}
+			}
+			switch {
+			case r.done.TimedOut:
+				res.ExitCode = ExitTimeout
+			case res.ExitCode < 0 && strings.HasPrefix(r.done.Error, "killed by signal"):
+				res.ExitCode = 128 + 9
+			case res.ExitCode < 0:
+				res.ExitCode = ExitNotRun
 			}
 		}
 	}

@@ -39,11 +39,16 @@ type Options struct {
 // Exit statuses of klab itself. A guest command's own status is passed
 // through when the run worked.
 const (
-	// ExitKernel means the kernel failed: it panicked, hung, or never
-	// reached the agent. That is a result about the kernel.
-	ExitKernel = 124
+	// ExitTimeout means the guest command ran past its timeout and was
+	// killed, as timeout(1) reports it.
+	ExitTimeout = 124
 	// ExitInfra means klab or its host failed, or the input was bad.
 	ExitInfra = 125
+	// ExitKernel means the kernel failed: it panicked, hung, or never
+	// reached the agent. That is a result about the kernel.
+	ExitKernel = 126
+	// ExitNotRun means the guest command could not be started.
+	ExitNotRun = 127
 )
 
 // KernelError is a result about the kernel: it did not boot, panicked or

@@ -104,3 +104,9 @@ func (a *Agent) Shutdown(timeout time.Duration) error {
 		}
 	}
 }
+
+// Sysrq asks the agent to trigger the given sysrq keys at once, out of
+// band: it works while a step runs, as long as the agent still reads.
+func (a *Agent) Sysrq(keys string) error {
+	return a.enc.Encode(&proto.Message{Kind: proto.KindSysrq, Sysrq: keys})
+}

@@ -36,9 +36,10 @@ version (debian:7.3.4+deb13), or the path of a bzImage. Every run is saved
 under --runs-dir with manifest.json, console.log, events.jsonl and
 splats.json.
 
-Exit status: the command's own status; 124 when the kernel failed (panic,
-hang, or it never reached the agent); 125 when klab failed or the input was
-bad; 127 when the command could not be started in the guest.`,
+Exit status: the command's own status; 124 when it ran past --timeout; 125
+when klab failed or the input was bad; 126 when the kernel failed (panic,
+hang, or it never reached the agent); 127 when the command could not be
+started in the guest; 1 when another step failed.`,
 		Example: `  klab boot --kernel debian:7.3 -- uname -r
   klab boot --kernel debian:7.3 --console -- true
   klab boot --kernel ./arch/x86/boot/bzImage -- cat /proc/version

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +60,9 @@ type Agent struct {
 	// Console, when not nil, also receives every Log line the agent sends
 	// (in the guest: the agent's stdout, which is the console).
 	Console io.Writer
+	// SysrqTrigger is the file sysrq keys are written to; empty means
+	// /proc/sysrq-trigger.
+	SysrqTrigger string
 	// Handlers run the step kinds beyond exec and sysctl (fuse, workload,
 	// fio, ...). A missing kind is answered as unknown.
 	Handlers map[proto.StepKind]Handler
@@ -158,6 +163,11 @@ func (a *Agent) Serve(ctx context.Context) error {
 	go func() {
 		for {
 			m, err := dec.Decode()
+			if err == nil && m.Kind == proto.KindSysrq {
+				// Out of band: a running step must not delay it.
+				a.sysrq(m.Sysrq)
+				continue
+			}
 			broken := err != nil && rec.err != nil && errors.Is(err, rec.err)
 			select {
 			case msgs <- decoded{m: m, err: err, broken: broken}:
@@ -250,4 +260,23 @@ func (a *Agent) outputGrace() time.Duration {
 		return a.OutputGrace
 	}
 	return DefaultOutputGrace
+}
+
+// sysrq writes each key to the sysrq trigger and logs what it did.
+func (a *Agent) sysrq(keys string) {
+	path := a.SysrqTrigger
+	if path == "" {
+		path = "/proc/sysrq-trigger"
+	}
+	for _, k := range keys {
+		if !strings.ContainsRune("0123456789abcdefghijklmnopqrstuvwxyz", k) {
+			a.Logf("sysrq: refusing key %q", k)
+			continue
+		}
+		if err := os.WriteFile(path, []byte{byte(k)}, 0); err != nil {
+			a.Logf("sysrq %c: %v", k, err)
+			continue
+		}
+		a.Logf("sysrq %c triggered", k)
+	}
 }

@@ -510,3 +510,46 @@ func TestNewHello(t *testing.T) {
 		t.Fatalf("encode hello: %v", err)
 	}
 }
+
+// A sysrq message is served at once, even while a step runs.
+func TestSysrqOutOfBand(t *testing.T) {
+	trigger := filepath.Join(t.TempDir(), "sysrq-trigger")
+	if err := os.WriteFile(trigger, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hostR, agentW := io.Pipe()
+	agentR, hostW := io.Pipe()
+	a := &Agent{In: agentR, Out: agentW, SysrqTrigger: trigger}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go a.Serve(ctx)
+	enc := proto.NewEncoder(hostW)
+	dec := proto.NewDecoder(hostR)
+	// A long step first, then the sysrq.
+	if err := enc.Encode(&proto.Message{Kind: proto.KindStep, Step: &proto.Step{ID: 1, Kind: proto.StepExec, Argv: []string{"sleep", "5"}, TimeoutMs: 3000}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Encode(&proto.Message{Kind: proto.KindSysrq, Sysrq: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for {
+		m, err := dec.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Kind == proto.KindDone {
+			t.Fatal("the step finished before the sysrq was served")
+		}
+		if m.Kind == proto.KindLog && strings.Contains(m.Log.Msg, "sysrq w triggered") {
+			break
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("sysrq served after %v", d)
+	}
+	b, _ := os.ReadFile(trigger)
+	if string(b) != "w" {
+		t.Errorf("trigger got %q", b)
+	}
+}

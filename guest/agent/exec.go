@@ -82,11 +82,13 @@ func (a *Agent) runExec(ctx context.Context, s *proto.Step) proto.Done {
 		deadline = t.C
 	}
 	var killed string
+	var timedOut bool
 	select {
 	case err = <-waited:
 	case <-deadline:
 		killGroup(cmd.Process.Pid)
 		killed = fmt.Sprintf("timed out after %v", timeout)
+		timedOut = true
 		err = <-waited
 	case <-ctx.Done():
 		killGroup(cmd.Process.Pid)
@@ -113,6 +115,7 @@ func (a *Agent) runExec(ctx context.Context, s *proto.Step) proto.Done {
 	case killed != "":
 		d.ExitCode = -1
 		d.Error = killed
+		d.TimedOut = timedOut
 	case err == nil:
 	case errors.As(err, &ee):
 		d.ExitCode = ee.ExitCode()

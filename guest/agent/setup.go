@@ -50,6 +50,9 @@ func DefaultMounts() []Mount {
 // list (for Hello.Modules).
 func Setup() ([]proto.ModuleLoad, error) {
 	merr := MountAll(DefaultMounts())
+	// Let every sysrq through, so that the host can ask a hung guest for
+	// task dumps from the keyboard (QMP send-key) as well.
+	_ = WriteSysctl(DefaultProcSys, "kernel.sysrq", "1")
 	mods, lerr := LoadModules(ModulesDir, nil)
 	return mods, errors.Join(merr, lerr)
 }

@@ -41,6 +41,10 @@ const (
 	KindLog      Kind = "log"
 	KindBye      Kind = "bye"
 	KindShutdown Kind = "shutdown"
+	// KindSysrq asks the agent to write Sysrq's keys to
+	// /proc/sysrq-trigger at once, even while a step runs: the host's way
+	// to get task dumps from a guest that looks hung.
+	KindSysrq Kind = "sysrq"
 	// KindSample carries a workload's periodic sample while a step runs.
 	KindSample Kind = "sample"
 )
@@ -63,6 +67,8 @@ type Message struct {
 	Log *Log `json:"log,omitempty"`
 	// Sample is set for KindSample.
 	Sample *Sample `json:"sample,omitempty"`
+	// Sysrq is set for KindSysrq: the sysrq keys to trigger, in order.
+	Sysrq string `json:"sysrq,omitempty"`
 }
 
 // Hello is the agent's first message, sent once its channel is open.
@@ -182,6 +188,8 @@ type Done struct {
 	ExitCode int `json:"exit_code"`
 	// Error describes why the step failed to run, empty on success.
 	Error string `json:"error,omitempty"`
+	// TimedOut is true when the step was killed at its TimeoutMs.
+	TimedOut bool `json:"timed_out,omitempty"`
 	// DurationNs is the step's wall time in the guest.
 	DurationNs int64 `json:"duration_ns"`
 	// Metrics are the final numbers of a workload or fio step.
@@ -216,6 +224,8 @@ func (m *Message) Validate() error {
 		ok = m.Log != nil
 	case KindSample:
 		ok = m.Sample != nil
+	case KindSysrq:
+		ok = m.Sysrq != ""
 	case KindBye, KindShutdown:
 		ok = true
 	default:
