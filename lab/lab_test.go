@@ -1,0 +1,95 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"klab/guest/proto"
+)
+
+func TestExitCode(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{&KernelError{Status: "kernel-panic"}, ExitKernel},
+		{fmt.Errorf("boot: %w", &KernelError{}), ExitKernel},
+		{&StepError{Msg: "x"}, 1},
+		{errors.New("apt failed"), ExitInfra},
+	} {
+		if got := ExitCode(c.err); got != c.want {
+			t.Errorf("ExitCode(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
+	if ExitTimeout == ExitKernel || ExitKernel == ExitInfra || ExitNotRun == ExitKernel {
+		t.Error("exit statuses collide")
+	}
+}
+
+func TestKernelErrorMessage(t *testing.T) {
+	e := &KernelError{Msg: "kernel panic: x", Console: []string{"a", "b"}, RunDir: "/r"}
+	want := "kernel panic: x\nlast console lines:\n  | a\n  | b\nrun saved to /r"
+	if e.Error() != want {
+		t.Errorf("got %q", e.Error())
+	}
+}
+
+func TestBlockedTasks(t *testing.T) {
+	dump := "[ 1.0] sysrq: Show State\n[ 1.1] task:a\n[ 2.0] sysrq: Show Blocked State\n[ 2.1] task:uinit state:T\n[ 2.2] Call Trace:\n"
+	got := blockedTasks(dump, 2, nil)
+	if !slices.Equal(got, []string{"[ 2.0] sysrq: Show Blocked State", "[ 2.1] task:uinit state:T"}) {
+		t.Errorf("got %q", got)
+	}
+	if got := blockedTasks("", 5, []string{"fallback"}); !slices.Equal(got, []string{"fallback"}) {
+		t.Errorf("empty dump: %q", got)
+	}
+	if got := blockedTasks("x\ny\nz", 2, nil); !slices.Equal(got, []string{"x", "y"}) {
+		t.Errorf("no section: %q", got)
+	}
+}
+
+func TestWatch(t *testing.T) {
+	w := newWatch()
+	w.console("before")
+	time.Sleep(20 * time.Millisecond)
+	if w.silence() < 10*time.Millisecond {
+		t.Error("silence not growing")
+	}
+	w.touch()
+	if w.silence() > 10*time.Millisecond {
+		t.Error("touch did not reset silence")
+	}
+	w.startCapture()
+	w.console("one")
+	w.console("two")
+	if got := w.stopCapture(); got != "one\ntwo\n" {
+		t.Errorf("captured %q", got)
+	}
+	w.console("after")
+	if got := w.stopCapture(); got != "" {
+		t.Errorf("captured after stop: %q", got)
+	}
+}
+
+func TestStepMetrics(t *testing.T) {
+	m := &proto.Metrics{}
+	got := stepMetrics([]StepResult{
+		{Step: proto.Step{Kind: proto.StepSysctl}},
+		{Step: proto.Step{Kind: proto.StepWorkload}, Done: proto.Done{Metrics: m}},
+	})
+	if len(got) != 1 || got[0].Index != 1 || got[0].Kind != proto.StepWorkload || got[0].Metrics != m {
+		t.Errorf("got %+v", got)
+	}
+}
+
+func TestScale(t *testing.T) {
+	if got := scale(0, 30*time.Second, 4); got != 2*time.Minute {
+		t.Errorf("default scaled: %v", got)
+	}
+	if got := scale(time.Second, 30*time.Second, 1); got != time.Second {
+		t.Errorf("given: %v", got)
+	}
+}
