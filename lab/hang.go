@@ -63,10 +63,12 @@ func (w *watch) stopCapture() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.capturing = false
-	if len(w.captured) == 0 {
+	lines := w.captured
+	w.captured, w.capBytes = nil, 0
+	if len(lines) == 0 {
 		return ""
 	}
-	return strings.Join(w.captured, "\n") + "\n"
+	return strings.Join(lines, "\n") + "\n"
 }
 
 // diagnose asks a guest that looks hung for task dumps (sysrq w and t):
