@@ -117,21 +117,7 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 		return nil, fmt.Errorf("create run: %w", err)
 	}
 	res := &BootResult{RunDir: run.Dir, ExitCode: -1}
-	man := &results.Manifest{
-		RunID:   run.ID,
-		Command: req.Command,
-		Kernel: results.Kernel{
-			Name: k.Name, ID: k.ID, Version: k.Version, Source: k.Source,
-			Package: k.Package, PackageVersion: k.PackageVersion, Suite: k.Suite,
-			Image: k.Image, Config: k.Config,
-		},
-		Initramfs:     results.Initramfs{Path: ir.Path, SHA256: ir.SHA256},
-		AgentVersion:  ir.AgentVersion,
-		Accel:         results.Accel(verdict.Accel),
-		AccelReason:   verdict.Reason,
-		TimeoutFactor: factor,
-		Host:          hostInfo(),
-	}
+	man := newManifest(run, req.Command, k, ir, verdict)
 	man.Times.Start = start
 	res.Manifest = man
 

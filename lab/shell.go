@@ -70,22 +70,9 @@ func (o *Options) Shell(ctx context.Context, req ShellRequest) (string, error) {
 		}
 	}()
 	_ = m.Wait()
-	man := &results.Manifest{
-		RunID: run.ID, Command: req.Command,
-		Kernel: results.Kernel{
-			Name: k.Name, ID: k.ID, Version: k.Version, Source: k.Source,
-			Package: k.Package, PackageVersion: k.PackageVersion, Suite: k.Suite,
-			Image: k.Image, Config: k.Config,
-		},
-		Initramfs:     results.Initramfs{Path: ir.Path, SHA256: ir.SHA256},
-		AgentVersion:  ir.AgentVersion,
-		QEMU:          results.QEMU{Binary: m.Argv()[0], Version: QEMUVersion(ctx, m.Argv()[0]), Argv: m.Argv()},
-		Accel:         results.Accel(verdict.Accel),
-		AccelReason:   verdict.Reason,
-		TimeoutFactor: verdict.Accel.Factor(),
-		Host:          hostInfo(),
-		Outcome:       results.NewOutcome(results.StatusOK, "", 0),
-	}
+	man := newManifest(run, req.Command, k, ir, verdict)
+	man.QEMU = results.QEMU{Binary: m.Argv()[0], Version: QEMUVersion(ctx, m.Argv()[0]), Argv: m.Argv()}
+	man.Outcome = results.NewOutcome(results.StatusOK, "", 0)
 	man.Times.Start = start
 	man.Times.End = time.Now()
 	if err := run.WriteManifest(man); err != nil {

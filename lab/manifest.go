@@ -1,0 +1,31 @@
+package lab
+
+import (
+	"klab/images"
+	"klab/results"
+	"klab/vm"
+)
+
+// newManifest starts a run's manifest with what is known before boot.
+func newManifest(run *results.Run, command []string, k *images.Kernel, ir *images.Initramfs, v vm.Verdict) *results.Manifest {
+	return &results.Manifest{
+		RunID:         run.ID,
+		Command:       command,
+		Kernel:        manifestKernel(k),
+		Initramfs:     results.Initramfs{Path: ir.Path, SHA256: ir.SHA256},
+		AgentVersion:  ir.AgentVersion,
+		Accel:         results.Accel(v.Accel),
+		AccelReason:   v.Reason,
+		TimeoutFactor: v.Accel.Factor(),
+		Host:          hostInfo(),
+	}
+}
+
+// manifestKernel is the manifest's record of a kernel.
+func manifestKernel(k *images.Kernel) results.Kernel {
+	return results.Kernel{
+		Name: k.Name, ID: k.ID, Version: k.Version, Source: k.Source,
+		Package: k.Package, PackageVersion: k.PackageVersion, Suite: k.Suite,
+		Image: k.Image, Config: k.Config,
+	}
+}
