@@ -5,7 +5,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,13 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"klab/internal/procfs"
 	"klab/internal/testenv"
 	"klab/results"
 )
@@ -237,7 +236,7 @@ func TestKillLeavesNoQEMU(t *testing.T) {
 	var qemu int
 	deadline := time.Now().Add(60 * time.Second)
 	for qemu == 0 && time.Now().Before(deadline) {
-		qemu = childNamed(cmd.Process.Pid, "qemu-system-x86")
+		qemu = procfs.ChildNamed(cmd.Process.Pid, "qemu-system-x86")
 		time.Sleep(50 * time.Millisecond)
 	}
 	if qemu == 0 {
@@ -249,57 +248,13 @@ func TestKillLeavesNoQEMU(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	deadline = time.Now().Add(5 * time.Second)
-	for alive(qemu) {
+	for procfs.Alive(qemu) {
 		if time.Now().After(deadline) {
 			syscall.Kill(qemu, syscall.SIGKILL)
 			t.Fatalf("qemu %d survived kill -9 of klab", qemu)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// childNamed returns the pid of a child of ppid whose comm starts with
-// name, or 0.
-func childNamed(ppid int, name string) int {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		s := string(b)
-		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || close < 0 {
-			continue
-		}
-		comm := s[open+1 : close]
-		f := strings.Fields(s[close+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(ppid) && strings.HasPrefix(comm, name) {
-			return pid
-		}
-	}
-	return 0
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "State:") {
-			return !strings.Contains(sc.Text(), "Z")
-		}
-	}
-	return false
 }
 
 // TestLocalBzImage boots a kernel given as a file path.

@@ -28,6 +28,7 @@ import (
 
 	"github.com/u-root/mkuimage/cpio"
 
+	"klab/internal/procfs"
 	"klab/results"
 )
 
@@ -293,7 +294,7 @@ func idleRSS(klab, tmp, ref string) (int, error) {
 	}
 	go func() { _, _ = io.Copy(io.Discard, stderr) }()
 	time.Sleep(3 * time.Second)
-	pid := childNamed(cmd.Process.Pid, "qemu-system-x86")
+	pid := procfs.ChildNamed(cmd.Process.Pid, "qemu-system-x86")
 	if pid == 0 {
 		return 0, fmt.Errorf("no qemu child of klab")
 	}
@@ -308,25 +309,4 @@ func idleRSS(klab, tmp, ref string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS for %d", pid)
-}
-
-func childNamed(ppid int, name string) int {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		o, c := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if o < 0 || c < 0 {
-			continue
-		}
-		f := strings.Fields(s[c+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(ppid) && strings.HasPrefix(s[o+1:c], name) {
-			pid, _ := strconv.Atoi(e.Name())
-			return pid
-		}
-	}
-	return 0
 }

@@ -1,0 +1,55 @@
+// Package procfs reads the few process facts klab's tests and benchmarks
+// need from /proc: a process's children and whether it still lives.
+package procfs
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ChildNamed returns the pid of a child of ppid whose command name starts
+// with prefix, or 0 when there is none.
+func ChildNamed(ppid int, prefix string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+		s := string(b)
+		o, c := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if o < 0 || c < o {
+			continue
+		}
+		f := strings.Fields(s[c+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(ppid) && strings.HasPrefix(s[o+1:c], prefix) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// Alive reports whether pid exists and is not a zombie.
+func Alive(pid int) bool {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "State:") {
+			return !strings.Contains(sc.Text(), "Z")
+		}
+	}
+	return false
+}
