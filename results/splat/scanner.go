@@ -1,15 +1,3 @@
-// Package splat finds kernel splats (panics, oopses, BUGs, WARNINGs, hung
-// tasks, lockups, RCU stalls, lockdep and KASAN reports) in a guest's console
-// output, as it arrives, and gives each a stable title for deduplication.
-//
-// The console is untrusted input: lines are bounded, reports are bounded,
-// and the number of reports kept is bounded, so a guest that floods its
-// console cannot grow the host's memory without limit.
-//
-// This is the first scanner: titles come from the report's first line (see
-// detect in title.go). A parser that titles reports from their call traces,
-// as syzkaller's pkg/report does, can replace detect later without changing
-// the API.
 package splat
 
 import (
@@ -18,95 +6,70 @@ import (
 	"sync"
 )
 
-// Type is the kind of a splat.
-type Type string
-
-// Splat types.
-const (
-	TypePanic    Type = "panic"     // Kernel panic - not syncing: ...
-	TypeOops     Type = "oops"      // Oops: ..., general protection fault, Unable to handle kernel ...
-	TypeBug      Type = "bug"       // BUG: ..., kernel BUG at ..., UBSAN: ...
-	TypeWarning  Type = "warning"   // WARNING: ... at file:line func+0x...
-	TypeHungTask Type = "hung-task" // INFO: task ... blocked for more than N seconds
-	TypeLockup   Type = "lockup"    // watchdog: BUG: soft lockup, hard LOCKUP
-	TypeRCUStall Type = "rcu-stall" // rcu: INFO: rcu_preempt detected stalls
-	TypeLockdep  Type = "lockdep"   // WARNING: possible circular locking dependency detected, ...
-	TypeKASAN    Type = "kasan"     // BUG: KASAN: ...
-)
-
-// Limits on what the scanner keeps.
-const (
-	// MaxLineBytes is the longest console line kept; the rest of a longer
-	// line is dropped.
-	MaxLineBytes = 4 << 10
-	// MaxReportLines bounds the lines of one report's Text.
-	MaxReportLines = 200
-	// MaxReportBytes bounds one report's Text.
-	MaxReportBytes = 64 << 10
-	// MaxReports is the most reports a Scanner keeps; later ones are
-	// still returned by Line and passed to OnReport callbacks, and
-	// counted by Dropped.
-	MaxReports = 1000
-	// MaxTotalBytes bounds the Text of all kept reports together. Past
-	// it, new reports keep only their first line.
-	MaxTotalBytes = 8 << 20
-)
-
-// Report is one splat found on the console.
-type Report struct {
-	// Type is the kind of splat.
-	Type Type `json:"type"`
-	// Title is a one-line summary without addresses, pids or other values
-	// that change from run to run, so that equal titles mean the same bug.
-	Title string `json:"title"`
-	// Line is the 1-based console line where the report starts.
-	Line int `json:"line"`
-	// Text is the report's console lines, bounded by MaxReportLines and
-	// MaxReportBytes. It is complete only in Reports.
-	Text string `json:"text"`
-	// Fatal is true for a panic, and for a report that a panic followed
-	// (an Oops with panic_on_oops, a WARNING with panic_on_warn, a hung
-	// task with hung_task_panic, ...). It is final only in Reports.
-	Fatal bool `json:"fatal"`
-}
-
-// Scanner finds reports in console lines. Feed it with Line or Write; it is
-// safe for concurrent use.
+// Scanner finds reports in console lines. Feed it with Line or Write (it is
+// an io.WriteCloser); it is safe for concurrent use.
+//
+// A report is known at its header line (Line returns it, OnReport
+// callbacks get it) with a provisional title taken from that line alone.
+// It is complete, with its final title, frames and Corrupted flag, when it
+// ends (OnDone callbacks get it) and in Reports.
 type Scanner struct {
-	mu        sync.Mutex     // guards every field below
-	callbacks []func(Report) // OnReport callbacks
-	lineNo    int            // lines seen
-	tsLines   int            // lines seen with a printk timestamp
-	reports   []Report       // kept reports; Text of the open one is in open
-	dropped   int            // reports not kept (MaxReports)
-	textBytes int            // total Text bytes of kept reports
-	open      *openReport    // the report still collecting text, or nil
-	// candidate is the index in reports of the last non-panic report
-	// that a later panic may have been caused by, or -1.
-	candidate int
-	prevLine  string // the previous line when it is a banner, else ""
-	pending   []byte // Write's partial line
-	overflow  bool   // pending reached MaxLineBytes; drop until newline
+	mu      sync.Mutex     // guards every field below
+	onStart []func(Report) // OnReport callbacks
+	onDone  []func(Report) // OnDone callbacks
+	lineNo  int            // lines seen
+	// kernelLines counts the lines taken as kernel output (not user
+	// space); the ring numbers lines by it.
+	kernelLines int
+	tsLines     int         // lines seen with a printk timestamp
+	reports     []Report    // kept reports; the open one's entry is provisional
+	dropped     int         // reports not kept (MaxReports)
+	textBytes   int         // total Text bytes of kept reports
+	open        *openReport // the report still collecting lines, or nil
+	// held is the last ended report while a panic may still follow that
+	// it caused (which makes it Fatal); OnDone gets it when that can no
+	// longer happen.
+	held    *heldReport
+	ring    lineRing // recent lines that belong to no report
+	pending []byte   // Write's partial line
+	// overflow is set when pending reached MaxLineBytes: the rest of the
+	// line is dropped.
+	overflow bool
+	// started and done are the reports to pass to the callbacks once
+	// the lock is released.
+	started, done []Report
 }
 
-// openReport is a report whose text is still being collected.
+// openReport is a report whose lines are still being collected.
 type openReport struct {
-	idx      int      // index in Scanner.reports, or -1 when not kept
-	start    int      // line number of the header
-	typ      Type     // the report's type
-	lines    []string // Text so far
-	bytes    int      // bytes of lines, with newlines
-	full     bool     // MaxTotalBytes reached: keep no more lines
-	banner   bool     // ends at a closing "=====" line (sanitizers)
-	sawTrace bool     // a "Call Trace:" line has been seen
-	wantOops bool     // an "Oops: ... [#N]" line may follow as part of it
-	lastTS   float64  // printk time of the last line, when hasTS
-	hasTS    bool     // lastTS is set
+	idx         int      // index in Scanner.reports, or -1 when not kept
+	h           header   // its header
+	r           Report   // Type, Line, Time, Fatal so far
+	lines       []string // its lines without printk prefixes
+	headerAt    int      // the index of the header in lines
+	bytes       int      // bytes of lines, with newlines
+	ctx         string   // the header's caller context ("T123"), or ""
+	lastTS      float64  // printk time of the last line, when hasTS
+	hasTS       bool     // lastTS is set
+	sawTrace    bool     // a "Call Trace:" line has been seen
+	inTask      bool     // inside <TASK> ... </TASK>
+	wantOops    bool     // an "Oops: ... [#N]" line may still be part of it
+	nmi         bool     // it holds NMI backtraces of other CPUs
+	intruders   int      // foreign lines in a row inside its call trace
+	interleaved bool     // its call trace was interrupted by other output
+	ended       bool     // its end marker was seen
 }
 
-// tsTrust is how many timestamped lines make the scanner ignore report
-// headers on lines without a timestamp: once the kernel is known to print
-// times, an untimed "BUG:" line is user space writing to the console.
+// heldReport is an ended report that a later panic may still make fatal.
+type heldReport struct {
+	r     Report
+	idx   int // index in Scanner.reports, or -1
+	until int // the last line at which a panic counts
+}
+
+// tsTrust is how many timestamped lines make the scanner ignore lines
+// without a timestamp: once the kernel is known to print times, an untimed
+// line is user space writing to the console.
 const tsTrust = 8
 
 // maxGap is the largest jump in printk time, in seconds, between two lines
@@ -116,37 +79,46 @@ const maxGap = 10
 // oopsWindow is how many lines after a BUG header its Oops line may come.
 const oopsWindow = 40
 
+// maxIntruders is how many foreign lines in a row a call trace may hold
+// before the report is taken as cut off.
+const maxIntruders = 8
+
 // NewScanner returns an empty Scanner.
 func NewScanner() *Scanner {
-	return &Scanner{candidate: -1}
+	return &Scanner{}
 }
 
-// OnReport registers f to be called with each report as it starts (Text
-// holds the first line, Fatal may still change). f is called without the
-// scanner's lock held, after the Line or Write call that found the report;
-// reports found by one call are passed in order.
+// OnReport registers f to be called with each report as it starts: Text
+// holds its first lines and Title is provisional, taken from the header
+// line alone. f is called without the scanner's lock held, after the Line
+// or Write call that found the report; reports found by one call are
+// passed in order.
 func (s *Scanner) OnReport(f func(Report)) {
 	s.mu.Lock()
-	s.callbacks = append(s.callbacks, f)
+	s.onStart = append(s.onStart, f)
+	s.mu.Unlock()
+}
+
+// OnDone registers f to be called with each report once it is complete,
+// with its final title, text and frames, in console order. That is when
+// the report has ended and no later panic can still be blamed on it, or
+// at Close. f is called without the scanner's lock held. Reports past
+// MaxReports are passed to f too.
+func (s *Scanner) OnDone(f func(Report)) {
+	s.mu.Lock()
+	s.onDone = append(s.onDone, f)
 	s.mu.Unlock()
 }
 
 // Line feeds one console line (with or without its "\n" or "\r\n") and
 // returns the report that starts at this line, or nil. A panic is thus known
 // as soon as its first line is seen. The returned report's Text holds only
-// its first line (and the banner before it); Reports has the rest. A report
-// past MaxReports is returned too, though not kept.
+// its first lines and its Title is provisional; Reports has the rest. A
+// report past MaxReports is returned too, though not kept.
 func (s *Scanner) Line(line string) *Report {
 	s.mu.Lock()
 	r := s.line(line)
-	cbs := s.callbacks
-	s.mu.Unlock()
-	if r == nil {
-		return nil
-	}
-	for _, f := range cbs {
-		f(*r)
-	}
+	s.unlockAndNotify()
 	return r
 }
 
@@ -155,7 +127,6 @@ func (s *Scanner) Line(line string) *Report {
 // never fails.
 func (s *Scanner) Write(p []byte) (int, error) {
 	n := len(p)
-	var started []Report
 	s.mu.Lock()
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
@@ -174,18 +145,29 @@ func (s *Scanner) Write(p []byte) (int, error) {
 		} else {
 			line = string(chunk[:min(len(chunk), MaxLineBytes)])
 		}
-		if r := s.line(line); r != nil {
-			started = append(started, *r)
-		}
+		s.line(line)
 	}
-	cbs := s.callbacks
+	s.unlockAndNotify()
+	return n, nil
+}
+
+// unlockAndNotify releases s.mu and then calls the callbacks for the
+// reports that started and ended meanwhile.
+func (s *Scanner) unlockAndNotify() {
+	started, done := s.started, s.done
+	s.started, s.done = nil, nil
+	onStart, onDone := s.onStart, s.onDone
 	s.mu.Unlock()
 	for _, r := range started {
-		for _, f := range cbs {
+		for _, f := range onStart {
 			f(r)
 		}
 	}
-	return n, nil
+	for _, r := range done {
+		for _, f := range onDone {
+			f(r)
+		}
+	}
 }
 
 // buffer appends b to the partial line, up to MaxLineBytes.
@@ -198,30 +180,46 @@ func (s *Scanner) buffer(b []byte) {
 }
 
 // Flush feeds the partial line that Write holds, if any, as a complete
-// line: call it when the console has ended.
+// line, and returns the report that starts there, or nil.
 func (s *Scanner) Flush() *Report {
 	s.mu.Lock()
+	r := s.flush()
+	s.unlockAndNotify()
+	return r
+}
+
+func (s *Scanner) flush() *Report {
 	if len(s.pending) == 0 && !s.overflow {
-		s.mu.Unlock()
 		return nil
 	}
 	line := string(s.pending)
 	s.pending = s.pending[:0]
 	s.overflow = false
-	s.mu.Unlock()
-	return s.Line(line)
+	return s.line(line)
 }
 
-// Reports returns a copy of the reports found so far, in console order, with
-// their Text complete (or as far as the console has got, for a report still
-// being printed).
+// Close tells the scanner that the console has ended: it feeds the partial
+// line, ends the open report (a report cut off by the end is Corrupted)
+// and passes the last reports to OnDone. It never fails.
+func (s *Scanner) Close() error {
+	s.mu.Lock()
+	s.flush()
+	s.closeReport(false)
+	s.release()
+	s.unlockAndNotify()
+	return nil
+}
+
+// Reports returns a copy of the reports found so far, in console order. A
+// report still being printed is analysed as if the console ended there:
+// until it ends, it may be Corrupted (cut off).
 func (s *Scanner) Reports() []Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Report, len(s.reports))
 	copy(out, s.reports)
 	if o := s.open; o != nil && o.idx >= 0 {
-		out[o.idx].Text = strings.Join(o.lines, "\n")
+		out[o.idx] = o.view(false)
 	}
 	return out
 }
@@ -241,63 +239,69 @@ func (s *Scanner) Lines() int {
 	return s.lineNo
 }
 
-// line handles one line. s.mu is held.
+// line handles one line and returns the report that starts there, if any.
+// s.mu is held.
 func (s *Scanner) line(raw string) *Report {
 	s.lineNo++
 	p := parseLine(raw)
 	if p.hasTS {
 		s.tsLines++
+	} else if s.tsLines >= tsTrust {
+		return nil // user space output
 	}
-	defer func() {
-		if isBanner(p.msg) {
-			s.prevLine = p.raw
-		} else {
-			s.prevLine = ""
-		}
-	}()
-
-	var h header
-	found := false
-	if p.msg != "" && (p.hasTS || s.tsLines < tsTrust) {
+	if s.held != nil && s.lineNo > s.held.until {
+		s.release()
+	}
+	s.kernelLines++
+	o := s.open
+	// With CONFIG_PRINTK_CALLER, a line from another task or CPU is not
+	// part of the open report (NMI backtraces of other CPUs are).
+	foreign := o != nil && o.ctx != "" && p.ctx != "" && p.ctx != o.ctx && !(o.nmi && p.ctx[0] == 'C')
+	h, found := header{}, false
+	if p.msg != "" {
 		h, found = detect(p.msg)
 	}
-	if found && h.oopsLine {
+	if found && h.oopsLine && o != nil && !foreign && o.wantOops && s.lineNo-o.r.Line <= oopsWindow {
 		// "Oops: 0000 [#1] ..." after "BUG: kernel NULL pointer
 		// dereference" or "kernel BUG at" is part of that report.
-		if o := s.open; o != nil && o.wantOops && s.lineNo-o.start <= oopsWindow {
-			o.wantOops = false
-			s.appendLine(o, p)
-			return nil
-		}
+		o.wantOops = false
+		s.appendLine(o, p)
+		return nil
+	}
+	if found && h.kind == kindLeak && o != nil && !foreign && o.h.kind == kindLeak && len(o.lines) == 1 &&
+		strings.HasPrefix(o.lines[0], "BUG: memory leak") {
+		// syzkaller's "BUG: memory leak" before kmemleak's object.
+		s.appendLine(o, p)
+		return nil
 	}
 	if !found {
-		if s.open != nil {
-			s.continueReport(p)
+		if o != nil && !foreign {
+			s.continueReport(o, p)
+		} else {
+			s.ring.push(p, s.kernelLines)
 		}
 		return nil
 	}
 	if h.typ == TypePanic {
-		s.markFatal(h.title)
+		s.markFatal(h)
 	}
-	s.closeReport()
+	s.closeReport(true)
 	return s.startReport(h, p)
 }
 
-// markFatal marks the report that the panic with the given title follows
-// from as fatal: the report still open, or a recent one when the panic's
-// reason says it was caused by an earlier splat. s.mu is held.
-func (s *Scanner) markFatal(title string) {
-	idx := -1
+// markFatal marks the report that the panic with header h follows from as
+// fatal: the report still open, or the held one when the panic's reason
+// says that an earlier splat caused it. s.mu is held.
+func (s *Scanner) markFatal(h header) {
 	switch {
-	case s.open != nil && s.open.typ != TypePanic:
-		idx = s.open.idx
-	case s.candidate >= 0 && s.lineNo-s.reports[s.candidate].Line <= MaxReportLines && consequence(title):
-		idx = s.candidate
+	case s.open != nil && s.open.r.Type != TypePanic:
+		s.open.r.Fatal = true
+	case s.held != nil && consequence(h.title):
+		s.held.r.Fatal = true
+		if s.held.idx >= 0 {
+			s.reports[s.held.idx].Fatal = true
+		}
 	}
-	if idx >= 0 {
-		s.reports[idx].Fatal = true
-	}
-	s.candidate = -1
 }
 
 // consequences are words in a panic's reason that say that an earlier splat
@@ -305,6 +309,7 @@ func (s *Scanner) markFatal(title string) {
 var consequences = []string{
 	"fatal exception", "panic_on_warn", "panic_on_oops", "hung_task", "hung tasks",
 	"softlockup", "lockup", "attempted to kill", "aiee", "rcu stall", "oops", "kasan",
+	"ubsan", "kfence", "kmsan", "panic_on_", "hardlockup", "watchdog",
 }
 
 func consequence(title string) bool {
@@ -319,284 +324,260 @@ func consequence(title string) bool {
 
 // startReport opens a report for header h at line p. s.mu is held.
 func (s *Scanner) startReport(h header, p parsedLine) *Report {
+	s.release()
 	o := &openReport{
 		idx:      -1,
-		start:    s.lineNo,
-		typ:      h.typ,
-		banner:   h.banner,
+		h:        h,
+		ctx:      p.ctx,
 		wantOops: h.wantOops,
+		r: Report{
+			Type:   h.typ,
+			Title:  titleOr(h.provisional(), h.typ),
+			Line:   s.lineNo,
+			Frames: []string{},
+			Fatal:  h.typ == TypePanic,
+		},
 	}
-	r := Report{Type: h.typ, Title: h.title, Line: s.lineNo, Fatal: h.typ == TypePanic}
+	if p.hasTS {
+		o.r.Time = p.ts
+	}
+	for _, pre := range s.ring.prefix(s.kernelLines) {
+		s.appendLine(o, pre)
+	}
+	s.ring.reset()
+	o.headerAt = len(o.lines)
+	s.appendLine(o, p)
+	r := o.r
+	r.Text = strings.Join(o.lines, "\n")
 	if len(s.reports) < MaxReports {
 		o.idx = len(s.reports)
-		s.reports = append(s.reports, r)
-		if h.typ != TypePanic {
-			s.candidate = o.idx
-		}
+		kept := r
+		kept.Text = p.msg
+		s.reports = append(s.reports, kept)
+		s.textBytes += len(kept.Text)
 	} else {
 		s.dropped++
 	}
 	s.open = o
-	if s.prevLine != "" {
-		s.appendLine(o, parsedLine{raw: s.prevLine})
-	}
-	s.appendLine(o, p)
-	if o.full && len(o.lines) == 0 {
-		// Over MaxTotalBytes: keep the first line anyway.
-		o.lines = append(o.lines, p.raw)
-		o.bytes += len(p.raw)
-	}
-	r.Text = strings.Join(o.lines, "\n")
+	s.started = append(s.started, r)
 	return &r
 }
 
-// closeReport finishes the open report, if any. s.mu is held.
-func (s *Scanner) closeReport() {
+// closeReport ends the open report, if any. byHeader says that a new
+// report's header ends it; otherwise the console did. s.mu is held.
+func (s *Scanner) closeReport(byHeader bool) {
 	o := s.open
 	if o == nil {
 		return
 	}
 	s.open = nil
+	r := o.view(byHeader)
 	if o.idx >= 0 {
-		s.reports[o.idx].Text = strings.Join(o.lines, "\n")
+		s.textBytes -= len(s.reports[o.idx].Text)
+		if s.textBytes+len(r.Text) > MaxTotalBytes {
+			r.Text = o.lines[o.headerAt]
+		}
+		s.textBytes += len(r.Text)
+		s.reports[o.idx] = r
+	}
+	s.release()
+	if r.Type == TypePanic {
+		s.done = append(s.done, r)
+		return
+	}
+	s.held = &heldReport{r: r, idx: o.idx, until: s.lineNo + MaxReportLines}
+}
+
+// release passes the held report to OnDone. s.mu is held.
+func (s *Scanner) release() {
+	if s.held != nil {
+		s.done = append(s.done, s.held.r)
+		s.held = nil
 	}
 }
 
-// appendLine adds p to the open report's text, closing the report when a
-// bound is reached. s.mu is held.
+// view analyses o as if it ended now: byHeader says that a new report's
+// header ends it, else the console did (or Reports looks at it). A report
+// that has not reached its end is Corrupted when the end of its banner or
+// of its call trace is missing.
+func (o *openReport) view(byHeader bool) Report {
+	r := o.r
+	r.Text = strings.Join(o.lines, "\n")
+	a := analyse(o.h, o.lines)
+	r.Title, r.Frames, r.Guilty, r.CallTrace = a.title, a.frames, a.guilty, a.callTrace
+	reason := ""
+	switch {
+	case o.interleaved:
+		reason = "interleaved with other output"
+	case a.corrupted != "":
+		reason = a.corrupted
+	case o.ended:
+	case o.h.banner:
+		reason = "cut off before its closing line"
+	case o.inTask:
+		reason = "cut off in its call trace"
+	case byHeader && !o.sawTrace && o.h.kind != kindPlain && o.h.kind != kindPanic && o.h.kind != kindLeak:
+		reason = "cut off by another report before its call trace"
+	}
+	r.Corrupted, r.CorruptedReason = reason != "", reason
+	return r
+}
+
+// appendLine adds p to the report's lines, ending it when a bound is
+// reached. s.mu is held.
 func (s *Scanner) appendLine(o *openReport, p parsedLine) {
 	if p.hasTS {
 		o.lastTS, o.hasTS = p.ts, true
 	}
-	if o.idx < 0 || o.full {
-		return
-	}
-	n := len(p.raw) + 1
+	n := len(p.msg) + 1
 	if len(o.lines) >= MaxReportLines || o.bytes+n > MaxReportBytes {
-		s.closeReport()
+		o.ended = true // truncated, not corrupted
+		if s.open == o {
+			s.closeReport(false)
+		}
 		return
 	}
-	if s.textBytes+n > MaxTotalBytes {
-		o.full = true
-		return
-	}
-	o.lines = append(o.lines, p.raw)
+	o.lines = append(o.lines, p.msg)
 	o.bytes += n
-	s.textBytes += n
 }
 
-// continueReport decides whether p belongs to the open report. s.mu is held.
-func (s *Scanner) continueReport(p parsedLine) {
-	o := s.open
+// continueReport decides whether p belongs to the open report o. s.mu is
+// held.
+func (s *Scanner) continueReport(o *openReport, p parsedLine) {
+	msg := p.msg
 	if p.hasTS && o.hasTS && (p.ts-o.lastTS > maxGap || p.ts < o.lastTS-1) {
-		s.closeReport() // a new burst, or a new boot
+		s.closeReport(false) // a new burst, or a new boot
+		s.ring.push(p, s.kernelLines)
 		return
 	}
-	if o.banner {
+	if strings.HasPrefix(msg, "Sending NMI") || strings.HasPrefix(msg, "NMI backtrace") {
+		o.nmi = true
+	}
+	end := strings.HasPrefix(msg, "---[ end ")
+	if o.h.banner {
 		s.appendLine(o, p)
-		end := (isBanner(p.msg) && p.msg[0] == '=') || strings.HasPrefix(p.msg, "---[ end ")
-		if end && s.open == o {
-			s.closeReport()
+		if (isRule(msg) || end) && s.open == o {
+			o.ended = true
+			s.closeReport(false)
 		}
 		return
 	}
-	if strings.HasPrefix(p.msg, "---[ end ") {
+	if end {
 		s.appendLine(o, p)
 		if s.open == o {
-			s.closeReport()
+			o.ended = true
+			s.closeReport(false)
 		}
 		return
 	}
-	if o.sawTrace && !isContinuation(p.msg) {
-		s.closeReport()
+	if isBanner(msg) {
+		// A banner opens the next report.
+		s.closeReport(false)
+		s.ring.push(p, s.kernelLines)
 		return
 	}
-	if isTraceStart(p.msg) {
+	if o.h.kind == kindLeak {
+		m := strings.TrimPrefix(msg, "kmemleak: ")
+		if m == "" || (m[0] != ' ' && m[0] != '\t') {
+			s.closeReport(false)
+			s.ring.push(p, s.kernelLines)
+			return
+		}
+		s.appendLine(o, p)
+		return
+	}
+	if o.sawTrace && !isContinuation(msg) {
+		if o.inTask && o.intruders < maxIntruders {
+			// Other output inside the call trace: skip it, and see
+			// whether the trace goes on.
+			o.intruders++
+			s.ring.push(p, s.kernelLines)
+			return
+		}
+		s.closeReport(false)
+		s.ring.push(p, s.kernelLines)
+		return
+	}
+	if o.intruders > 0 {
+		o.intruders = 0
+		o.interleaved = true
+	}
+	if isTraceStart(msg) {
 		o.sawTrace = true
+	}
+	switch strings.TrimSpace(msg) {
+	case "<TASK>":
+		o.inTask = true
+	case "</TASK>":
+		o.inTask = false
 	}
 	s.appendLine(o, p)
 }
 
-// parsedLine is a console line split into its printk prefix and message.
-type parsedLine struct {
-	raw   string  // the line, without "\r" and "\n", bounded
-	msg   string  // the message after the timestamp and caller prefixes
-	ts    float64 // printk time in seconds, when hasTS
-	hasTS bool
+// lineRing holds the last few lines that belong to no report: the banner
+// and message lines that come before a report's header.
+type lineRing struct {
+	lines [4]parsedLine
+	nos   [4]int // their line numbers
+	n     int    // how many are held
+	next  int    // where the next one goes
 }
 
-// parseLine strips the line ending and the "[   12.345678]" timestamp and
-// "[  T123]" / "[    C1]" caller prefixes. Text before a timestamp (user
-// space output that the kernel line interrupted) is dropped from raw and
-// msg; so is text before a lone '\r'.
-func parseLine(line string) parsedLine {
-	line = strings.TrimRight(line, "\r\n")
-	if i := strings.LastIndexByte(line, '\r'); i >= 0 && i+1 < len(line) {
-		line = line[i+1:]
-	}
-	if len(line) > MaxLineBytes {
-		line = line[:MaxLineBytes]
-	}
-	p := parsedLine{raw: line, msg: line}
-	for off := 0; off < len(line); {
-		i := strings.IndexByte(line[off:], '[')
-		if i < 0 {
+func (r *lineRing) push(p parsedLine, no int) {
+	r.lines[r.next], r.nos[r.next] = p, no
+	r.next = (r.next + 1) % len(r.lines)
+	r.n = min(r.n+1, len(r.lines))
+}
+
+func (r *lineRing) reset() { r.n = 0 }
+
+// prefix returns the lines just before line no that belong to the report
+// starting there: a "cut here" banner and the message lines after it, or
+// a row of '='. A data corruption message printed just before the banner
+// ("list_add corruption. ...") comes along.
+func (r *lineRing) prefix(no int) []parsedLine {
+	var rev []parsedLine
+	found := false
+	for k := 0; k < r.n; k++ {
+		i := (r.next - 1 - k + 2*len(r.lines)) % len(r.lines)
+		if r.nos[i] != no-1-k {
+			break // not contiguous
+		}
+		l := r.lines[i]
+		rev = append(rev, l)
+		if isRule(l.msg) {
+			found = true
 			break
 		}
-		i += off
-		if end, ts, ok := parseTimestamp(line, i); ok {
-			p.raw, p.ts, p.hasTS = line[i:], ts, true
-			rest := line[end:]
-			if end := parseCaller(rest); end > 0 {
-				rest = rest[end:]
+		if strings.HasPrefix(l.msg, cutHere) {
+			found = true
+			if k+1 < r.n {
+				j := (i - 1 + len(r.lines)) % len(r.lines)
+				if r.nos[j] == no-2-k && isCorruptionMessage(r.lines[j].msg) {
+					rev = append(rev, r.lines[j])
+				}
 			}
-			p.msg = strings.TrimPrefix(rest, " ")
-			return p
-		}
-		off = i + 1
-		if i == 0 {
-			if end := parseCaller(line); end > 0 {
-				p.msg = strings.TrimPrefix(line[end:], " ")
-				return p
-			}
+			break
 		}
 	}
-	return p
+	if !found {
+		return nil
+	}
+	out := make([]parsedLine, len(rev))
+	for i, l := range rev {
+		out[len(rev)-1-i] = l
+	}
+	return out
 }
 
-// parseTimestamp parses "[ 12.345678]" at s[i:] and returns the index after
-// it and the time in seconds.
-func parseTimestamp(s string, i int) (end int, ts float64, ok bool) {
-	j := i + 1
-	for j < len(s) && s[j] == ' ' {
-		j++
-	}
-	var sec, frac, scale float64 = 0, 0, 1
-	d := j
-	for j < len(s) && s[j] >= '0' && s[j] <= '9' && j-d < 12 {
-		sec = sec*10 + float64(s[j]-'0')
-		j++
-	}
-	if j == d || j >= len(s) || s[j] != '.' {
-		return 0, 0, false
-	}
-	j++
-	d = j
-	for j < len(s) && s[j] >= '0' && s[j] <= '9' && j-d < 9 {
-		frac = frac*10 + float64(s[j]-'0')
-		scale *= 10
-		j++
-	}
-	if j == d || j >= len(s) || s[j] != ']' {
-		return 0, 0, false
-	}
-	return j + 1, sec + frac/scale, true
-}
-
-// parseCaller parses a "[  T123]" or "[    C1]" prefix at the start of s and
-// returns its length, or 0.
-func parseCaller(s string) int {
-	if len(s) < 4 || s[0] != '[' {
-		return 0
-	}
-	j := 1
-	for j < len(s) && s[j] == ' ' {
-		j++
-	}
-	if j >= len(s) || (s[j] != 'T' && s[j] != 'C') {
-		return 0
-	}
-	j++
-	d := j
-	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-		j++
-	}
-	if j == d || j >= len(s) || s[j] != ']' {
-		return 0
-	}
-	return j + 1
-}
-
-// isBanner reports whether msg is a separator line that opens a report:
-// "------------[ cut here ]------------" or a row of '='.
-func isBanner(msg string) bool {
-	if strings.HasPrefix(msg, "------------[ cut here ]") {
-		return true
-	}
-	if len(msg) < 10 {
-		return false
-	}
-	for i := 0; i < len(msg); i++ {
-		if msg[i] != '=' {
-			return false
-		}
-	}
-	return true
-}
-
-// isTraceStart reports whether msg begins a stack trace.
-func isTraceStart(msg string) bool {
-	return strings.HasPrefix(msg, "Call Trace:") || strings.HasPrefix(msg, "Call trace:") ||
-		strings.HasPrefix(msg, "Backtrace:")
-}
-
-// continuations are line prefixes that belong to a report after its stack
-// trace: more traces, registers, module lists and end markers.
-var continuations = []string{
-	"Call Trace:", "Call trace:", "Backtrace:", "<TASK>", "</TASK>", "<IRQ>", "</IRQ>",
-	"<NMI>", "</NMI>", "<SOFTIRQ>", "</SOFTIRQ>", "[<", "Code:", "Modules linked in:",
-	"---[", "Kernel Offset:", "CPU: ", "Hardware name:", "Workqueue:", "Tainted:",
-	"irq event stamp:", "hardirqs last", "softirqs last", "Sending NMI", "NMI backtrace",
-	"task:", "rcu: ", "note: ", "Rebooting in", "Dumping ftrace", "Fixing recursive fault",
-	"Disabling lock debugging", "Stack:", "Exception stack", "Process ", "PC is at",
-	"LR is at", "pstate:", "Mem abort info:", "Data abort info:", "Preemption disabled at:",
-	"Showing busy workqueues", "Kernel Offset",
-}
-
-// isContinuation reports whether msg, seen after a report's stack trace,
-// still belongs to the report.
-func isContinuation(msg string) bool {
-	if msg == "" {
-		return false
-	}
-	if msg[0] == ' ' || msg[0] == '\t' {
-		return true
-	}
-	if isRegister(msg) {
-		return true
-	}
-	for _, c := range continuations {
-		if strings.HasPrefix(msg, c) {
+// isCorruptionMessage reports whether msg is what CHECK_DATA_CORRUPTION
+// prints before its BUG or WARNING.
+func isCorruptionMessage(msg string) bool {
+	for _, p := range []string{"list_add corruption", "list_del corruption", "list_add_rcu corruption",
+		"list_del_rcu corruption", "list_replace corruption", "refcount_t: "} {
+		if strings.HasPrefix(msg, p) {
 			return true
 		}
 	}
 	return false
-}
-
-// registers are the register names that start register dump lines (x86,
-// then arm64), and other per-report dump prefixes that look like them.
-var registers = map[string]bool{
-	"RIP": true, "RSP": true, "RAX": true, "RBX": true, "RCX": true, "RDX": true,
-	"RSI": true, "RDI": true, "RBP": true, "R08": true, "R09": true, "R10": true,
-	"R11": true, "R12": true, "R13": true, "R14": true, "R15": true, "FS": true,
-	"GS": true, "CS": true, "DS": true, "ES": true, "CR0": true, "CR2": true,
-	"CR3": true, "CR4": true, "DR0": true, "DR1": true, "DR2": true, "DR3": true,
-	"DR6": true, "DR7": true, "PKRU": true, "EIP": true, "EAX": true, "EBX": true,
-	"ECX": true, "EDX": true, "ESI": true, "EDI": true, "EBP": true, "ESP": true,
-	"EFLAGS": true, "KASAN": true, "#PF": true, "pc ": true, "lr ": true, "sp ": true,
-}
-
-// isRegister reports whether msg is a register dump line: "RAX: ...",
-// "CR2: ...", "PKRU: ..." (x86) or "pc : ...", "x29: ..." (arm64).
-func isRegister(msg string) bool {
-	i := strings.IndexByte(msg, ':')
-	if i < 2 || i > 6 {
-		return false
-	}
-	tok := msg[:i]
-	if registers[tok] {
-		return true
-	}
-	// arm64 x0..x30
-	return tok[0] == 'x' && isDigits(tok[1:])
 }

@@ -3,154 +3,51 @@ package splat
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 )
 
-// wantReport is an expected report: Text must be console lines From..To
-// (1-based, inclusive) of the log.
-type wantReport struct {
-	typ      Type
-	title    string
-	line     int
-	fatal    bool
-	from, to int
-}
-
-// corpus lists the hand-written logs in testdata and the reports in each.
-var corpus = []struct {
-	file string
-	want []wantReport
-}{
-	{"sysrq.log", []wantReport{
-		{TypePanic, "kernel panic: sysrq triggered crash", 12, true, 12, 37},
-	}},
-	{"null_deref_panic.log", []wantReport{
-		{TypeBug, "BUG: kernel NULL pointer dereference", 3, true, 3, 41},
-		{TypePanic, "kernel panic: Fatal exception", 45, true, 45, 47},
-	}},
-	{"warning.log", []wantReport{
-		{TypeWarning, "WARNING in fuse_dev_do_write", 3, false, 2, 34},
-		{TypeWarning, "WARNING in fuse_dev_do_write", 37, false, 36, 52},
-	}},
-	{"sleeping.log", []wantReport{
-		{TypeBug, "BUG: sleeping function called from invalid context at kernel/locking/mutex.c:580", 2, false, 2, 28},
-		{TypeBug, "BUG: scheduling while atomic: fio", 30, false, 30, 43},
-	}},
-	{"kasan.log", []wantReport{
-		{TypeKASAN, "BUG: KASAN: slab-use-after-free in fuse_request_end", 3, false, 2, 58},
-	}},
-	{"lockdep.log", []wantReport{
-		{TypeLockdep, "WARNING: possible circular locking dependency detected", 4, false, 3, 57},
-	}},
-	{"hung_task.log", []wantReport{
-		{TypeHungTask, "INFO: task fio blocked", 2, false, 2, 22},
-		{TypeHungTask, "INFO: task kworker blocked", 23, true, 23, 34},
-		{TypePanic, "kernel panic: hung_task: blocked tasks", 42, true, 42, 55},
-	}},
-	{"softlockup.log", []wantReport{
-		{TypeLockup, "watchdog: BUG: soft lockup [fuse-server]", 2, true, 2, 24},
-		{TypePanic, "kernel panic: softlockup: hung tasks", 25, true, 25, 35},
-	}},
-	{"rcu_stall.log", []wantReport{
-		{TypeRCUStall, "INFO: rcu_preempt detected stall", 2, false, 2, 33},
-		{TypeRCUStall, "INFO: rcu_sched detected stall", 35, false, 35, 42},
-	}},
-	{"kernel_bug.log", []wantReport{
-		{TypeBug, "kernel BUG at fs/fuse/dev.c:2131", 3, false, 2, 22},
-	}},
-	{"gpf_kasan.log", []wantReport{
-		{TypeOops, "general protection fault", 2, false, 2, 18},
-		{TypeOops, "general protection fault", 19, false, 19, 26},
-	}},
-	{"arm64_oops.log", []wantReport{
-		{TypeOops, "Unable to handle kernel NULL pointer dereference", 2, false, 2, 29},
-	}},
-	{"noise.log", nil},
-}
-
-func readLog(t testing.TB, name string) []byte {
+// goldenLog returns the raw log of a testdata file.
+func goldenLog(t testing.TB, name string) []byte {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name))
+	g, err := readGolden("testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return data
-}
-
-func TestCorpus(t *testing.T) {
-	for _, tc := range corpus {
-		t.Run(strings.TrimSuffix(tc.file, ".log"), func(t *testing.T) {
-			data := readLog(t, tc.file)
-			lines := strings.Split(string(data), "\n")
-			s := NewScanner()
-			if _, err := s.Write(data); err != nil {
-				t.Fatal(err)
-			}
-			got := s.Reports()
-			if len(got) != len(tc.want) {
-				for _, r := range got {
-					t.Logf("got %s %q at %d fatal=%v", r.Type, r.Title, r.Line, r.Fatal)
-				}
-				t.Fatalf("%d reports, want %d", len(got), len(tc.want))
-			}
-			for i, w := range tc.want {
-				r := got[i]
-				if r.Type != w.typ || r.Title != w.title || r.Line != w.line || r.Fatal != w.fatal {
-					t.Errorf("report %d = {%s %q line %d fatal %v}, want {%s %q line %d fatal %v}",
-						i, r.Type, r.Title, r.Line, r.Fatal, w.typ, w.title, w.line, w.fatal)
-				}
-				text := strings.Split(r.Text, "\n")
-				if len(text) != w.to-w.from+1 {
-					t.Errorf("report %d: text has lines %d.., %d of them, want %d..%d:\n%s",
-						i, w.from, len(text), w.from, w.to, r.Text)
-					continue
-				}
-				for j, tl := range text {
-					// A text line is the console line without "\r" and
-					// without user-space output before the timestamp.
-					cl := strings.TrimRight(lines[w.from-1+j], "\r")
-					if tl == "" || !strings.HasSuffix(cl, tl) {
-						t.Errorf("report %d text line %d = %q, want (a suffix of) %q", i, j, tl, cl)
-						break
-					}
-				}
-			}
-		})
-	}
+	return g.log
 }
 
 // Feeding the same console in any chunking gives the same reports.
 func TestChunking(t *testing.T) {
-	for _, tc := range corpus {
-		data := readLog(t, tc.file)
-		whole := NewScanner()
-		whole.Write(data)
-		want := whole.Reports()
+	for _, path := range corpusFiles(t) {
+		g, err := readGolden(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := g.log
+		want := scanAll(data)
 
 		byLine := NewScanner()
 		for l := range strings.SplitSeq(strings.TrimSuffix(string(data), "\n"), "\n") {
 			byLine.Line(l)
 		}
+		byLine.Close()
 		byByte := NewScanner()
 		for i := range data {
 			byByte.Write(data[i : i+1])
 		}
+		byByte.Close()
 		odd := NewScanner()
 		for rest := data; len(rest) > 0; {
 			n := min(len(rest), 7+len(rest)%13)
 			odd.Write(rest[:n])
 			rest = rest[n:]
 		}
+		odd.Close()
 		for name, s := range map[string]*Scanner{"Line": byLine, "byte": byByte, "chunks": odd} {
 			if got := s.Reports(); !reflect.DeepEqual(got, want) {
-				t.Errorf("%s fed by %s: reports differ from one Write\n got %+v\nwant %+v", tc.file, name, got, want)
-			}
-			if s.Lines() != whole.Lines() {
-				t.Errorf("%s fed by %s: %d lines, want %d", tc.file, name, s.Lines(), whole.Lines())
+				t.Errorf("%s fed by %s: reports differ from one Write\n got %+v\nwant %+v", path, name, got, want)
 			}
 		}
 	}
@@ -161,7 +58,7 @@ func TestLineReportsAtStart(t *testing.T) {
 	s := NewScanner()
 	var seen []Report
 	s.OnReport(func(r Report) { seen = append(seen, r) })
-	for i, l := range strings.Split(string(readLog(t, "sysrq.log")), "\n") {
+	for i, l := range strings.Split(string(goldenLog(t, "sysrq.log")), "\n") {
 		r := s.Line(l)
 		if i+1 != 12 {
 			if r != nil {
@@ -172,9 +69,9 @@ func TestLineReportsAtStart(t *testing.T) {
 		if r == nil {
 			t.Fatal("line 12: no report at the panic line")
 		}
-		want := Report{Type: TypePanic, Title: "kernel panic: sysrq triggered crash", Line: 12,
-			Text: "[    2.101301] Kernel panic - not syncing: sysrq triggered crash", Fatal: true}
-		if *r != want {
+		want := Report{Type: TypePanic, Title: "kernel panic: sysrq triggered crash", Line: 12, Time: 2.101301,
+			Text: "Kernel panic - not syncing: sysrq triggered crash", Frames: []string{}, Fatal: true}
+		if !reflect.DeepEqual(*r, want) {
 			t.Errorf("line 12: %+v, want %+v", *r, want)
 		}
 	}
@@ -183,22 +80,40 @@ func TestLineReportsAtStart(t *testing.T) {
 	}
 }
 
-func TestOnReportWrite(t *testing.T) {
+// OnReport sees provisional titles at the header; OnDone sees final ones,
+// in console order, with Fatal set by a later panic.
+func TestCallbacks(t *testing.T) {
 	s := NewScanner()
-	var titles []string
+	var started, done []string
 	s.OnReport(func(r Report) {
 		// Callbacks run without the lock: calling back in must not deadlock.
 		_ = s.Reports()
-		titles = append(titles, r.Title)
+		started = append(started, r.Title)
 	})
-	s.Write(readLog(t, "null_deref_panic.log"))
-	want := []string{"BUG: kernel NULL pointer dereference", "kernel panic: Fatal exception"}
-	if !reflect.DeepEqual(titles, want) {
-		t.Errorf("callbacks saw %q, want %q", titles, want)
+	s.OnDone(func(r Report) {
+		done = append(done, fmt.Sprintf("%s fatal=%v", r.Title, r.Fatal))
+	})
+	s.Write(goldenLog(t, "null_deref_panic.log"))
+	wantStarted := []string{"BUG: unable to handle kernel NULL pointer dereference", "kernel panic: Fatal exception"}
+	if !reflect.DeepEqual(started, wantStarted) {
+		t.Errorf("OnReport saw %q, want %q", started, wantStarted)
+	}
+	// The panic ends with "---[ end Kernel panic ...": both are done
+	// before Close.
+	wantDone := []string{"BUG: unable to handle kernel NULL pointer dereference in fuse_uring_commit_fetch fatal=true",
+		"kernel panic: Fatal exception fatal=true"}
+	if !reflect.DeepEqual(done, wantDone) {
+		t.Errorf("OnDone before Close saw %q, want %q", done, wantDone)
+	}
+	s.Close()
+	if !reflect.DeepEqual(done, wantDone) {
+		t.Errorf("OnDone after Close saw %q, want %q", done, wantDone)
 	}
 }
 
-func TestTitles(t *testing.T) {
+// TestHeaders checks which lines start reports, their type and the title
+// known from the header line alone.
+func TestHeaders(t *testing.T) {
 	for _, tc := range []struct {
 		line  string
 		typ   Type // "" for no report
@@ -212,8 +127,8 @@ func TestTitles(t *testing.T) {
 		{"Kernel panic - not syncing: Fatal exception in interrupt", TypePanic, "kernel panic: Fatal exception in interrupt"},
 		{"Kernel panic - not syncing: ", TypePanic, "kernel panic"},
 		// Oopses.
-		{"Oops: 0002 [#1] SMP PTI", TypeOops, "Oops: 0002"},
-		{"Oops: Oops: 0000 [#1] PREEMPT SMP NOPTI", TypeOops, "Oops: 0000"},
+		{"Oops: 0002 [#1] SMP PTI", TypeOops, "Oops"},
+		{"Oops: Oops: 0000 [#1] PREEMPT SMP NOPTI", TypeOops, "Oops"},
 		{"Oops[#1]:", TypeOops, "Oops"},
 		{"Oops: general protection fault, probably for non-canonical address 0xdffffc0000000005: 0000 [#1] PREEMPT SMP KASAN NOPTI", TypeOops, "general protection fault"},
 		{"general protection fault: 0000 [#1] SMP", TypeOops, "general protection fault"},
@@ -221,66 +136,97 @@ func TestTitles(t *testing.T) {
 		{"invalid opcode: 0000 [#1] SMP PTI", TypeOops, "invalid opcode"},
 		{"Oops: invalid opcode: 0000 [#1] PREEMPT SMP NOPTI", TypeOops, "invalid opcode"},
 		{"stack segment: 0000 [#1] SMP KASAN", TypeOops, "stack segment"},
-		{"Internal error: Oops: 0000000096000005 [#1] PREEMPT SMP", TypeOops, "Internal error: Oops"},
-		{"Unable to handle kernel paging request at virtual address ffff800012345678", TypeOops, "Unable to handle kernel paging request"},
+		{"Oops: divide error: 0000 [#1] SMP NOPTI", TypeOops, "divide error"},
+		{"Internal error: Oops: 0000000096000005 [#1] PREEMPT SMP", TypeOops, "Internal error"},
+		{"Unable to handle kernel paging request at virtual address ffff800012345678", TypeOops, "BUG: unable to handle kernel paging request"},
+		{"Unable to handle kernel NULL pointer dereference at virtual address 0000000000000008", TypeOops, "BUG: unable to handle kernel NULL pointer dereference"},
+		{"PANIC: double fault, error_code: 0x0", TypeOops, "PANIC: double fault"},
 		// BUGs.
-		{"BUG: unable to handle page fault for address: ffffffffc0a5b000", TypeBug, "BUG: unable to handle page fault"},
+		{"BUG: unable to handle page fault for address: ffffffffc0a5b000", TypeBug, "BUG: unable to handle kernel paging request"},
 		{"BUG: unable to handle kernel NULL pointer dereference at 0000000000000008", TypeBug, "BUG: unable to handle kernel NULL pointer dereference"},
-		{"BUG: unable to handle kernel NULL pointer dereference at           (null)", TypeBug, "BUG: unable to handle kernel NULL pointer dereference"},
-		{"BUG: kernel NULL pointer dereference, address: 0000000000000000", TypeBug, "BUG: kernel NULL pointer dereference"},
-		{"BUG: sleeping function called from invalid context at fs/fuse/dev.c:1234", TypeBug, "BUG: sleeping function called from invalid context at fs/fuse/dev.c:1234"},
-		{"BUG: scheduling while atomic: swapper/0/0/0x00000002", TypeBug, "BUG: scheduling while atomic: swapper"},
-		{"BUG: workqueue lockup - pool cpus=1 node=0 flags=0x0 nice=0 stuck for 33s!", TypeBug, "BUG: workqueue lockup"},
-		{"BUG: using smp_processor_id() in preemptible [00000000] code: fio/623", TypeBug, "BUG: using smp_processor_id() in preemptible code: fio"},
-		{"BUG: Bad page state in process fio  pfn:10a5c", TypeBug, "BUG: Bad page state in process fio pfn"},
-		{"BUG: KCSAN: data-race in fuse_request_end / fuse_dev_do_read", TypeBug, "BUG: KCSAN: data-race in fuse_request_end / fuse_dev_do_read"},
-		{"UBSAN: array-index-out-of-bounds in fs/fuse/dev.c:123:45", TypeBug, "UBSAN: array-index-out-of-bounds in fs/fuse/dev.c:123:45"},
-		{"kernel BUG at mm/slub.c:435!", TypeBug, "kernel BUG at mm/slub.c:435"},
-		{"BUG: KASAN: use-after-free in fuse_dev_do_read+0x1a2/0x9b0 [fuse]", TypeKASAN, "BUG: KASAN: use-after-free in fuse_dev_do_read"},
-		{"BUG: KASAN: null-ptr-deref in fuse_uring_cmd+0x3b5/0x5d0", TypeKASAN, "BUG: KASAN: null-ptr-deref in fuse_uring_cmd"},
+		{"BUG: kernel NULL pointer dereference, address: 0000000000000000", TypeBug, "BUG: unable to handle kernel NULL pointer dereference"},
+		{"BUG: sleeping function called from invalid context at fs/fuse/dev.c:1234", TypeBug, "BUG: sleeping function called from invalid context"},
+		{"BUG: scheduling while atomic: swapper/0/0/0x00000002", TypeBug, "BUG: scheduling while atomic"},
+		{"BUG: workqueue lockup - pool cpus=1 node=0 flags=0x0 nice=0 stuck for 33s!", TypeLockup, "BUG: workqueue lockup"},
+		{"BUG: using smp_processor_id() in preemptible [00000000] code: fio/623", TypeBug, "BUG: using smp_processor_id() in preemptible code"},
+		{"BUG: using __this_cpu_read() in preemptible [00000000] code: fio/623", TypeBug, "BUG: using __this_cpu_read() in preemptible code"},
+		{"BUG: Bad page state in process fio  pfn:10a5c", TypeBug, "BUG: Bad page state"},
+		{"BUG: Bad rss-counter state mm:00000000c1a7e5b3 type:MM_FILEPAGES val:-1 Comm:fio Pid:623", TypeBug, "BUG: Bad rss-counter state mm type:MM_FILEPAGES val Comm:fio Pid"},
+		{"BUG: spinlock bad magic on CPU#0, fio/123", TypeBug, "BUG: spinlock bad magic"},
+		{"BUG: TASK stack guard page was hit at ffffc90000a3ff98 (stack is ffffc90000a40000..ffffc90000a44000)", TypeBug, "BUG: stack guard page was hit"},
+		{"BUG: KCSAN: data-race in fuse_request_end / fuse_dev_do_read", TypeKCSAN, "KCSAN: data-race in fuse_request_end / fuse_dev_do_read"},
+		{"BUG: KASAN: use-after-free in fuse_dev_do_read+0x1a2/0x9b0 [fuse]", TypeKASAN, "KASAN: use-after-free in fuse_dev_do_read"},
+		{"BUG: KASAN: double-free in fuse_put_request+0x3b5/0x5d0", TypeKASAN, "KASAN: invalid-free in fuse_put_request"},
+		{"BUG: KFENCE: use-after-free read in test_uaf+0xb3/0x143", TypeKFENCE, "KFENCE: use-after-free read in test_uaf"},
+		{"BUG: KMSAN: uninit-value in fuse_fill_super+0x12/0x340", TypeKMSAN, "KMSAN: uninit-value in fuse_fill_super"},
+		{"BUG: memory leak", TypeMemoryLeak, "memory leak"},
+		{"UBSAN: array-index-out-of-bounds in fs/fuse/dev.c:123:45", TypeUBSAN, "UBSAN: array-index-out-of-bounds"},
+		{"UBSAN: Undefined behaviour in fs/fuse/dev.c:123:45", TypeUBSAN, "UBSAN: undefined-behaviour"},
+		{"kernel BUG at mm/slub.c:435!", TypeBug, "kernel BUG"},
+		{"kernel BUG at lib/list_debug.c:29!", TypeListCorruption, "BUG: corrupted list"},
+		{"unreferenced object 0xffff888003b4c000 (size 64):", TypeMemoryLeak, "memory leak"},
+		{"kmemleak: unreferenced object 0xffff888003b4c000 (size 64):", TypeMemoryLeak, "memory leak"},
 		// WARNINGs, old and new __warn formats.
 		{"WARNING: CPU: 3 PID: 1 at mm/debug_vm_pgtable.c:493 pud_advanced_tests+0x8a/0x2f0", TypeWarning, "WARNING in pud_advanced_tests"},
 		{"WARNING: CPU: 0 PID: 612 at fs/fuse/inode.c:2077 fuse_fill_super_common+0x5a0/0x5b0 [fuse]", TypeWarning, "WARNING in fuse_fill_super_common"},
 		{"WARNING: fs/fuse/inode.c:2077 at fuse_fill_super_common+0x5a0/0x5b0 [fuse], CPU#0: mount/612", TypeWarning, "WARNING in fuse_fill_super_common"},
 		{"WARNING: at fuse_fill_super_common+0x5a0/0x5b0, CPU#1: mount/612", TypeWarning, "WARNING in fuse_fill_super_common"},
 		{"WARNING: at fs/fuse/file.c:123 fuse_foo+0x12/0x30()", TypeWarning, "WARNING in fuse_foo"},
-		{"WARNING: fs/fuse/file.c:123 at 0xffffffffc0123456, CPU#1: fio/7", TypeWarning, "WARNING at fs/fuse/file.c:123"},
+		{"WARNING: fs/fuse/file.c:123 at 0xffffffffc0123456, CPU#1: fio/7", TypeWarning, "WARNING"},
 		{"WARNING: CPU: 1 PID: 7 at 0xffffffffc0123456", TypeWarning, "WARNING"},
+		{"WARNING: CPU: 0 PID: 1 at lib/refcount.c:28 refcount_warn_saturate+0x13e/0x210", TypeRefcount, "WARNING: refcount bug"},
+		{"WARNING: lib/list_debug.c:62 at __list_del_entry_valid_or_report+0xd6/0x100, CPU#0: fio/7", TypeListCorruption, "BUG: corrupted list"},
+		{"WARNING: CPU: 0 PID: 1 at kernel/locking/lockdep.c:232 __lock_acquire+0x1b2/0x2400", TypeLockdep, "WARNING: locking bug"},
 		// Lockdep.
-		{"WARNING: possible circular locking dependency detected", TypeLockdep, "WARNING: possible circular locking dependency detected"},
-		{"WARNING: possible recursive locking detected", TypeLockdep, "WARNING: possible recursive locking detected"},
-		{"WARNING: inconsistent lock state", TypeLockdep, "WARNING: inconsistent lock state"},
+		{"WARNING: possible circular locking dependency detected", TypeLockdep, "possible deadlock"},
+		{"WARNING: possible recursive locking detected", TypeLockdep, "possible deadlock"},
+		{"WARNING: inconsistent lock state", TypeLockdep, "inconsistent lock state"},
 		{"WARNING: suspicious RCU usage", TypeLockdep, "WARNING: suspicious RCU usage"},
-		{"WARNING: bad unlock balance detected!", TypeLockdep, "WARNING: bad unlock balance detected"},
-		{"WARNING: HARDIRQ-safe -> HARDIRQ-unsafe lock order detected", TypeLockdep, "WARNING: HARDIRQ-safe -> HARDIRQ-unsafe lock order detected"},
+		{"WARNING: bad unlock balance detected!", TypeLockdep, "WARNING: bad unlock balance"},
+		{"WARNING: HARDIRQ-safe -> HARDIRQ-unsafe lock order detected", TypeLockdep, "possible deadlock"},
+		{"WARNING: possible irq lock inversion dependency detected", TypeLockdep, "possible deadlock"},
 		{"INFO: trying to register non-static key.", TypeLockdep, "INFO: trying to register non-static key"},
+		{"INFO: possible circular locking dependency detected ]", TypeLockdep, "possible deadlock"},
 		{"BUG: Invalid wait context", TypeLockdep, "BUG: Invalid wait context"},
+		{"BUG: held lock freed!", TypeLockdep, "BUG: held lock freed"},
+		{"BUG: MAX_LOCKDEP_KEYS too low!", TypeLockdep, "BUG: MAX_LOCKDEP_KEYS too low"},
 		// Hung tasks, lockups, stalls.
-		{"INFO: task jbd2/ram0-8:88 blocked for more than 245 seconds.", TypeHungTask, "INFO: task jbd2 blocked"},
-		{"INFO: task fuse server:4242 blocked for more than 120 seconds.", TypeHungTask, "INFO: task fuse server blocked"},
-		{"watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [swapper/0:1]", TypeLockup, "watchdog: BUG: soft lockup [swapper]"},
-		{"BUG: soft lockup - CPU#0 stuck for 23s! [fio:612]", TypeLockup, "watchdog: BUG: soft lockup [fio]"},
-		{"NMI watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [kworker/1:2:93]", TypeLockup, "watchdog: BUG: soft lockup [kworker]"},
-		{"NMI watchdog: Watchdog detected hard LOCKUP on cpu 1", TypeLockup, "watchdog: Watchdog detected hard LOCKUP"},
-		{"watchdog: CPU1: Watchdog detected hard LOCKUP on cpu 1", TypeLockup, "watchdog: Watchdog detected hard LOCKUP"},
-		{"rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:", TypeRCUStall, "INFO: rcu_preempt detected stall"},
-		{"rcu: INFO: rcu_preempt self-detected stall on CPU", TypeRCUStall, "INFO: rcu_preempt detected stall"},
-		{"INFO: rcu_sched detected stalls on CPUs/tasks: { 1} (detected by 0, t=21002 jiffies, g=123, c=122, q=5)", TypeRCUStall, "INFO: rcu_sched detected stall"},
-		{"rcu: INFO: rcu_preempt detected expedited stalls on CPUs/tasks: { 1-... } 21 jiffies s: 297 root: 0x2/.", TypeRCUStall, "INFO: rcu_preempt detected expedited stall"},
-		{"INFO: rcu_tasks detected stalls on tasks:", TypeRCUStall, "INFO: rcu_tasks detected stall"},
+		{"INFO: task jbd2/ram0-8:88 blocked for more than 245 seconds.", TypeHungTask, "INFO: task hung"},
+		{"INFO: task fuse server:4242 blocked for more than 120 seconds.", TypeHungTask, "INFO: task hung"},
+		{"INFO: task fio:12 can't die for more than 143 seconds.", TypeHungTask, "INFO: task can't die"},
+		{"watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [swapper/0:1]", TypeLockup, "BUG: soft lockup"},
+		{"BUG: soft lockup - CPU#0 stuck for 23s! [fio:612]", TypeLockup, "BUG: soft lockup"},
+		{"NMI watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [kworker/1:2:93]", TypeLockup, "BUG: soft lockup"},
+		{"NMI watchdog: Watchdog detected hard LOCKUP on cpu 1", TypeLockup, "watchdog: hard LOCKUP"},
+		{"watchdog: CPU1: Watchdog detected hard LOCKUP on cpu 1", TypeLockup, "watchdog: hard LOCKUP"},
+		{"rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:", TypeRCUStall, "INFO: rcu detected stall"},
+		{"rcu: INFO: rcu_preempt self-detected stall on CPU", TypeRCUStall, "INFO: rcu detected stall"},
+		{"INFO: rcu_sched detected stalls on CPUs/tasks: { 1} (detected by 0, t=21002 jiffies, g=123, c=122, q=5)", TypeRCUStall, "INFO: rcu detected stall"},
+		{"rcu: INFO: rcu_preempt detected expedited stalls on CPUs/tasks: { 1-... } 21 jiffies s: 297 root: 0x2/.", TypeRCUStall, "INFO: rcu detected stall"},
+		{"INFO: rcu_tasks detected stalls on tasks:", TypeRCUStall, "INFO: rcu detected stall"},
 		// Not reports.
 		{"WARNING: You are running an unofficial kernel", "", ""},
+		{"WARNING: workqueue cpumask: online intersect > possible intersect", "", ""},
 		{"INFO: NMI handler (perf_event_nmi_handler) took too long to run: 1.234 msecs", "", ""},
 		{"INFO: lockdep is turned off.", "", ""},
 		{"INFO: task fio:623 is blocked on a mutex likely owned by task fio:601.", "", ""},
 		{"Oopsie", "", ""},
+		{"Oops: file not found", "", ""},
+		{"general protection fault ip:7f1c2b51f3d4 sp:7ffd8c6b2a38 error:0 in libc.so.6", "", ""},
 		{"kernel BUGS: none", "", ""},
 		{"rcu: Hierarchical RCU implementation.", "", ""},
 		{"watchdog: Disabling watchdog on nohz_full cores by default", "", ""},
 		{"NMI watchdog: Perf NMI watchdog permanently disabled", "", ""},
 		{" Kernel panic - not syncing: indented", "", ""},
 		{"sysrq: Trigger a crash", "", ""},
+		{"sysrq: Show Blocked State", "", ""},
+		{"task:kworker/0:1     state:D stack:0     pid:12    tgid:12    ppid:2      flags:0x00004000", "", ""},
+		{"NMI backtrace for cpu 1", "", ""},
 		{"---[ end Kernel panic - not syncing: sysrq triggered crash ]---", "", ""},
+		{"list_add corruption. prev->next should be next (ffff888004a1c0b8), but was 0000000000000000.", "", ""},
+		{"refcount_t: underflow; use-after-free.", "", ""},
+		{"kmemleak: 2 new suspected memory leaks (see /sys/kernel/debug/kmemleak)", "", ""},
+		{"BUG", "", ""},
 	} {
 		for _, prefix := range []string{"", "[   12.345678] ", "[   12.345678][  T123] ", "[ 1234.000001][    C1] "} {
 			s := NewScanner()
@@ -304,29 +250,209 @@ func TestTitles(t *testing.T) {
 
 func TestParseLine(t *testing.T) {
 	for _, tc := range []struct {
-		in, raw, msg string
+		in, msg, ctx string
 		ts           float64
 		hasTS        bool
 	}{
-		{"[    2.101301] Kernel panic\r\n", "[    2.101301] Kernel panic", "Kernel panic", 2.101301, true},
-		{"[12345.678901] x", "[12345.678901] x", "x", 12345.678901, true},
-		{"[   14.003521][  T312] BUG: x", "[   14.003521][  T312] BUG: x", "BUG: x", 14.003521, true},
-		{"[   14.003521][    C1] BUG: x", "[   14.003521][    C1] BUG: x", "BUG: x", 14.003521, true},
-		{"[  T312] BUG: x", "[  T312] BUG: x", "BUG: x", 0, false},
-		{"[    5.211100]  <TASK>", "[    5.211100]  <TASK>", " <TASK>", 5.2111, true},
-		{"[    5.211100] ", "[    5.211100] ", "", 5.2111, true},
-		{"Jobs: 1 [W(1)][50.0%]\r[    6.4] BUG: y", "[    6.4] BUG: y", "BUG: y", 6.4, true},
-		{"Jobs: 1 [W(1)][50.0%][    6.400000] BUG: y", "[    6.400000] BUG: y", "BUG: y", 6.4, true},
-		{"no timestamp [here]", "no timestamp [here]", "no timestamp [here]", 0, false},
-		{"[    1.] x", "[    1.] x", "[    1.] x", 0, false},
-		{"[", "[", "[", 0, false},
+		{"[    2.101301] Kernel panic\r\n", "Kernel panic", "", 2.101301, true},
+		{"[12345.678901] x", "x", "", 12345.678901, true},
+		{"[   14.003521][  T312] BUG: x", "BUG: x", "T312", 14.003521, true},
+		{"[   14.003521][    C1] BUG: x", "BUG: x", "C1", 14.003521, true},
+		{"[  T312] BUG: x", "BUG: x", "T312", 0, false},
+		{"[    5.211100]  <TASK>", " <TASK>", "", 5.2111, true},
+		{"[    5.211100] ", "", "", 5.2111, true},
+		{"<4>[    5.211100] WARNING: x", "WARNING: x", "", 5.2111, true},
+		{"Jobs: 1 [W(1)][50.0%]\r[    6.4] BUG: y", "BUG: y", "", 6.4, true},
+		{"Jobs: 1 [W(1)][50.0%][    6.400000] BUG: y", "BUG: y", "", 6.4, true},
+		{"no timestamp [here]", "no timestamp [here]", "", 0, false},
+		{"[    1.] x", "[    1.] x", "", 0, false},
+		{"[", "[", "", 0, false},
 		{"", "", "", 0, false},
 		{"\r", "", "", 0, false},
 	} {
 		p := parseLine(tc.in)
-		if p.raw != tc.raw || p.msg != tc.msg || p.hasTS != tc.hasTS || (p.hasTS && fmt.Sprintf("%.6f", p.ts) != fmt.Sprintf("%.6f", tc.ts)) {
-			t.Errorf("parseLine(%q) = {raw %q msg %q ts %v %v}, want {raw %q msg %q ts %v %v}",
-				tc.in, p.raw, p.msg, p.ts, p.hasTS, tc.raw, tc.msg, tc.ts, tc.hasTS)
+		if p.msg != tc.msg || p.ctx != tc.ctx || p.hasTS != tc.hasTS || (p.hasTS && p.ts != tc.ts) {
+			t.Errorf("parseLine(%q) = {msg %q ctx %q ts %v %v}, want {msg %q ctx %q ts %v %v}",
+				tc.in, p.msg, p.ctx, p.ts, p.hasTS, tc.msg, tc.ctx, tc.ts, tc.hasTS)
+		}
+	}
+}
+
+func TestParseFrame(t *testing.T) {
+	for _, tc := range []struct {
+		in           string
+		fn           string
+		questionable bool
+		ok           bool
+	}{
+		{" fuse_dev_write+0x5c/0x90 [fuse]", "fuse_dev_write", false, true},
+		{"  ? __warn+0x7d/0x130", "__warn", true, true},
+		{" __handle_sysrq.cold+0x91/0x141", "__handle_sysrq", false, true},
+		{" __mutex_lock.constprop.0+0x56e/0xa30", "__mutex_lock", false, true},
+		{" [<ffffffff81234567>] fuse_foo+0x12/0x34", "fuse_foo", false, true},
+		{" [<ffffffff81234567>] ? fuse_foo+0x12/0x34", "fuse_foo", true, true},
+		{" fuse_foo (fs/fuse/dev.c:123)", "fuse_foo", false, true},
+		{" show_stack+0x18/0x24 (C)", "show_stack", false, true},
+		{"    kmalloc_trace+0x2b/0x90", "kmalloc_trace", false, true},
+		{"fuse_foo+0x12/0x34", "", false, false}, // not indented: not a trace line
+		{" 0xffffffffc0123456", "", false, false},
+		{" <TASK>", "", false, false},
+		{" #0: ffff888004a1c0b8 (&fc->lock){+.+.}-{3:3}, at: fuse_foo+0x1/0x2", "", false, false},
+		{" ", "", false, false},
+	} {
+		fn, q, ok := parseFrame(tc.in)
+		if fn != tc.fn || q != tc.questionable || ok != tc.ok {
+			t.Errorf("parseFrame(%q) = %q, %v, %v; want %q, %v, %v", tc.in, fn, q, ok, tc.fn, tc.questionable, tc.ok)
+		}
+	}
+}
+
+func TestRipFunc(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		fn     string
+		ripped bool
+	}{
+		{"RIP: 0010:fuse_dev_do_write+0x9b4/0xd10", "fuse_dev_do_write", true},
+		{"RIP: 0010:splatgen_bug+0x5/0x7 [splatgen]", "splatgen_bug", true},
+		{"RIP: 0033:0x408ace", "", true},
+		{"RIP: 0010:0x0", "", true},
+		{"RIP: fuse_foo+0x1/0x2", "fuse_foo", true},
+		{"pc : fuse_uring_cmd+0x3c/0x1a0 [fuse]", "fuse_uring_cmd", true},
+		{"PC is at fuse_foo+0x1/0x2", "fuse_foo", true},
+		{"NIP [c000000000123456] fuse_foo+0x1/0x2", "fuse_foo", true},
+		{"RSP: 0018:ffffc90000bf7d28 EFLAGS: 00010202", "", false},
+	} {
+		fn, ok := ripFunc(tc.in)
+		if fn != tc.fn || ok != tc.ripped {
+			t.Errorf("ripFunc(%q) = %q, %v; want %q, %v", tc.in, fn, ok, tc.fn, tc.ripped)
+		}
+	}
+}
+
+// matchPattern matches fn against one skip pattern.
+func matchPattern(fn, p string) bool {
+	return newPatterns(p).match(fn)
+}
+
+func TestMatchPattern(t *testing.T) {
+	for _, tc := range []struct {
+		fn, pattern string
+		want        bool
+	}{
+		{"__might_resched", "^__might_resched", true},
+		{"x__might_resched", "^__might_resched", false},
+		{"kfree", "^kfree$", true},
+		{"kfree_skb", "^kfree$", false},
+		{"fuse_dev_read_lock", "_lock$", true},
+		{"dump_stack_lvl", "dump_stack", true},
+		{"trigger_all_cpu_backtrace", "^trigger_.*backtrace", true},
+		{"trigger_single_cpu", "^trigger_.*backtrace", false},
+		{"__folio_put", "^_*folio", true},
+		{"put_folio", "^_*folio", false},
+	} {
+		if got := matchPattern(tc.fn, tc.pattern); got != tc.want {
+			t.Errorf("matchPattern(%q, %q) = %v, want %v", tc.fn, tc.pattern, got, tc.want)
+		}
+	}
+}
+
+// TestTitles checks final titles of small reports, one rule at a time.
+func TestTitles(t *testing.T) {
+	trace := func(frames ...string) []string {
+		out := []string{"Call Trace:", " <TASK>"}
+		for _, f := range frames {
+			out = append(out, " "+f+"+0x10/0x20")
+		}
+		return append(out, " </TASK>")
+	}
+	join := func(parts ...[]string) string {
+		var all []string
+		for _, p := range parts {
+			all = append(all, p...)
+		}
+		return strings.Join(all, "\n")
+	}
+	for _, tc := range []struct {
+		name, log, title string
+		corrupted        bool
+	}{
+		{"warning skips the reporting helpers", join(
+			[]string{"------------[ cut here ]------------", "WARNING: CPU: 0 PID: 1 at fs/fuse/dev_uring.c:12 fuse_uring_cmd+0x1/0x2", "RIP: 0010:fuse_uring_cmd+0x1/0x2"},
+			trace("fuse_uring_cmd", "io_uring_cmd", "io_issue_sqe")),
+			"WARNING in fuse_uring_cmd", false},
+		{"refcount warning names the caller", join(
+			[]string{"------------[ cut here ]------------", "refcount_t: underflow; use-after-free.",
+				"WARNING: CPU: 0 PID: 1 at lib/refcount.c:28 refcount_warn_saturate+0x1/0x2", "RIP: 0010:refcount_warn_saturate+0x1/0x2"},
+			trace("__refcount_sub_and_test", "fuse_put_request", "fuse_request_end")),
+			"WARNING: refcount bug in fuse_put_request", false},
+		{"sleeping in atomic skips might_resched and locks", join(
+			[]string{"BUG: sleeping function called from invalid context at kernel/locking/mutex.c:580"},
+			trace("dump_stack_lvl", "__might_resched", "__mutex_lock", "mutex_lock_nested", "fuse_uring_create_queue", "fuse_uring_cmd")),
+			"BUG: sleeping function called from invalid context in fuse_uring_create_queue", false},
+		{"kmalloc wrappers are skipped", join(
+			[]string{"BUG: sleeping function called from invalid context at include/linux/sched/mm.h:321"},
+			trace("dump_stack_lvl", "__might_resched", "__kmalloc_cache_noprof", "kmalloc_trace", "fuse_alloc_forget")),
+			"BUG: sleeping function called from invalid context in fuse_alloc_forget", false},
+		{"syscall wrappers lose their prefix", join(
+			[]string{"BUG: kernel NULL pointer dereference, address: 0000000000000000", "RIP: 0010:memset_orig+0x1/0x2"},
+			trace("__x64_sys_fsconfig", "do_syscall_64")),
+			"BUG: unable to handle kernel NULL pointer dereference in fsconfig", false},
+		{"circular deadlock is titled by the lock being taken", join(
+			[]string{"WARNING: possible circular locking dependency detected", "fio/512 is trying to acquire lock:",
+				"ffff888004c1a0e8 (&fc->lock){+.+.}-{3:3}, at: fuse_dev_do_read+0x9c/0x1d0", "",
+				"but task is already holding lock:", "ffff888004a1c0b8 (&fiq->lock){+.+.}-{3:3}, at: fuse_request_end+0x4a/0x120"},
+			trace("dump_stack_lvl", "print_circular_bug", "lock_acquire", "_raw_spin_lock", "fuse_dev_do_read")),
+			"possible deadlock in fuse_dev_do_read", false},
+		{"hung task skips the wait primitives", join(
+			[]string{"INFO: task fio:12 blocked for more than 120 seconds.", "task:fio state:D stack:0 pid:12"},
+			trace("__schedule", "schedule", "schedule_preempt_disabled", "__mutex_lock", "mutex_lock", "fuse_flush", "filp_flush")),
+			"INFO: task hung in fuse_flush", false},
+		{"hung task on synchronize_rcu", join(
+			[]string{"INFO: task kworker/0:1:12 blocked for more than 120 seconds."},
+			trace("__schedule", "schedule", "schedule_timeout", "__wait_for_common", "__synchronize_srcu", "fuse_conn_put")),
+			"INFO: task hung in synchronize_rcu", false},
+		{"soft lockup is titled before the syscall entry", join(
+			[]string{"watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [fio:123]", "RIP: 0010:fuse_copy_do+0x1/0x2"},
+			trace("fuse_copy_args", "fuse_dev_do_read", "fuse_dev_read", "vfs_read", "ksys_read", "do_syscall_64")),
+			"BUG: soft lockup in fuse_dev_read", false},
+		{"rcu stall ignores the interrupt's frames", join(
+			[]string{"rcu: INFO: rcu_preempt self-detected stall on CPU", "Call Trace:", " <IRQ>", " rcu_dump_cpu_stacks+0x1/0x2",
+				" rcu_sched_clock_irq+0x1/0x2", " </IRQ>", " <TASK>", " asm_sysvec_apic_timer_interrupt+0x1/0x2",
+				"RIP: 0010:fuse_uring_next_fuse_req+0x2e/0x80", " fuse_uring_commit_fetch+0x1/0x2", " fuse_uring_cmd+0x1/0x2",
+				" io_uring_cmd+0x1/0x2", " __x64_sys_io_uring_enter+0x1/0x2", " do_syscall_64+0x1/0x2", " </TASK>"}),
+			"INFO: rcu detected stall in io_uring_enter", false},
+		{"KASAN names the access", join(
+			[]string{"==================================================================",
+				"BUG: KASAN: slab-out-of-bounds in fuse_copy_fill+0x1/0x2 [fuse]", "Write of size 8 at addr ffff888004a1c0b8 by task fio/623"},
+			trace("dump_stack_lvl", "print_report", "kasan_report", "fuse_copy_fill"),
+			[]string{"=================================================================="}),
+			"KASAN: slab-out-of-bounds Write in fuse_copy_fill", false},
+		{"a WARNING without a call trace is corrupted", join(
+			[]string{"WARNING: CPU: 0 PID: 1 at lib/refcount.c:28 refcount_warn_saturate+0x1/0x2", "Modules linked in: fuse"}),
+			"WARNING: refcount bug", true},
+		{"a kernel BUG without a trace keeps its file", join(
+			[]string{"kernel BUG at fs/fuse/dev.c:2131!"}),
+			"kernel BUG at fs/fuse/dev.c", true},
+		{"memory leak names the allocator's caller", join(
+			[]string{"unreferenced object 0xffff888003b4c000 (size 64):", "  comm \"fio\", pid 123, jiffies 4294893680",
+				"  backtrace (crc 5d2c8e1f):", "    kmalloc_trace+0x1/0x2", "    fuse_request_alloc+0x1/0x2",
+				"    fuse_get_req+0x1/0x2", "    fuse_simple_request+0x1/0x2"}),
+			"memory leak in fuse_get_req", false},
+	} {
+		s := NewScanner()
+		for l := range strings.SplitSeq(tc.log, "\n") {
+			s.Line(l)
+		}
+		s.Close()
+		rs := s.Reports()
+		if len(rs) != 1 {
+			t.Errorf("%s: %d reports, want 1: %+v", tc.name, len(rs), rs)
+			continue
+		}
+		if rs[0].Title != tc.title || rs[0].Corrupted != tc.corrupted {
+			t.Errorf("%s: title %q corrupted %v (%s), want %q corrupted %v", tc.name, rs[0].Title, rs[0].Corrupted,
+				rs[0].CorruptedReason, tc.title, tc.corrupted)
 		}
 	}
 }
@@ -352,7 +478,7 @@ func TestUntimedHeaders(t *testing.T) {
 	}
 }
 
-// Oops marked fatal only by a panic that it caused.
+// A report is fatal when a panic that it caused follows.
 func TestFatal(t *testing.T) {
 	warn := []string{
 		"[   10.000000] ------------[ cut here ]------------",
@@ -366,22 +492,25 @@ func TestFatal(t *testing.T) {
 		fatal bool
 	}{
 		{"panic_on_warn while open", append(warn[:4:4], "[   10.000400] Kernel panic - not syncing: kernel: panic_on_warn set ..."), true},
-		{"closed, caused", append(warn[:4:4], "[   10.000400] ---[ end trace 0000000000000000 ]---",
+		{"ended, caused", append(warn[:4:4], "[   10.000400] ---[ end trace 0000000000000000 ]---",
 			"[   10.000500] Kernel panic - not syncing: Fatal exception"), true},
-		{"closed, unrelated panic", append(warn[:4:4], "[   10.000400] ---[ end trace 0000000000000000 ]---",
+		{"ended, unrelated panic", append(warn[:4:4], "[   10.000400] ---[ end trace 0000000000000000 ]---",
 			"[   11.000000] sysrq: Trigger a crash", "[   11.000100] Kernel panic - not syncing: sysrq triggered crash"), false},
 		{"no panic", append(warn[:4:4], "[   10.000400] ---[ end trace 0000000000000000 ]---"), false},
 	} {
 		s := NewScanner()
+		var done []Report
+		s.OnDone(func(r Report) { done = append(done, r) })
 		for _, l := range tc.lines {
 			s.Line(l)
 		}
+		s.Close()
 		rs := s.Reports()
 		if len(rs) == 0 || rs[0].Type != TypeWarning {
 			t.Fatalf("%s: reports %+v", tc.name, rs)
 		}
-		if rs[0].Fatal != tc.fatal {
-			t.Errorf("%s: warning Fatal = %v, want %v", tc.name, rs[0].Fatal, tc.fatal)
+		if rs[0].Fatal != tc.fatal || done[0].Fatal != tc.fatal {
+			t.Errorf("%s: warning Fatal = %v (OnDone %v), want %v", tc.name, rs[0].Fatal, done[0].Fatal, tc.fatal)
 		}
 	}
 
@@ -396,7 +525,7 @@ func TestFatal(t *testing.T) {
 	}
 	s.Line("[   12.000000] Kernel panic - not syncing: Fatal exception")
 	if rs := s.Reports(); rs[0].Fatal {
-		t.Error("panic 200 lines later marked the warning fatal")
+		t.Errorf("panic %d lines later marked the warning fatal", MaxReportLines)
 	}
 }
 
@@ -411,8 +540,106 @@ func TestTimeGap(t *testing.T) {
 	if len(rs) != 1 || strings.Count(rs[0].Text, "\n") != 1 {
 		t.Errorf("reports %+v, want one with 2 lines", rs)
 	}
-	if want := "BUG: Bad rss-counter state mm type:MM_FILEPAGES val Comm:fio Pid"; rs[0].Title != want {
-		t.Errorf("title %q, want %q", rs[0].Title, want)
+}
+
+// With CONFIG_PRINTK_CALLER, lines of other tasks are left out of a
+// report, and a header of another task cuts it off.
+func TestPrintkCaller(t *testing.T) {
+	s := NewScanner()
+	for _, l := range []string{
+		"[   10.000000][  T100] ------------[ cut here ]------------",
+		"[   10.000001][  T100] WARNING: CPU: 0 PID: 100 at fs/fuse/dev.c:1 fuse_foo+0x1/0x2",
+		"[   10.000002][  T200] fuse: something else",
+		"[   10.000003][  T100] Call Trace:",
+		"[   10.000004][  T100]  <TASK>",
+		"[   10.000005][  T200] EXT4-fs (ram0): mounted filesystem",
+		"[   10.000006][  T100]  fuse_foo+0x1/0x2",
+		"[   10.000007][  T100]  fuse_bar+0x1/0x2",
+		"[   10.000008][  T100]  </TASK>",
+		"[   10.000009][  T100] ---[ end trace 0000000000000000 ]---",
+	} {
+		s.Line(l)
+	}
+	s.Close()
+	rs := s.Reports()
+	if len(rs) != 1 || rs[0].Title != "WARNING in fuse_foo" || rs[0].Corrupted {
+		t.Fatalf("reports %+v", rs)
+	}
+	if strings.Contains(rs[0].Text, "something else") || strings.Contains(rs[0].Text, "EXT4") {
+		t.Errorf("text holds lines of another task:\n%s", rs[0].Text)
+	}
+	if want := []string{"fuse_foo", "fuse_bar"}; !reflect.DeepEqual(rs[0].Frames, want) {
+		t.Errorf("frames %q, want %q", rs[0].Frames, want)
+	}
+}
+
+// Reports that are cut off or interleaved are Corrupted.
+func TestCorrupted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		lines  []string
+		reason string // of the first report, "" for not corrupted
+	}{
+		{"other output inside the call trace", []string{
+			"[    1.000000] WARNING: CPU: 0 PID: 1 at fs/fuse/dev.c:1 fuse_foo+0x1/0x2",
+			"[    1.000001] Call Trace:",
+			"[    1.000002]  <TASK>",
+			"[    1.000003]  fuse_foo+0x1/0x2",
+			"[    1.000004] fuse: another message",
+			"[    1.000005]  fuse_bar+0x1/0x2",
+			"[    1.000006]  </TASK>",
+		}, "interleaved with other output"},
+		{"user space output inside the call trace is not kernel output", []string{
+			"[    0.000000] a", "[    0.000001] b", "[    0.000002] c", "[    0.000003] d",
+			"[    0.000004] e", "[    0.000005] f", "[    0.000006] g", "[    0.000007] h",
+			"[    1.000000] WARNING: CPU: 0 PID: 1 at fs/fuse/dev.c:1 fuse_foo+0x1/0x2",
+			"[    1.000001] Call Trace:",
+			"[    1.000002]  <TASK>",
+			"[    1.000003]  fuse_foo+0x1/0x2",
+			"fio: job 1 done",
+			"[    1.000005]  fuse_bar+0x1/0x2",
+			"[    1.000006]  </TASK>",
+		}, ""},
+		{"console ends in the call trace", []string{
+			"[    1.000000] WARNING: CPU: 0 PID: 1 at fs/fuse/dev.c:1 fuse_foo+0x1/0x2",
+			"[    1.000001] Call Trace:",
+			"[    1.000002]  <TASK>",
+			"[    1.000003]  fuse_foo+0x1/0x2",
+		}, "cut off in its call trace"},
+		{"another report before the call trace", []string{
+			"[    1.000000] WARNING: CPU: 0 PID: 1 at fs/fuse/dev.c:1 fuse_foo+0x1/0x2",
+			"[    1.000001] Modules linked in: fuse",
+			"[    1.000002] BUG: kernel NULL pointer dereference, address: 0000000000000000",
+		}, "cut off by another report before its call trace"},
+		{"KASAN without its closing line", []string{
+			"[    1.000000] ==================================================================",
+			"[    1.000001] BUG: KASAN: use-after-free in fuse_foo+0x1/0x2",
+			"[    1.000002] Read of size 8 at addr ffff888004a1c0b8 by task fio/623",
+			"[    1.000003] Call Trace:",
+			"[    1.000004]  fuse_foo+0x1/0x2",
+		}, "cut off before its closing line"},
+		{"a complete report", []string{
+			"[    1.000000] WARNING: CPU: 0 PID: 1 at fs/fuse/dev.c:1 fuse_foo+0x1/0x2",
+			"[    1.000001] Call Trace:",
+			"[    1.000002]  <TASK>",
+			"[    1.000003]  fuse_foo+0x1/0x2",
+			"[    1.000004]  </TASK>",
+			"[    1.000005] ---[ end trace 0000000000000000 ]---",
+		}, ""},
+	} {
+		s := NewScanner()
+		for _, l := range tc.lines {
+			s.Line(l)
+		}
+		s.Close()
+		rs := s.Reports()
+		if len(rs) == 0 {
+			t.Errorf("%s: no report", tc.name)
+			continue
+		}
+		if rs[0].CorruptedReason != tc.reason || rs[0].Corrupted != (tc.reason != "") {
+			t.Errorf("%s: corrupted %v %q, want %q", tc.name, rs[0].Corrupted, rs[0].CorruptedReason, tc.reason)
+		}
 	}
 }
 
@@ -431,11 +658,14 @@ func TestBounds(t *testing.T) {
 		if n := strings.Count(rs[0].Text, "\n") + 1; n != MaxReportLines {
 			t.Errorf("text has %d lines, want %d", n, MaxReportLines)
 		}
+		if len(rs[0].Frames) != MaxFrames {
+			t.Errorf("%d frames, want %d", len(rs[0].Frames), MaxFrames)
+		}
 	})
 	t.Run("report bytes", func(t *testing.T) {
 		s := NewScanner()
 		s.Line("[    1.000000] WARNING: CPU: 0 PID: 1 at x.c:1 f+0x1/0x2")
-		long := "[    1.000000]  " + strings.Repeat("y", 3000)
+		long := "[    1.000000]  " + strings.Repeat("y", 4000)
 		for range 100 {
 			s.Line(long)
 		}
@@ -448,8 +678,11 @@ func TestBounds(t *testing.T) {
 		s.Write([]byte("[    1.000000] BUG: " + strings.Repeat("z", 10000) + "\nnext\n"))
 		rs := s.Reports()
 		first, _, _ := strings.Cut(rs[0].Text, "\n")
-		if len(rs) != 1 || len(first) != MaxLineBytes || s.Lines() != 2 {
+		if len(rs) != 1 || len(first) > MaxLineBytes || s.Lines() != 2 {
 			t.Errorf("long line: %d reports, first text line %d bytes, %d lines", len(rs), len(first), s.Lines())
+		}
+		if len(rs[0].Title) > MaxTitleBytes {
+			t.Errorf("title is %d bytes, want <= %d", len(rs[0].Title), MaxTitleBytes)
 		}
 		if len(s.pending) != 0 {
 			t.Errorf("pending %d bytes after a newline", len(s.pending))
@@ -457,18 +690,20 @@ func TestBounds(t *testing.T) {
 	})
 	t.Run("report count", func(t *testing.T) {
 		s := NewScanner()
-		calls := 0
-		s.OnReport(func(Report) { calls++ })
+		started, done := 0, 0
+		s.OnReport(func(Report) { started++ })
+		s.OnDone(func(Report) { done++ })
 		var b bytes.Buffer
 		for i := range MaxReports + 100 {
 			fmt.Fprintf(&b, "[ %5d.000000] WARNING: CPU: 0 PID: 1 at x.c:1 f+0x1/0x2\n", i)
 		}
 		s.Write(b.Bytes())
+		s.Close()
 		if n := len(s.Reports()); n != MaxReports {
 			t.Errorf("%d reports kept, want %d", n, MaxReports)
 		}
-		if s.Dropped() != 100 || calls != MaxReports+100 {
-			t.Errorf("Dropped %d, callbacks %d; want 100, %d", s.Dropped(), calls, MaxReports+100)
+		if s.Dropped() != 100 || started != MaxReports+100 || done != MaxReports+100 {
+			t.Errorf("Dropped %d, OnReport %d, OnDone %d; want 100, %d, %d", s.Dropped(), started, done, MaxReports+100, MaxReports+100)
 		}
 	})
 	t.Run("total bytes", func(t *testing.T) {
@@ -480,11 +715,12 @@ func TestBounds(t *testing.T) {
 				s.Line(trace)
 			}
 		}
+		s.Close()
 		total := 0
 		for _, r := range s.Reports() {
 			total += len(r.Text)
 			if r.Text == "" {
-				t.Fatal("a report lost its first line")
+				t.Fatal("a report lost its header line")
 			}
 		}
 		if total > MaxTotalBytes+MaxReports*MaxLineBytes {
@@ -493,7 +729,7 @@ func TestBounds(t *testing.T) {
 	})
 }
 
-func TestFlush(t *testing.T) {
+func TestFlushAndClose(t *testing.T) {
 	s := NewScanner()
 	s.Write([]byte("[    1.000000] boot\n[    2.000000] Kernel panic - not syncing: cut short"))
 	if len(s.Reports()) != 0 {
@@ -505,12 +741,23 @@ func TestFlush(t *testing.T) {
 	if r := s.Flush(); r != nil {
 		t.Errorf("second Flush = %+v", r)
 	}
+
+	s = NewScanner()
+	var done []string
+	s.OnDone(func(r Report) { done = append(done, r.Title) })
+	s.Write([]byte("[    1.000000] boot\n[    2.000000] Kernel panic - not syncing: cut short"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"kernel panic: cut short"}; !reflect.DeepEqual(done, want) {
+		t.Errorf("Close passed %q to OnDone, want %q", done, want)
+	}
 }
 
 // Reports returns copies: changing them does not change the scanner.
 func TestReportsCopy(t *testing.T) {
 	s := NewScanner()
-	s.Write(readLog(t, "warning.log"))
+	s.Write(goldenLog(t, "warning.log"))
 	rs := s.Reports()
 	rs[0].Title = "changed"
 	if s.Reports()[0].Title == "changed" {
@@ -529,6 +776,41 @@ func TestNormalise(t *testing.T) {
 	} {
 		if got := normalise(in); got != want {
 			t.Errorf("normalise(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseType(t *testing.T) {
+	for _, typ := range Types() {
+		if got, err := ParseType(string(typ)); err != nil || got != typ {
+			t.Errorf("ParseType(%q) = %q, %v", typ, got, err)
+		}
+	}
+	if _, err := ParseType("oopsie"); err == nil || !strings.Contains(err.Error(), "want one of panic, oops") {
+		t.Errorf("ParseType(oopsie) error %v, want the list of types", err)
+	}
+}
+
+// The diagnostics klab asks a hung guest for (sysrq w, t, l, p, m, q) dump
+// task states, call traces and registers: none of it is a splat, even when
+// tasks are blocked and the dumps follow real reports.
+func TestSysrqDiagnostics(t *testing.T) {
+	for _, name := range []string{"real-6.1-sysrq-show.log", "real-7.3-sysrq-show.log"} {
+		log := string(goldenLog(t, name))
+		for _, want := range []string{"sysrq: Show Blocked State", "sysrq: Show State", "state:D", "Call Trace:",
+			"sysrq: Show backtrace of all active CPUs", "NMI backtrace for cpu", "sysrq: Show Regs"} {
+			if !strings.Contains(log, want) {
+				t.Errorf("%s: the capture has no %q", name, want)
+			}
+		}
+		if rs := scanAll([]byte(log)); len(rs) != 0 {
+			t.Errorf("%s: %d reports in sysrq output, first %q at line %d", name, len(rs), rs[0].Title, rs[0].Line)
+		}
+	}
+	// Blocked-task dumps right after hung task reports stay out of them.
+	for _, r := range scanAll(goldenLog(t, "real-7.3-hung.log")) {
+		if strings.Contains(r.Text, "sysrq") || strings.Count(r.Text, "Call Trace:") != 1 {
+			t.Errorf("line %d: %q holds sysrq output:\n%s", r.Line, r.Title, r.Text)
 		}
 	}
 }

@@ -4,269 +4,329 @@ import (
 	"strings"
 )
 
-// header is a recognised first line of a report.
-type header struct {
-	typ      Type
-	title    string
-	banner   bool // the report ends at a closing "=====" line
-	wantOops bool // an "Oops: ... [#N]" line may follow as part of it
-	oopsLine bool // this is an "Oops: ... [#N]"-style line
+// analysis is what a report's body says beyond its header.
+type analysis struct {
+	title     string
+	frames    []string // the chosen stack's functions, innermost first
+	guilty    string   // the function named by the title
+	callTrace string   // the chosen stack's lines
+	corrupted string   // why the title may be wrong, or ""
 }
 
-// dieStrings start x86 die() lines ("invalid opcode: 0000 [#1] SMP") on
-// kernels that do not prefix them with "Oops: ".
-var dieStrings = []string{
-	"invalid opcode:", "divide error:", "stack segment:", "double fault:", "int3:",
-	"bounds:", "alignment check:", "segment not present:", "invalid TSS:",
-	"coprocessor segment overrun:", "kernel stack overflow",
-}
-
-// lockdepBugs are BUG: headers printed by lockdep.
-var lockdepBugs = []string{
-	"BUG: Invalid wait context", "BUG: MAX_LOCKDEP", "BUG: looking up invalid subclass",
-	"BUG: held lock freed", "BUG: key ",
-}
-
-// lockdepInfos are INFO: headers printed by lockdep (old kernels used INFO:
-// where new ones use WARNING:).
-var lockdepInfos = []string{
-	"trying to register non-static key", "possible recursive locking",
-	"inconsistent lock state", "possible circular locking", "possible irq lock inversion",
-	"suspicious RCU usage",
-}
-
-// defaultTitles title reports whose first line leaves nothing after
-// normalisation.
-var defaultTitles = map[Type]string{
-	TypePanic: "kernel panic", TypeOops: "Oops", TypeBug: "BUG", TypeWarning: "WARNING",
-	TypeHungTask: "INFO: task blocked", TypeLockup: "watchdog: lockup", TypeRCUStall: "INFO: rcu stall",
-	TypeLockdep: "lockdep", TypeKASAN: "BUG: KASAN",
-}
-
-// detect recognises a report's first line. msg has no printk prefix and is
-// not empty.
-func detect(msg string) (header, bool) {
-	h, ok := detectHeader(msg)
-	if ok && h.title == "" {
-		h.title = defaultTitles[h.typ]
+// analyse titles a report from its header and its lines (without printk
+// prefixes, the header among them).
+func analyse(h header, lines []string) analysis {
+	var a analysis
+	switch h.kind {
+	case kindPlain, kindPanic:
+		a.title = h.title
+		stacks := findStacks(lines)
+		st := firstCallTrace(stacks)
+		if st == nil && h.typ == TypeKCSAN && len(stacks) > 0 {
+			st = &stacks[0] // the first of the racing accesses
+		}
+		if st != nil {
+			a.setStack(st, lines)
+		}
+		return a.bounded(h)
 	}
-	return h, ok
-}
-
-func detectHeader(msg string) (header, bool) {
-	switch msg[0] {
-	case 'K':
-		if reason, ok := strings.CutPrefix(msg, "Kernel panic - not syncing:"); ok {
-			t := "kernel panic"
-			if r := normalise(reason); r != "" {
-				t += ": " + r
-			}
-			return header{typ: TypePanic, title: t}, true
-		}
-	case 'O':
-		if strings.HasPrefix(msg, "Oops") && (len(msg) == 4 || strings.IndexByte(":[ ", msg[4]) >= 0) {
-			return oopsHeader(msg, false), true
-		}
-	case 'g':
-		if strings.HasPrefix(msg, "general protection fault") {
-			return oopsHeader(msg, false), true
-		}
-	case 'U':
-		if strings.HasPrefix(msg, "Unable to handle kernel ") {
-			return oopsHeader(msg, true), true
-		}
-		if strings.HasPrefix(msg, "UBSAN: ") {
-			return header{typ: TypeBug, title: normalise(msg), banner: true}, true
-		}
-	case 'B':
-		if strings.HasPrefix(msg, "BUG: ") {
-			return bugHeader(msg), true
-		}
-	case 'k':
-		if loc, ok := strings.CutPrefix(msg, "kernel BUG at "); ok {
-			return header{typ: TypeBug, title: "kernel BUG at " + trimTitle(loc), wantOops: true}, true
-		}
-	case 'W':
-		if rest, ok := strings.CutPrefix(msg, "WARNING: "); ok {
-			return warningHeader(msg, rest)
-		}
-	case 'I':
-		if strings.HasPrefix(msg, "Internal error: ") && strings.Contains(msg, "[#") {
-			return oopsHeader(msg, false), true
-		}
-		if rest, ok := strings.CutPrefix(msg, "INFO: "); ok {
-			return infoHeader(rest)
-		}
-	case 'r':
-		if rest, ok := strings.CutPrefix(msg, "rcu: INFO: "); ok {
-			return infoHeader(rest)
-		}
-	case 'w', 'N':
-		if rest, ok := strings.CutPrefix(strings.TrimPrefix(msg, "NMI "), "watchdog: "); ok {
-			return watchdogHeader(rest)
+	stacks := findStacks(lines)
+	base := h.base
+	if h.access {
+		if acc := kasanAccess(lines); acc != "" {
+			base += " " + acc
+		} else {
+			a.corrupted = "no access line (Read/Write of size)"
 		}
 	}
-	if strings.Contains(msg, " [#") {
-		for _, d := range dieStrings {
-			if strings.HasPrefix(msg, d) {
-				return oopsHeader(msg, false), true
-			}
+	var (
+		st  *stack
+		fn  string
+		pre []string // candidates before the stack's frames
+	)
+	switch h.kind {
+	case kindFrame:
+		st = firstCallTrace(stacks)
+		pre = []string{h.fn}
+	case kindSanitizer:
+		if h.typ == TypeKASAN {
+			st = firstCallTrace(stacks)
+		} else if len(stacks) > 0 {
+			st = &stacks[0]
+		}
+		pre = []string{h.fn}
+	case kindLockdepAt:
+		st = firstCallTrace(stacks)
+		pre = atFuncs(lines, h.marker)
+	case kindHang:
+		st = firstCallTrace(stacks)
+	case kindStall:
+		st = stallStack(stacks)
+	case kindLeak:
+		st = labelled(stacks, "backtrace")
+	case kindBadPage:
+		if st = labelled(stacks, "page last allocated"); st == nil {
+			st = firstCallTrace(stacks)
 		}
 	}
-	return header{}, false
-}
-
-// oopsHeader titles an Oops-like line: its text before " [#N]", without
-// addresses and, when other words say what happened, the error code.
-func oopsHeader(msg string, wantOops bool) header {
-	h := header{typ: TypeOops, wantOops: wantOops, oopsLine: strings.Contains(msg, "[#")}
-	t := msg
-	if i := strings.Index(t, " [#"); i >= 0 {
-		t = t[:i]
-	} else if i := strings.Index(t, "[#"); i >= 0 { // "Oops[#1]:"
-		t = t[:i]
+	if st != nil {
+		a.setStack(st, lines)
 	}
-	if i := strings.Index(t, ", probably for "); i >= 0 {
-		t = t[:i]
+	var frames []frame
+	if st != nil {
+		frames = st.frames
 	}
-	// Since 6.x x86 prefixes die() messages with "Oops: "; drop it so that
-	// "Oops: general protection fault" (7.3) and "general protection
-	// fault" (6.1) get the same title. Drop the error code too, unless it
-	// is all there is ("Oops: 0002").
-	for strings.HasPrefix(t, "Oops: Oops") {
-		t = t[len("Oops: "):]
+	switch h.kind {
+	case kindHang:
+		fn = hangFrame(frames)
+	case kindStall:
+		fn = stallFrame(frames, h.skip)
+	default:
+		fn = guiltyFrame(pre, frames, h.skip)
 	}
-	if code, ok := strings.CutPrefix(t, "Oops: "); ok && len(code) <= 4 && isHex(code) {
-		h.title = t
-		return h
-	}
-	if i := strings.LastIndex(t, ": "); i >= 0 && len(t)-i-2 <= 4 && isHex(t[i+2:]) {
-		t = t[:i]
-	}
-	t = strings.TrimPrefix(t, "Oops: ")
-	h.title = normalise(t)
-	return h
-}
-
-// bugHeader handles "BUG: ..." lines.
-func bugHeader(msg string) header {
 	switch {
-	case strings.HasPrefix(msg, "BUG: KASAN: "):
-		return header{typ: TypeKASAN, title: normalise(msg), banner: true}
-	case strings.HasPrefix(msg, "BUG: KCSAN: "), strings.HasPrefix(msg, "BUG: KMSAN: "),
-		strings.HasPrefix(msg, "BUG: KFENCE: "):
-		return header{typ: TypeBug, title: normalise(msg), banner: true}
-	case strings.HasPrefix(msg, "BUG: soft lockup"): // before 4.x
-		return header{typ: TypeLockup, title: softLockupTitle(msg)}
+	case fn != "":
+		a.guilty = fn
+		a.title = base + " in " + titleFunc(fn)
+	case st == nil:
+		a.title = fallbackTitle(h, base)
+		a.corrupted = "no call trace"
+	default:
+		a.title = fallbackTitle(h, base)
+		a.corrupted = "no usable frame in the call trace"
 	}
-	for _, l := range lockdepBugs {
-		if strings.HasPrefix(msg, l) {
-			return header{typ: TypeLockdep, title: normalise(msg)}
-		}
-	}
-	t := msg
-	if i := strings.Index(t, " - "); i >= 0 {
-		t = t[:i]
-	}
-	want := strings.Contains(t, "unable to handle") || strings.Contains(t, "NULL pointer dereference") ||
-		strings.Contains(t, "stack guard page") || strings.Contains(t, "paging request")
-	return header{typ: TypeBug, title: normalise(t), wantOops: want}
+	return a.bounded(h)
 }
 
-// warningHeader handles "WARNING: ..." lines: __warn's
-// "WARNING: CPU: 1 PID: 2 at fs/x.c:12 func+0x1/0x2 [mod]" (before 6.19),
-// "WARNING: fs/x.c:12 at func+0x1/0x2 [mod], CPU#1: comm/2" (6.19 on), and
-// lockdep's "WARNING: possible circular locking dependency detected".
-//
-// Other "WARNING: " lines are plain messages, not splats.
-func warningHeader(msg, rest string) (header, bool) {
-	fn, loc := "", ""
-	for _, w := range strings.Fields(rest) {
-		w = strings.TrimRight(w, ",")
-		if fn == "" {
-			if i := strings.Index(w, "+0x"); i > 0 {
-				fn = w[:i]
+// fallbackTitle is the title of a report whose frame is unknown: the base,
+// with the source file (not the line, which changes between kernels) when
+// the header names one.
+func fallbackTitle(h header, base string) string {
+	if h.loc != "" && (h.typ == TypeWarning || base == "kernel BUG") {
+		return base + " at " + locFile(h.loc)
+	}
+	return base
+}
+
+// setStack records st as the stack the title comes from.
+func (a *analysis) setStack(st *stack, lines []string) {
+	a.frames = make([]string, 0, min(len(st.frames), MaxFrames))
+	for _, f := range st.frames {
+		if len(a.frames) == MaxFrames {
+			break
+		}
+		a.frames = append(a.frames, f.fn)
+	}
+	if st.start < st.end && st.end <= len(lines) {
+		a.callTrace = strings.Join(lines[st.start:st.end], "\n")
+	}
+}
+
+// bounded keeps the title to one bounded, printable, non-empty line.
+func (a analysis) bounded(h header) analysis {
+	if a.frames == nil {
+		a.frames = []string{}
+	}
+	a.title = titleOr(a.title, h.typ)
+	if a.corrupted == "" && mergedTimestamp(a.title) {
+		a.corrupted = "a console line is merged into the title"
+	}
+	return a
+}
+
+// boundTitle makes t one printable line of at most MaxTitleBytes.
+func boundTitle(t string) string {
+	ok := len(t) <= MaxTitleBytes
+	for i := 0; ok && i < len(t); i++ {
+		if t[i] < 0x20 || t[i] == 0x7f {
+			ok = false
+		}
+	}
+	if ok {
+		return t
+	}
+	var b strings.Builder
+	for i := 0; i < len(t) && b.Len() < MaxTitleBytes; i++ {
+		c := t[i]
+		switch {
+		case c == '\t':
+			b.WriteByte(' ')
+		case c < 0x20 || c == 0x7f:
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// titleOr returns boundTitle(t), or the type's name when nothing of t is
+// left.
+func titleOr(t string, typ Type) string {
+	if b := boundTitle(t); b != "" {
+		return b
+	}
+	return string(typ)
+}
+
+// mergedTimestamp reports whether t holds a printk timestamp, which means
+// two console lines ran into each other.
+func mergedTimestamp(t string) bool {
+	for i := strings.IndexByte(t, '['); i >= 0; {
+		if _, _, ok := parseTimestamp(t, i); ok {
+			return true
+		}
+		j := strings.IndexByte(t[i+1:], '[')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
+}
+
+func firstCallTrace(stacks []stack) *stack {
+	for i := range stacks {
+		if stacks[i].callTrace {
+			return &stacks[i]
+		}
+	}
+	return nil
+}
+
+// labelled returns the first stack whose label starts with prefix.
+func labelled(stacks []stack, prefix string) *stack {
+	for i := range stacks {
+		if strings.HasPrefix(stacks[i].label, prefix) {
+			return &stacks[i]
+		}
+	}
+	return nil
+}
+
+// stallStack returns the first call trace with frames outside interrupt
+// context: the code that a stall or lockup detector interrupted.
+func stallStack(stacks []stack) *stack {
+	for i := range stacks {
+		if !stacks[i].callTrace {
+			continue
+		}
+		for _, f := range stacks[i].frames {
+			if !f.irq {
+				return &stacks[i]
 			}
 		}
-		if loc == "" && isSourceLoc(w) {
-			loc = w
-		}
 	}
-	warn := strings.HasPrefix(rest, "CPU: ") || strings.HasPrefix(rest, "at ") ||
-		strings.Contains(rest, ", CPU#") || fn != "" || loc != ""
-	switch {
-	case warn && fn != "":
-		return header{typ: TypeWarning, title: "WARNING in " + fn}, true
-	case warn && loc != "":
-		return header{typ: TypeWarning, title: "WARNING at " + loc}, true
-	case warn:
-		return header{typ: TypeWarning, title: normalise(msg)}, true
-	case strings.Contains(rest, "lock") || strings.Contains(rest, "RCU usage") ||
-		strings.Contains(rest, "IRQ-"):
-		return header{typ: TypeLockdep, title: normalise(msg)}, true
-	}
-	return header{}, false
+	return firstCallTrace(stacks)
 }
 
-// infoHeader handles what follows "INFO: " (or "rcu: INFO: ").
-func infoHeader(rest string) (header, bool) {
-	if task, ok := strings.CutPrefix(rest, "task "); ok {
-		if i := strings.Index(task, " blocked for more than "); i >= 0 {
-			return header{typ: TypeHungTask, title: "INFO: task " + commName(task[:i]) + " blocked"}, true
-		}
-		return header{}, false
-	}
-	if strings.HasPrefix(rest, "rcu") && strings.Contains(rest, "stall") {
-		flavor, _, _ := strings.Cut(rest, " ")
-		t := "INFO: " + flavor + " detected"
-		if strings.Contains(rest, "expedited") {
-			t += " expedited"
-		}
-		return header{typ: TypeRCUStall, title: t + " stall"}, true
-	}
-	for _, l := range lockdepInfos {
-		if strings.HasPrefix(rest, l) {
-			return header{typ: TypeLockdep, title: normalise("INFO: " + rest)}, true
+// guiltyFrame returns the first function of pre, then of frames, that is
+// not a generic helper.
+func guiltyFrame(pre []string, frames []frame, extra *patterns) string {
+	for _, fn := range pre {
+		if fn != "" && !skipped(fn, extra) {
+			return fn
 		}
 	}
-	return header{}, false
+	for _, f := range frames {
+		if !skipped(f.fn, extra) {
+			return f.fn
+		}
+	}
+	return ""
 }
 
-// watchdogHeader handles what follows "watchdog: ".
-func watchdogHeader(rest string) (header, bool) {
-	switch {
-	case strings.HasPrefix(rest, "BUG: soft lockup"):
-		return header{typ: TypeLockup, title: softLockupTitle(rest)}, true
-	case strings.Contains(rest, "hard LOCKUP"):
-		return header{typ: TypeLockup, title: "watchdog: Watchdog detected hard LOCKUP"}, true
-	}
-	return header{}, false
-}
-
-// softLockupTitle turns "BUG: soft lockup - CPU#1 stuck for 26s! [fio:123]"
-// into "watchdog: BUG: soft lockup [fio]".
-func softLockupTitle(msg string) string {
-	t := "watchdog: BUG: soft lockup"
-	if i := strings.LastIndexByte(msg, '['); i >= 0 {
-		if j := strings.IndexByte(msg[i:], ']'); j > 0 {
-			if c := commName(msg[i+1 : i+j]); c != "" {
-				t += " [" + c + "]"
+// hangFrame names a hung task: by the primitive it waits on when that is
+// one of hangAnchors, else by the first frame past the scheduler, lock and
+// wait primitives.
+func hangFrame(frames []frame) string {
+	for _, f := range frames {
+		for _, a := range hangAnchors {
+			if strings.Contains(f.fn, a.frame) {
+				return a.title
 			}
 		}
 	}
-	return t
+	for _, f := range frames {
+		if !skipped(f.fn, hangSkipSet) {
+			return f.fn
+		}
+	}
+	return ""
 }
 
-// commName turns "fio:123", "kworker/u8:3" or "swapper/0:1" into the task
-// name without its pid and per-CPU suffix: "fio", "kworker", "swapper".
-func commName(s string) string {
-	if i := strings.LastIndexByte(s, ':'); i >= 0 && isDigits(s[i+1:]) {
-		s = s[:i]
+// stallFrame names a stall or lockup by the frame just before the first
+// dispatch point (stallAnchors) of the interrupted stack; interrupt frames
+// and helpers do not count. With no dispatch point it is the first frame.
+func stallFrame(frames []frame, extra *patterns) string {
+	var fns []string
+	for _, f := range frames {
+		if f.irq || skipped(f.fn, extra) || stallSkipSet.match(f.fn) {
+			continue
+		}
+		fns = append(fns, f.fn)
 	}
-	if i := strings.IndexByte(s, '/'); i > 0 {
-		s = s[:i]
+	if len(fns) == 0 {
+		return ""
 	}
-	return strings.TrimSpace(s)
+	for i, fn := range fns {
+		if stallAnchorSet.match(fn) {
+			if strings.Contains(fn, "smp_call_function") || i == 0 {
+				return fn
+			}
+			return fns[i-1]
+		}
+	}
+	return fns[0]
+}
+
+// stallSkip are interrupt entry frames that a stall's stack starts with.
+var stallSkip = []string{"apic_timer_interrupt", "^sysvec_", "^asm_sysvec_", "^irqentry_", "^asm_common_interrupt",
+	"^common_interrupt", "^el1h_64_irq", "^el1_interrupt", "^handle_irq", "^__irq_exit_rcu", "^irq_exit_rcu",
+	"^delay_tsc$", "^delay_loop$", "^__const_udelay$", "^__udelay$", "^__delay$", "^cpu_relax", "^native_safe_halt",
+	"^pv_native_safe_halt"}
+
+// kasanAccess returns "Read" or "Write" from KASAN's "Read of size 8 at
+// addr ..." line.
+func kasanAccess(lines []string) string {
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "Read of size"), strings.HasPrefix(l, "Read at addr"):
+			return "Read"
+		case strings.HasPrefix(l, "Write of size"), strings.HasPrefix(l, "Write at addr"):
+			return "Write"
+		}
+	}
+	return ""
+}
+
+// atFuncs returns the functions of the first two lockdep "at:" references
+// after the line holding marker: "ffff888004c1a0e8 (&fc->lock){+.+.}-{3:3},
+// at: fuse_dev_do_read+0x9c/0x1d0", or a line ending in "at:" followed by
+// "[<ffffffff81234567>] foo+0x1/0x2".
+func atFuncs(lines []string, marker string) []string {
+	var out []string
+	seen := false
+	for i, l := range lines {
+		if !seen {
+			seen = marker != "" && strings.Contains(l, marker)
+			if !seen {
+				continue
+			}
+		}
+		fn := ""
+		if j := strings.Index(l, "at: "); j >= 0 {
+			fn = symbolOf(l[j+len("at: "):])
+		} else if strings.HasSuffix(strings.TrimSpace(l), " at:") && i+1 < len(lines) {
+			fn = symbolOf(lines[i+1])
+		}
+		if fn != "" {
+			out = append(out, fn)
+			if len(out) == 2 {
+				break
+			}
+		}
+	}
+	return out
 }
 
 // trimTitle trims trailing punctuation and spaces.
@@ -282,8 +342,9 @@ var addrWords = []string{"address", "address:", "addr", "addr:", "virtual", "at"
 var numLabels = []string{"CPU:", "CPU", "cpu", "cpu:", "PID:", "pid:", "Pid:", "pid", "tgid:", "ppid:", "on"}
 
 // normalise removes from a title what changes from run to run: hex
-// addresses, numbers, pids, "+0x12/0x34" offsets and "key=value" counters,
-// with the words that introduce them; source locations (file.c:123) stay.
+// addresses, numbers, pids, "+0x12/0x34" offsets, "key=value" counters and
+// "(123)" counts, with the words that introduce them; source locations
+// (file.c:123) stay.
 func normalise(s string) string {
 	var out []string
 	afterFunc := false
@@ -410,31 +471,4 @@ func isNumber(s string) bool {
 		}
 	}
 	return isDigits(s)
-}
-
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isDigit(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func isHex(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !isDigit(c) && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
-			return false
-		}
-	}
-	return true
 }

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"klab/results/splat"
+)
+
+func newSplatsCommand(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "splats",
+		Short: "Find kernel splats in console logs",
+		Long: `Kernel splats are the reports a kernel prints about itself: panics, oopses,
+BUGs, WARNINGs, KASAN/KFENCE/KMSAN/UBSAN reports, lockdep reports, hung
+tasks, lockups, RCU stalls, list corruption, refcount warnings and kmemleak
+reports. klab titles each one in syzkaller's style ("WARNING in
+fuse_uring_cmd", "possible deadlock in fuse_dev_do_read") so that equal
+titles mean the same bug across runs and kernels.`,
+	}
+	cmd.AddCommand(newSplatsParseCommand(g))
+	return cmd
+}
+
+type splatsParseOptions struct {
+	json bool
+}
+
+func newSplatsParseCommand(_ *globalOptions) *cobra.Command {
+	o := &splatsParseOptions{}
+	cmd := &cobra.Command{
+		Use:   "parse FILE...",
+		Short: "Print the splats found in console logs",
+		Long: `Read console logs (klab's console.log, a serial capture, dmesg output, ...)
+and print the splats in them: one title per line, prefixed with the file name
+when there are several files, or with --json a JSON array of objects with
+"title", "type", "corrupted", "frames", "report" and more. FILE "-" is
+standard input. Logs of any size are streamed with bounded memory, and each
+splat is printed as soon as it is complete.`,
+		Example: `  klab splats parse ~/.local/share/klab/runs/20261130-080018-boot-952920/console.log
+  dmesg | klab splats parse -
+  klab splats parse --json console.log | jq -r '.[] | select(.corrupted | not) | .title'`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSplatsParse(cmd.Context(), o, args, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print a JSON array of reports")
+	return cmd
+}
+
+// parsedSplat is one report of `klab splats parse --json`.
+type parsedSplat struct {
+	File string `json:"file"`
+	splat.Report
+}
+
+func runSplatsParse(ctx context.Context, o *splatsParseOptions, files []string, stdin io.Reader, stdout io.Writer) error {
+	out := bufio.NewWriter(stdout)
+	n := 0
+	if o.json {
+		fmt.Fprint(out, "[")
+	}
+	for _, name := range files {
+		err := withInput(name, stdin, func(r io.Reader) error {
+			return splat.ParseReader(ctx, r, func(rep splat.Report) error {
+				n++
+				if o.json {
+					if n > 1 {
+						fmt.Fprint(out, ",")
+					}
+					fmt.Fprint(out, "\n  ")
+					var b bytes.Buffer
+					enc := json.NewEncoder(&b)
+					enc.SetEscapeHTML(false)
+					enc.SetIndent("  ", "  ")
+					if err := enc.Encode(parsedSplat{File: name, Report: rep}); err != nil {
+						return fmt.Errorf("encode report: %w", err)
+					}
+					out.Write(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+				} else if len(files) > 1 {
+					fmt.Fprintf(out, "%s: %s\n", name, rep.Title)
+				} else {
+					fmt.Fprintln(out, rep.Title)
+				}
+				return out.Flush()
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("parse %s: %w", name, err)
+		}
+	}
+	if o.json {
+		if n > 0 {
+			fmt.Fprint(out, "\n")
+		}
+		fmt.Fprintln(out, "]")
+	}
+	return out.Flush()
+}
+
+// withInput calls f with the file name, or stdin for "-".
+func withInput(name string, stdin io.Reader, f func(io.Reader) error) error {
+	if name == "-" {
+		return f(stdin)
+	}
+	file, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	return f(file)
+}
