@@ -3,16 +3,21 @@
 #   make run    install what is missing, fetch debian:7.3, boot it and run a smoke check
 #   make test   the test suite (unit and end-to-end under QEMU); .ci/run calls it
 #   make bench  end-to-end figures: boot-to-agent time against bare QEMU, initramfs build times, RSS
+#   make bench-build  kernel builds from source: cold build against bare make, rebuild, cache hit, boot
+#   make bench-fidelity  klab's Go workload engine against fio, job by job, in one debian:7.3 guest
 
 GO       ?= go
 KERNEL   ?= debian:7.3
 BIN      := bin/klab
 # Debian/Ubuntu packages klab and its tests need on the host.
-APT_PKGS := qemu-system-x86 dpkg apt ca-certificates xz-utils
+# What `klab kernels build` needs to build kernels from source.
+BUILD_APT_PKGS := build-essential flex bison bc libelf-dev libssl-dev cpio kmod git patch
+APT_PKGS := qemu-system-x86 dpkg apt ca-certificates xz-utils libfuse3-dev gcc pkg-config fio e2fsprogs $(BUILD_APT_PKGS)
 # Commands that prove each package is there.
-NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get
+BUILD_NEED_CMDS := make flex bison bc git patch cpio depmod
+NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio $(BUILD_NEED_CMDS)
 
-.PHONY: all deps build run test test-unit test-e2e bench fmt vet clean
+.PHONY: all deps build run test test-unit test-e2e bench bench-build bench-fidelity fmt vet clean
 
 all: build
 
@@ -21,6 +26,9 @@ all: build
 deps:
 	@missing=""; \
 	for c in $(NEED_CMDS); do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	[ -f /usr/share/doc/libfuse3-dev/examples/passthrough_ll.c ] || missing="$$missing libfuse3-dev"; \
+	[ -f /usr/include/libelf.h ] || missing="$$missing libelf-dev"; \
+	[ -f /usr/include/openssl/ssl.h ] || missing="$$missing libssl-dev"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			echo "klab: installing $(APT_PKGS) (missing:$$missing)"; \
@@ -50,6 +58,16 @@ test-unit:
 
 bench: deps build
 	$(GO) run ./cmd/klab-bench -klab $(BIN)
+
+# Two cold kernel builds (klab's and a bare make's): about 15 minutes on 2 cores.
+bench-build: deps build
+	$(GO) run ./cmd/klab-bench-build -klab $(BIN)
+
+# One guest, four jobs, each run by both engines in alternation: a few
+# minutes under TCG. FIDELITY_FLAGS passes options (-rounds, -runtime, -v).
+FIDELITY_FLAGS ?=
+bench-fidelity: deps
+	$(GO) run ./cmd/klab-bench/fidelity -kernel $(KERNEL) $(FIDELITY_FLAGS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -126,7 +126,7 @@ func TestBootDebian(t *testing.T) {
 			}
 			want := kernelVersion(t, ref)
 			runs := t.TempDir()
-			r := run(t, runs, "boot", "--kernel", ref, "--", "uname", "-r")
+			r := run(t, runs, "boot", "--kernel", ref, "--console", "--", "uname", "-r")
 			if r.code != 0 {
 				t.Fatalf("boot: exit %d", r.code)
 			}

@@ -62,6 +62,10 @@ type InitramfsOptions struct {
 	Kernel *Kernel
 	// Modules are the wanted module names; nil means AgentModules.
 	Modules []string
+	// Extra are host files added to the overlay (a host program and its
+	// shared libraries: see HostProgram). Their content is part of the
+	// cache key.
+	Extra []ExtraFile
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
 }
@@ -176,6 +180,9 @@ func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error)
 	for _, m := range mods {
 		modParts = append(modParts, m.Name, strings.Join(m.Deps, ","), fileHash(m.Path))
 	}
+	for _, e := range o.Extra {
+		modParts = append(modParts, "extra", e.Dest, fmt.Sprint(e.Mode), fileHash(e.Source))
+	}
 	finalKey, err := hashParts(modParts...)
 	if err != nil {
 		return nil, err
@@ -211,7 +218,7 @@ func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error)
 		}
 		o.logf("built klab-agent in %.1fs", time.Since(t).Seconds())
 	}
-	if err := assemble(out.Path, basePath, agentPath, mods); err != nil {
+	if err := assemble(out.Path, basePath, agentPath, mods, o.Extra); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -353,7 +360,7 @@ func buildAgent(ctx context.Context, src, path, version string) error {
 }
 
 // assemble writes base + overlay to out atomically.
-func assemble(out, basePath, agentPath string, mods []Module) error {
+func assemble(out, basePath, agentPath string, mods []Module, extra []ExtraFile) error {
 	tmp, err := os.CreateTemp(filepath.Dir(out), ".klab-*.cpio")
 	if err != nil {
 		return err
@@ -396,6 +403,11 @@ func assemble(out, basePath, agentPath string, mods []Module) error {
 		fmt.Fprintf(&order, "%s %s %s\n", m.Name, name, deps)
 	}
 	recs = append(recs, cpio.StaticFile(ModulesDir+"/order", order.String(), 0o644))
+	extraRecs, err := extraRecords(extra)
+	if err != nil {
+		return err
+	}
+	recs = append(recs, extraRecs...)
 	w := cpio.Newc.Writer(tmp)
 	if err := cpio.WriteRecordsAndDirs(w, recs); err != nil {
 		return fmt.Errorf("write initramfs overlay: %w", err)

@@ -1,5 +1,6 @@
 // Package images owns the things a guest boots from: kernels (Debian
-// packages, local images, and later builds from source) and initramfs images
+// packages, local images, and builds from source, which package
+// images/build makes and this package finds) and initramfs images
 // (u-root's init, the klab agent and the kernel modules the agent needs).
 // It never starts a VM.
 package images
@@ -27,4 +28,6 @@ type Kernel struct {
 	// Modules is the directory holding modules.* and kernel/**.ko*, empty
 	// when the kernel has no modules shipped with it.
 	Modules string `json:"modules,omitempty"`
+	// Build says how the kernel was built, for Source "build".
+	Build *KernelBuild `json:"build,omitempty"`
 }

@@ -25,17 +25,15 @@ type ResolveOptions struct {
 //     kernel, fetched into the cache unless it is there (see FetchDebian);
 //   - a path to a bzImage (anything containing '/', or an existing file):
 //     a local kernel, used in place. Its ID hashes the image and its
-//     config; its modules are not supported yet.
-//
-// "build:<id>" references (kernels built from source) are not available
-// yet.
+//     config; its modules are not supported yet;
+//   - "build:<name>" or "build:<kernel ID>": a kernel built from source by
+//     `klab kernels build` (see LookupBuiltKernel).
 func ResolveKernel(ctx context.Context, ref string, o ResolveOptions) (*Kernel, error) {
 	switch {
 	case strings.HasPrefix(ref, "debian:"):
 		return FetchDebian(ctx, ref, o.Debian)
 	case strings.HasPrefix(ref, "build:"):
-		return nil, fmt.Errorf("kernel %q: build:<id> kernels (built from source) are not available yet; "+
-			"use debian:<series> or a path to a bzImage", ref)
+		return LookupBuiltKernel(o.Debian.cacheDir(), ref)
 	case strings.Contains(ref, "/") || isFile(ref):
 		return localKernel(ref, o.Config)
 	}

@@ -66,7 +66,8 @@ func TestResolveKernelBadRefs(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `unknown kernel "foo": want debian:<series> (6.1, 6.12, 7.2, 7.3), debian:<exact package version>, or a path to a bzImage`) {
 		t.Errorf("foo: err = %v", err)
 	}
-	if _, err := ResolveKernel(ctx, "build:abc123", ResolveOptions{}); err == nil || !strings.Contains(err.Error(), "not available yet") {
+	noBuilds := ResolveOptions{Debian: DebianOptions{CacheDir: t.TempDir()}}
+	if _, err := ResolveKernel(ctx, "build:abc123", noBuilds); err == nil || !strings.Contains(err.Error(), "no kernels built yet") {
 		t.Errorf("build: err = %v", err)
 	}
 	if _, err := ResolveKernel(ctx, "debian:latest", ResolveOptions{}); err == nil || !strings.Contains(err.Error(), "debian:7.3") {

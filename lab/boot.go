@@ -50,6 +50,19 @@ type BootRequest struct {
 	// OnMessage, when set, sees every message a step sends (samples, logs,
 	// output) as it arrives.
 	OnMessage func(*proto.Message)
+	// QEMUArgs are appended to QEMU's argv (and so recorded in the
+	// manifest), e.g. -icount for instruction-counted virtual time.
+	QEMUArgs []string
+	// HostTools are host programs copied into the initramfs with their
+	// shared libraries (mke2fs, ...). fio is added by itself when a step
+	// runs fio.
+	HostTools []string
+	// Policy decides which kernel reports fail a run that otherwise
+	// worked; nil means splat.DefaultPolicy (any BUG, KASAN, lockdep
+	// report or panic fails, and a WARNING unless allowed).
+	Policy *splat.Policy
+	// IgnoreSplats reports kernel splats without ever failing the run.
+	IgnoreSplats bool
 	// Command is klab's own argv, for the manifest.
 	Command []string
 }
@@ -96,7 +109,11 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 	if err != nil {
 		return nil, err
 	}
-	ir, err := o.Initramfs(ctx, k)
+	extra, err := req.extraFiles()
+	if err != nil {
+		return nil, err
+	}
+	ir, err := o.InitramfsWith(ctx, k, extra)
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +159,7 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 	cfg := vm.Config{
 		QEMU: o.QEMU, Kernel: k.Image, Initrd: ir.Path, Cmdline: req.Cmdline,
 		Accel: verdict.Accel, MemMB: req.MemMB, CPUs: req.CPUs,
+		ExtraArgs: req.QEMUArgs,
 	}
 	o.progressf("booting %s (%s) under %s...", k.Name, k.Version, verdict.Accel)
 	m, err := vm.Start(ctx, cfg, vm.StartOptions{
@@ -180,6 +198,9 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 	scanMu.Lock()
 	res.Splats = scanner.Reports()
 	scanMu.Unlock()
+	if runErr == nil && !req.IgnoreSplats {
+		runErr = policyVerdict(req.Policy, res.Splats, man)
+	}
 	var ke *KernelError
 	if errors.As(runErr, &ke) {
 		ke.RunDir = run.Dir
@@ -520,4 +541,39 @@ func stepMetrics(steps []StepResult) []StepMetrics {
 		}
 	}
 	return out
+}
+
+// policyVerdict fails a run that otherwise worked when the kernel printed
+// reports the policy does not accept: a result about the kernel.
+func policyVerdict(p *splat.Policy, reports []splat.Report, man *results.Manifest) error {
+	if p == nil {
+		p = splat.DefaultPolicy()
+	}
+	v := p.Evaluate(reports)
+	if !v.Failed {
+		return nil
+	}
+	var titles []string
+	for _, f := range v.Failures {
+		titles = append(titles, f.Title)
+	}
+	msg := fmt.Sprintf("the kernel reported %d failing splat(s): %s", len(titles), strings.Join(titles, "; "))
+	man.Outcome = results.NewOutcome(results.StatusKernelError, msg, man.Outcome.ExitCode)
+	var excerpt []string
+	for _, r := range reports {
+		if r.Title == v.Failures[0].Title {
+			excerpt = firstLines(r.Text, 25)
+			break
+		}
+	}
+	return &KernelError{Status: string(results.StatusKernelError), Msg: msg, Console: excerpt}
+}
+
+// firstLines returns up to n lines of text.
+func firstLines(text string, n int) []string {
+	l := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	if len(l) > n {
+		l = l[:n]
+	}
+	return l
 }

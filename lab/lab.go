@@ -130,10 +130,17 @@ func (o *Options) ResolveKernel(ctx context.Context, ref string) (*images.Kernel
 
 // Initramfs assembles the initramfs for k.
 func (o *Options) Initramfs(ctx context.Context, k *images.Kernel) (*images.Initramfs, error) {
+	return o.InitramfsWith(ctx, k, nil)
+}
+
+// InitramfsWith assembles the initramfs for k with extra host files (see
+// images.HostProgram).
+func (o *Options) InitramfsWith(ctx context.Context, k *images.Kernel, extra []images.ExtraFile) (*images.Initramfs, error) {
 	return images.BuildInitramfs(ctx, images.InitramfsOptions{
 		CacheDir: o.CacheDir,
 		Kernel:   k,
 		Log:      o.Progress,
+		Extra:    extra,
 	})
 }
 

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"klab/guest/proto"
+	"klab/results"
+	"klab/results/splat"
 )
 
 func TestExitCode(t *testing.T) {
@@ -91,5 +94,30 @@ func TestScale(t *testing.T) {
 	}
 	if got := scale(time.Second, 30*time.Second, 1); got != time.Second {
 		t.Errorf("given: %v", got)
+	}
+}
+
+func TestPolicyVerdict(t *testing.T) {
+	warn := splat.Report{Type: splat.TypeWarning, Title: "WARNING in fuse_uring_cmd", Text: "WARNING: ...\nCall Trace:\n"}
+	bug := splat.Report{Type: splat.TypeBug, Title: "BUG: sleeping function called from invalid context in foo", Text: "BUG: sleeping\n"}
+	man := &results.Manifest{Outcome: results.NewOutcome(results.StatusOK, "", 0)}
+	if err := policyVerdict(nil, nil, man); err != nil {
+		t.Fatalf("no reports: %v", err)
+	}
+	err := policyVerdict(nil, []splat.Report{warn, bug}, man)
+	var ke *KernelError
+	if !errors.As(err, &ke) || man.Outcome.Status != results.StatusKernelError || !strings.Contains(ke.Msg, "2 failing") {
+		t.Fatalf("default policy: %v, outcome %+v", err, man.Outcome)
+	}
+	if len(ke.Console) == 0 || ke.Console[0] != "WARNING: ..." {
+		t.Errorf("excerpt %q", ke.Console)
+	}
+	allow, err := splat.NewPolicy(splat.PolicyConfig{Allow: []string{"fuse_uring_cmd"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	man = &results.Manifest{}
+	if err := policyVerdict(allow, []splat.Report{warn}, man); err != nil {
+		t.Errorf("allowed warning failed the run: %v", err)
 	}
 }

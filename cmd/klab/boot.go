@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"klab/lab"
+	"klab/results/splat"
 )
 
 type bootOptions struct {
@@ -21,6 +22,8 @@ type bootOptions struct {
 	timeout     int
 	bootTimeout int
 	flavour     string
+	allow       []string
+	noFail      bool
 }
 
 func newBootCommand(g *globalOptions) *cobra.Command {
@@ -35,6 +38,9 @@ The kernel is debian:<series> (6.1, 6.12, 7.2, 7.3), an exact Debian package
 version (debian:7.3.4+deb13), or the path of a bzImage. Every run is saved
 under --runs-dir with manifest.json, console.log, events.jsonl and
 splats.json.
+
+A kernel report on the console (BUG, KASAN, lockdep, panic, or a WARNING not
+allowed with --allow-warning) fails the run even when the command succeeded.
 
 Exit status: the command's own status; 124 when it ran past --timeout; 125
 when klab failed or the input was bad; 126 when the kernel failed (panic,
@@ -71,6 +77,14 @@ started in the guest; 1 when another step failed.`,
 			if o.bootTimeout > 0 {
 				req.BootTimeout = secs(o.bootTimeout)
 			}
+			req.IgnoreSplats = o.noFail
+			if len(o.allow) > 0 {
+				p, err := splat.NewPolicy(splat.PolicyConfig{Fail: splat.DefaultFail(), Allow: o.allow})
+				if err != nil {
+					return fmt.Errorf("--allow-warning: %w", err)
+				}
+				req.Policy = p
+			}
 			if o.console {
 				req.Console = os.Stderr
 			}
@@ -95,6 +109,8 @@ started in the guest; 1 when another step failed.`,
 	f.StringArrayVar(&o.sysctls, "sysctl", nil, "write KEY=VALUE under /proc/sys before the command (repeatable)")
 	f.IntVar(&o.timeout, "timeout", 0, "command timeout in seconds under KVM, scaled under TCG (default 600)")
 	f.IntVar(&o.bootTimeout, "boot-timeout", 0, "seconds from QEMU start to the agent under KVM, scaled under TCG (default 30)")
+	f.StringArrayVar(&o.allow, "allow-warning", nil, "a WARNING title substring (or /regexp/) that does not fail the run (repeatable)")
+	f.BoolVar(&o.noFail, "no-splat-fail", false, "report kernel splats but never fail the run because of them")
 	f.StringVar(&o.flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")
 	return cmd
 }

@@ -14,12 +14,14 @@ import (
 func newKernelsCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kernels",
-		Short: "Fetch, list and show kernels",
+		Short: "Fetch, build, list and show kernels",
 		Long: `Kernels are Debian packages (debian:<series> or debian:<package version>)
-fetched through apt from the host's Debian mirror into klab's cache, or local
-bzImage files.`,
+fetched through apt from the host's Debian mirror into klab's cache, local
+bzImage files, or kernels built from a tree, a patch series and config
+fragments (klab kernels build; build:<name>).`,
 	}
-	cmd.AddCommand(newKernelsFetchCommand(g), newKernelsListCommand(g), newKernelsShowCommand(g))
+	cmd.AddCommand(newKernelsFetchCommand(g), newKernelsListCommand(g), newKernelsShowCommand(g),
+		newKernelsBuildCommand(g), newKernelsRmCommand(g), newKernelsGCCommand(g))
 	return cmd
 }
 
@@ -74,6 +76,11 @@ func newKernelsListCommand(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			built, err := images.CachedBuiltKernels(g.cacheDir)
+			if err != nil {
+				return err
+			}
+			ks = append(ks, built...)
 			if asJSON {
 				return printJSON(ks)
 			}
@@ -82,9 +89,9 @@ func newKernelsListCommand(g *globalOptions) *cobra.Command {
 				return nil
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tVERSION\tID\tPACKAGE")
+			fmt.Fprintln(w, "NAME\tVERSION\tID\tSOURCE")
 			for _, k := range ks {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s %s\n", k.Name, k.Version, k.ID, k.Package, k.PackageVersion)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.Name, k.Version, k.ID, kernelOrigin(k))
 			}
 			return w.Flush()
 		},
@@ -131,6 +138,7 @@ config and modules. A Debian kernel that is not cached yet is fetched. With
 			row("image", k.Image)
 			row("config", k.Config)
 			row("modules", k.Modules)
+			showBuild(row, k.Build)
 			return w.Flush()
 		},
 	}

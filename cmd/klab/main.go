@@ -52,6 +52,7 @@ to repeat it.`,
 		newShellCommand(g),
 		newDoctorCommand(g),
 		newInitramfsCommand(g),
+		newFuseCommand(g),
 		newSplatsCommand(g),
 		newVersionCommand(),
 	)

@@ -1,8 +1,98 @@
 package proto
 
-// FUSEStep mounts a klab FUSE server in the guest, runs Then against the
-// mount, and always tears the mount down.
+// FUSE server kinds a FUSEStep can start.
+const (
+	// FUSEPassthrough is klab's loopback server over FUSEStep.Backing.
+	FUSEPassthrough = "passthrough"
+	// FUSEStuck is the passthrough server with FUSEStep.Stuck rules that
+	// hold requests (never reply, delay, reply after abort).
+	FUSEStuck = "stuck"
+	// FUSEInterrupt is the passthrough server with FUSEStep.Interrupt's
+	// hold rules and interrupt policy.
+	FUSEInterrupt = "interrupt"
+	// FUSELibfusePassthroughLL is libfuse's example passthrough_ll, built
+	// on the host from the distro's libfuse3-dev examples and put into the
+	// initramfs at LibfusePassthroughLLPath.
+	FUSELibfusePassthroughLL = "libfuse-passthrough_ll"
+)
+
+// LibfusePassthroughLLPath is where the initramfs carries passthrough_ll.
+const LibfusePassthroughLLPath = "/usr/bin/passthrough_ll"
+
+// FUSE transports.
+const (
+	// FUSETransportDev serves the connection by reading and writing
+	// /dev/fuse.
+	FUSETransportDev = "dev"
+	// FUSETransportURing is FUSE-over-io_uring (not implemented yet).
+	FUSETransportURing = "uring"
+)
+
+// FUSEStep mounts a FUSE server in the guest, runs Then against the mount,
+// and always tears the mount down: a normal unmount when all went well,
+// else an abort through /sys/fs/fuse/connections/N/abort and a lazy
+// unmount, so that a broken server never hangs the guest.
 type FUSEStep struct {
-	// Then is the step run while the server is mounted.
+	// Server is the server kind: passthrough (default), stuck, interrupt
+	// or libfuse-passthrough_ll.
+	Server string `json:"server,omitempty"`
+	// Transport is how klab's servers talk to the kernel: dev (default)
+	// or, later, uring.
+	Transport string `json:"transport,omitempty"`
+	// Mountpoint is where to mount; it is created when missing.
+	Mountpoint string `json:"mountpoint"`
+	// Backing is the directory the server mirrors; it is created when
+	// missing.
+	Backing string `json:"backing"`
+	// MountOptions are FUSE mount options: allow_other,
+	// default_permissions, max_read=N, ro, noatime, fsname=NAME, ...
+	MountOptions []string `json:"mount_options,omitempty"`
+	// Threads is the number of server threads (workers); 0 means 1 for
+	// klab's servers and libfuse's default for passthrough_ll.
+	Threads int `json:"threads,omitempty"`
+	// Passthrough holds the file system knobs, for every server kind.
+	Passthrough FUSEPassthroughOptions `json:"passthrough,omitempty"`
+	// RequestTimeoutSec, when non-zero, is sent in the INIT reply
+	// (FUSE_REQUEST_TIMEOUT); the kernel uses at least 15 s. The sysctls
+	// fs.fuse.default_request_timeout and max_request_timeout are set with
+	// sysctl steps before this one.
+	RequestTimeoutSec int `json:"request_timeout_s,omitempty"`
+	// MaxWrite is the largest WRITE request in bytes; 0 means 1 MiB.
+	MaxWrite int `json:"max_write,omitempty"`
+	// Stuck are the stuck server's rules, "OP[:NAME]=never",
+	// "OP[:NAME]=after-abort" or "OP[:NAME]=delay:DURATION".
+	Stuck []string `json:"stuck,omitempty"`
+	// Interrupt configures the interrupt server.
+	Interrupt *FUSEInterruptOptions `json:"interrupt,omitempty"`
+	// Then is the step run while the server is mounted. Its ID, when 0,
+	// becomes this step's ID, so that its output is attributed to it.
 	Then *Step `json:"then,omitempty"`
+}
+
+// FUSEPassthroughOptions are passthrough_ll's knobs, plus passthrough_hp's
+// kernel passthrough.
+type FUSEPassthroughOptions struct {
+	// AttrTimeoutMs and EntryTimeoutMs are the kernel's cache times;
+	// nil means 1000 (passthrough_ll's default).
+	AttrTimeoutMs  *int64 `json:"attr_timeout_ms,omitempty"`
+	EntryTimeoutMs *int64 `json:"entry_timeout_ms,omitempty"`
+	// Writeback turns the kernel's writeback cache on.
+	Writeback bool `json:"writeback,omitempty"`
+	// KernelPassthrough registers backing files with the kernel
+	// (FUSE_PASSTHROUGH, needs CAP_SYS_ADMIN); excludes Writeback.
+	KernelPassthrough bool `json:"kernel_passthrough,omitempty"`
+	// Xattr serves extended attributes (passthrough_ll -o xattr). Off,
+	// the kernel stops asking after the first ENOSYS; on, every write
+	// costs a GETXATTR of security.capability.
+	Xattr bool `json:"xattr,omitempty"`
+}
+
+// FUSEInterruptOptions configure the interrupt server.
+type FUSEInterruptOptions struct {
+	// Policy is what the server does with FUSE_INTERRUPT: cancel
+	// (default), ignore, enosys, eagain or eagain:N.
+	Policy string `json:"policy,omitempty"`
+	// Hold are rules "OP[:NAME]=DURATION" for requests the server holds
+	// before serving them, e.g. "lookup:held*=2s".
+	Hold []string `json:"hold,omitempty"`
 }

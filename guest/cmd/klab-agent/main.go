@@ -18,10 +18,14 @@ import (
 	"time"
 
 	"klab/guest/agent"
+	"klab/guest/fuse/cli"
 	"klab/guest/proto"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "fuse" { // a guest CLI: klab-agent fuse serve|check ...
+		os.Exit(cli.Main("klab-agent", os.Args[2:], os.Stdout, os.Stderr))
+	}
 	if len(os.Args) == 2 && (os.Args[1] == "-version" || os.Args[1] == "--version") {
 		fmt.Println(agent.Version)
 		return

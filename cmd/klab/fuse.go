@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"klab/guest/fuse/cli"
+)
+
+func newFuseCommand(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "fuse",
+		Short: "Run klab's FUSE servers and kernel checks on this host",
+		Long: `Run the FUSE servers the guest agent uses, on any Linux host with /dev/fuse
+(as root, or with the fuse mount rights of your distribution), and the checks
+of kernel FUSE behaviour that klab runs in guests. The same commands exist in
+the guest as "klab-agent fuse ...".`,
+	}
+	cmd.AddCommand(newFuseServeCommand(g), newFuseCheckCommand(g))
+	return cmd
+}
+
+func newFuseServeCommand(g *globalOptions) *cobra.Command {
+	o := &cli.ServeOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve [flags] --backing DIR MOUNTPOINT",
+		Short: "Mount a FUSE server in the foreground until Ctrl-C",
+		Long: `Mount one of klab's FUSE servers at MOUNTPOINT, mirroring --backing DIR, and
+serve it in the foreground. Ctrl-C (or SIGTERM) unmounts it cleanly; if the
+mount is busy, the connection is aborted and the mount detached.
+
+Servers:
+  passthrough             loopback over DIR (passthrough_ll's knobs, plus --kernel-passthrough)
+  stuck                   passthrough with --rule OP[:NAME]=never|after-abort|delay:DURATION
+  interrupt               passthrough with --hold OP[:NAME]=DURATION and --interrupt-policy
+  libfuse-passthrough_ll  libfuse's example server (--libfuse PATH), for comparison`,
+		Example: `  klab fuse serve --backing /srv/data /mnt/fuse
+  klab fuse serve --threads 4 --writeback --backing /tmp/b /tmp/m
+  klab fuse serve --server stuck --rule lookup:stuck=never --request-timeout 20 --backing /tmp/b /tmp/m
+  klab fuse serve --server interrupt --hold 'lookup:held*=5s' --interrupt-policy eagain:2 --backing /tmp/b /tmp/m`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Verbose = g.verbose
+			return cli.Serve(cmd.Context(), o, args[0], os.Stdout, os.Stderr)
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func newFuseCheckCommand(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "check timeout|interrupt|kill [flags]",
+		Short: "Check the kernel's FUSE request timeouts, interrupts and server-death handling",
+		Long: `Run a check of this kernel's FUSE behaviour against klab's servers (root and
+/dev/fuse needed). Exit status 1 when the kernel does not behave as documented.
+
+  timeout    a request the server never answers fails with ECONNABORTED after the
+             timeout (at least 15 s) and within one 15 s check period; then ENOTCONN,
+             and the server reads ENODEV. Set through INIT and through both sysctls.
+  interrupt  a signalled thread blocked in FUSE: EINTR (cancel), EAGAIN requeues,
+             ENOSYS stops further interrupts, ignore lets the request finish.
+  kill       a server killed with requests in flight: clients return, the mount
+             answers ENOTCONN, a lazy unmount and a new mount work.`,
+	}
+	for _, what := range cli.Checks {
+		o := &cli.CheckOptions{}
+		sub := &cobra.Command{
+			Use:   what + " [flags]",
+			Short: "Run the " + what + " check",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				o.Verbose = g.verbose
+				err := cli.Check(cmd.Context(), what, o, os.Stdout, os.Stderr)
+				if errors.Is(err, cli.ErrFailed) {
+					return &exitError{code: 1}
+				}
+				return err
+			},
+		}
+		o.AddFlags(sub.Flags(), what)
+		cmd.AddCommand(sub)
+	}
+	return cmd
+}

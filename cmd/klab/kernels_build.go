@@ -1,0 +1,276 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"klab/images"
+	"klab/images/build"
+)
+
+type kernelsBuildOptions struct {
+	tree, tarball, source string
+	rev                   string
+	patches               []string
+	config                []string
+	baseConfig            string
+	name                  string
+	withBaseline          bool
+	jobs                  int
+	arch                  string
+	allowDropped          bool
+	noCcache              bool
+	rebuild               bool
+	refresh               bool
+	asJSON                bool
+}
+
+func newKernelsBuildCommand(g *globalOptions) *cobra.Command {
+	o := &kernelsBuildOptions{}
+	cmd := &cobra.Command{
+		Use:   "build {--tree DIR [--rev REV] | --tarball FILE | --source debian:SERIES} [--patches P]... [PATCH...]",
+		Short: "Build a kernel from a tree, a patch series and config fragments",
+		Long: `Build a kernel from source and cache it as build:<name>, bootable with
+klab boot --kernel build:<name>.
+
+The source is a local git tree (--tree, at --rev or HEAD; it is cloned with
+--shared, so your checkout is never touched and uncommitted changes are not
+built), a kernel tarball (--tarball), or Debian's linux-source-<series>
+fetched through apt (--source debian:6.1, 6.12, 7.2 or 7.3).
+
+Patches (--patches, repeatable, and any further arguments, in that order)
+are git format-patch files, an mbox holding a series as b4 writes it (the
+cover letter is skipped), plain .patch/.diff files, or a directory of them
+(its quilt "series" file, else *.patch, *.diff, *.mbox in name order). They
+go in with git am in git trees, and with git apply, else patch -p1, in
+tarballs. A patch that does not apply fails the build with its file,
+subject and the hunk that failed; nothing is built or cached.
+
+Config fragments (--config, comma-separated, merged in order) are "lab" (the
+small config klab's experiments need) and "debug" (lockdep, KASAN, hung
+task and lockup detectors), shipped with klab, or your own fragment files.
+They are merged onto tinyconfig when "lab" is among them, else onto
+defconfig (--base-config to choose), with the kernel's merge_config.sh.
+After olddefconfig every requested option is checked; the ones Kconfig
+dropped are reported with the unmet dependency, and fail the build unless
+--allow-dropped.
+
+Results are cached by the tree's identity, the patch contents, the merged
+config and the compiler version, so a repeated build is instant. Work trees
+(make O=) are kept per tree and config: changing one patch recompiles only
+what it touches. ccache is used when installed. The full log is kept with
+the kernel (klab kernels show build:<name>); a failed build prints the first
+compiler errors and the log's path. --arch is x86_64 only for now.`,
+		Example: `  klab kernels build --source debian:7.3 --config lab --name plain
+  klab kernels build --tree ~/linux --rev v7.3 --patches series.mbox --config lab --name fuse-fix
+  klab kernels build --source debian:7.3 --config lab,debug --patches 0001-x.patch 0002-y.patch --name x
+  klab kernels build --tree ~/linux --patches ./patches/ --config lab,./extra.config --name x --with-baseline
+  klab boot --kernel build:fuse-fix -- uname -a`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			srcs := 0
+			for _, s := range []string{o.tree, o.tarball, o.source} {
+				if s != "" {
+					srcs++
+				}
+			}
+			if srcs != 1 {
+				return errors.New("give exactly one of --tree DIR, --tarball FILE and --source debian:<series>")
+			}
+			src := o.tree + o.tarball + o.source
+			if o.tree != "" && strings.HasPrefix(o.tree, "debian:") {
+				return fmt.Errorf("--tree %s: for Debian's kernel source use --source %s", o.tree, o.tree)
+			}
+			var config []string
+			for _, c := range o.config {
+				config = append(config, strings.Split(c, ",")...)
+			}
+			res, err := build.Build(cmd.Context(), build.Options{
+				Source: src, Rev: o.rev,
+				Patches:      append(append([]string{}, o.patches...), args...),
+				Config:       config,
+				BaseConfig:   o.baseConfig,
+				Name:         o.name,
+				WithBaseline: o.withBaseline,
+				Jobs:         o.jobs,
+				Arch:         o.arch,
+				AllowDropped: o.allowDropped,
+				NoCcache:     o.noCcache,
+				Rebuild:      o.rebuild,
+				CacheDir:     g.cacheDir,
+				Debian: images.DebianOptions{
+					Mirror: g.mirror, CacheDir: g.cacheDir, Refresh: o.refresh, Progress: os.Stderr,
+				},
+				Progress: os.Stderr,
+				Terminal: build.IsTerminal(os.Stderr),
+			})
+			if err != nil {
+				return buildExit(err)
+			}
+			if o.asJSON {
+				return printJSON(res)
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			row := func(k *images.Kernel, hit bool, what string) {
+				how := "built"
+				if hit {
+					how = "cached"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.Name, k.Version, k.ID, how, what)
+			}
+			if res.Baseline != nil {
+				row(res.Baseline, res.BaselineHit, "baseline (no patches)")
+			}
+			what := "no patches"
+			if n := len(res.Kernel.Build.Patches); n > 0 {
+				what = fmt.Sprintf("%d patch(es)", n)
+			}
+			row(res.Kernel, res.Hit, what)
+			return w.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.tree, "tree", "", "a local git tree with the kernel source")
+	f.StringVar(&o.rev, "rev", "", "the commit of --tree to build (default HEAD)")
+	f.StringVar(&o.tarball, "tarball", "", "a kernel source tarball (.tar, .tar.gz, .tar.xz, ...)")
+	f.StringVar(&o.source, "source", "", "debian:<series> (Debian's linux-source-<series>: 6.1, 6.12, 7.2, 7.3), or a tree or tarball")
+	f.StringArrayVar(&o.patches, "patches", nil, "a patch file, mbox or directory of patches (repeatable)")
+	f.StringSliceVar(&o.config, "config", []string{"lab"}, "config fragments, merged in order: lab, debug or fragment files")
+	f.StringVar(&o.baseConfig, "base-config", "", "what the fragments are merged onto: tinyconfig, defconfig or allnoconfig (default: tinyconfig with lab, else defconfig)")
+	f.StringVar(&o.name, "name", "", "name of the build, booted as build:<name> (default: derived from the source)")
+	f.BoolVar(&o.withBaseline, "with-baseline", false, "also build the tree without the patches, as <name>-base")
+	f.IntVarP(&o.jobs, "jobs", "j", 0, "parallel make jobs (default: the number of CPUs)")
+	f.StringVar(&o.arch, "arch", "x86_64", "kernel architecture; only x86_64 for now")
+	f.BoolVar(&o.allowDropped, "allow-dropped", false, "build even when requested config options did not land")
+	f.BoolVar(&o.noCcache, "no-ccache", false, "do not use ccache even when it is installed")
+	f.BoolVar(&o.rebuild, "rebuild", false, "ignore the cached result and run make again (incrementally)")
+	f.BoolVar(&o.refresh, "refresh", false, "look for a newer Debian linux-source package")
+	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func newKernelsRmCommand(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rm build:NAME...",
+		Short: "Remove built kernels",
+		Long: `Remove kernels built from source by name. A kernel's files are deleted when
+no other name refers to them; work trees stay (klab kernels gc bounds them).
+Debian kernels are not removed by this command.`,
+		Example: "  klab kernels rm build:fuse-fix\n  klab kernels rm build:x build:x-base",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, a := range args {
+				if !strings.HasPrefix(a, "build:") {
+					return fmt.Errorf("%s: klab kernels rm removes kernels built from source, named build:<name>", a)
+				}
+			}
+			removed, err := build.Remove(g.cacheDir, args)
+			for _, p := range removed {
+				fmt.Fprintf(os.Stderr, "removed %s\n", p)
+			}
+			return err
+		},
+	}
+	return cmd
+}
+
+func newKernelsGCCommand(g *globalOptions) *cobra.Command {
+	var maxSize string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "gc [--max-size SIZE]",
+		Short: "Bound the space used by kernels built from source",
+		Long: `Shrink the build cache (work trees, Debian kernel sources and built kernels)
+to --max-size, least recently used first: work trees and sources go first,
+since they only cost time to make again, then kernels no name refers to,
+then named kernels. Work trees in use by a running build are skipped.
+Debian kernel images and initramfs images are not touched.`,
+		Example: "  klab kernels gc\n  klab kernels gc --max-size 5G --dry-run\n  klab kernels gc --max-size 0",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			max, err := build.ParseSize(maxSize)
+			if err != nil {
+				return fmt.Errorf("--max-size: %w", err)
+			}
+			res, err := build.GC(build.GCOptions{CacheDir: g.cacheDir, MaxSize: max, DryRun: dryRun})
+			if res != nil {
+				verb := "removed"
+				if dryRun {
+					verb = "would remove"
+				}
+				for _, it := range res.Removed {
+					extra := ""
+					if len(it.Names) > 0 {
+						extra = " (build:" + strings.Join(it.Names, ", build:") + ")"
+					}
+					fmt.Fprintf(os.Stderr, "%s %s %s, %s%s\n", verb, it.Kind, it.Path, build.HumanSize(it.Size), extra)
+				}
+				for _, b := range res.Busy {
+					fmt.Fprintf(os.Stderr, "skipped %s: a build is using it\n", b)
+				}
+				fmt.Printf("build cache: %s before, %s after (limit %s)\n",
+					build.HumanSize(res.Before), build.HumanSize(res.After), build.HumanSize(max))
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&maxSize, "max-size", "20G", "the most space the build cache may use (K, M, G, T suffixes)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only say what would be removed")
+	return cmd
+}
+
+// kernelOrigin says where a kernel came from, for klab kernels list.
+func kernelOrigin(k *images.Kernel) string {
+	if k.Build == nil {
+		return strings.TrimSpace(k.Package + " " + k.PackageVersion)
+	}
+	s := k.Build.Tree
+	if k.Build.BaseCommit != "" {
+		s += "@" + k.Build.BaseCommit[:min(12, len(k.Build.BaseCommit))]
+	}
+	if n := len(k.Build.Patches); n > 0 {
+		s += fmt.Sprintf(" + %d patch(es)", n)
+	}
+	var frags []string
+	for _, f := range k.Build.Fragments {
+		frags = append(frags, f.Path)
+	}
+	return s + ", " + k.Build.BaseConfig + "+" + strings.Join(frags, ",")
+}
+
+// showBuild adds how a built kernel was made to klab kernels show.
+func showBuild(row func(k, v string), b *images.KernelBuild) {
+	if b == nil {
+		return
+	}
+	row("tree", b.Tree)
+	row("base commit", b.BaseCommit)
+	row("base sha256", b.BaseSHA256)
+	for i, p := range b.Patches {
+		row(fmt.Sprintf("patch %d", i+1), fmt.Sprintf("%s (%s) sha256:%.12s", p.Path, p.Subject, p.SHA256))
+	}
+	var frags []string
+	for _, f := range b.Fragments {
+		frags = append(frags, f.Path)
+	}
+	row("fragments", b.BaseConfig+" + "+strings.Join(frags, ", ")+" (config sha256:"+b.ConfigSHA256[:min(12, len(b.ConfigSHA256))]+")")
+	row("compiler", b.Compiler)
+	row("build log", b.Log)
+}
+
+// buildExit gives failures caused by the inputs (a patch that does not
+// apply, a config option that does not land, code that does not compile)
+// exit status 1, apart from klab's own failures.
+func buildExit(err error) error {
+	var pe *build.PatchError
+	var de *build.DroppedError
+	var be *build.BuildError
+	if errors.As(err, &pe) || errors.As(err, &de) || errors.As(err, &be) {
+		return &exitError{code: 1, msg: err.Error()}
+	}
+	return err
+}

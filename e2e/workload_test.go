@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"klab/guest/proto"
+	"klab/guest/workload"
+	"klab/internal/paths"
+	"klab/internal/testenv"
+	"klab/lab"
+	"klab/results"
+)
+
+// logWriter sends each line written to it to t.Logf with a prefix.
+type logWriter struct {
+	t      *testing.T
+	prefix string
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.t.Logf("%s%s", w.prefix, w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+// TestWorkloadBothEngines boots debian:7.3 once and runs one short job with
+// the Go engine and then with fio (added to the initramfs for the fio
+// step), and checks that both report sane numbers in the same units, that
+// samples streamed while they ran, and that metrics.json has both.
+func TestWorkloadBothEngines(t *testing.T) {
+	testenv.E2E(t)
+	testenv.RequiresCommand(t, "fio")
+	job := proto.WorkloadStep{
+		Name: "e2e-write", Pattern: proto.PatternSeqWrite, Dir: "/tmp/e2e-wl", Jobs: 2,
+		BlockSize: 1024, FileSize: 4 << 20, RuntimeMs: 2000, TimeBased: true, SampleMs: 500,
+	}
+	fio, err := workload.FioStepFor(&job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := t.TempDir()
+	o := &lab.Options{CacheDir: paths.CacheDir(), RunsDir: runs, Progress: &logWriter{t: t, prefix: "klab| "}}
+	var mu sync.Mutex
+	samples := map[proto.Engine][]proto.Sample{}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	res, err := o.Boot(ctx, lab.BootRequest{
+		Kernel:  "debian:7.3",
+		Console: &logWriter{t: t, prefix: "console| "},
+		Steps: []proto.Step{
+			{Kind: proto.StepWorkload, Workload: &job},
+			{Kind: proto.StepFio, Fio: fio},
+		},
+		OnMessage: func(m *proto.Message) {
+			if m.Kind == proto.KindSample {
+				mu.Lock()
+				samples[m.Sample.Engine] = append(samples[m.Sample.Engine], *m.Sample)
+				mu.Unlock()
+			}
+			if m.Kind == proto.KindOutput {
+				t.Logf("guest %s| %s", m.Output.Stream, strings.TrimSpace(string(m.Output.Data)))
+			}
+		},
+		Command: []string{"go", "test", "-run", t.Name()},
+	})
+	if res != nil && res.Manifest != nil {
+		t.Logf("qemu: %s", strings.Join(res.Manifest.QEMU.Argv, " "))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Steps) != 2 {
+		t.Fatalf("%d steps finished, want 2", len(res.Steps))
+	}
+	g, f := res.Steps[0].Done.Metrics, res.Steps[1].Done.Metrics
+	if g == nil || f == nil {
+		t.Fatalf("metrics missing: go %v, fio %v", g, f)
+	}
+	for _, m := range []*proto.Metrics{g, f} {
+		t.Logf("%-3s %s: %.0f ops/s, %.2f MB/s, p50 %d ns, p99 %d ns, p99.9 %d ns, cpu %.0f ns/op (user %.0f), %d jobs, runtime %v",
+			m.Engine, m.Pattern, m.OpsPerSec, m.BytesPerSec/1e6, m.Latency.P50Ns, m.Latency.P99Ns, m.Latency.P999Ns,
+			m.CPU.PerOpNs, m.CPU.UserPerOpNs, m.Jobs, time.Duration(m.RuntimeNs))
+		if m.Ops <= 0 || m.OpsPerSec <= 0 || m.Jobs != 2 {
+			t.Errorf("%s: no work: %+v", m.Engine, m)
+		}
+		if m.Bytes != m.Ops*1024 {
+			t.Errorf("%s: %d bytes for %d 1K writes", m.Engine, m.Bytes, m.Ops)
+		}
+		if rt := time.Duration(m.RuntimeNs); rt < 1900*time.Millisecond || rt > 3*time.Second {
+			t.Errorf("%s: runtime %v, want about 2s", m.Engine, rt)
+		}
+		if l := m.Latency; l.P50Ns <= 0 || l.P50Ns > l.P99Ns || l.P99Ns > l.MaxNs || l.P50Ns > int64(100*time.Millisecond) {
+			t.Errorf("%s: latency not sane: %+v", m.Engine, l)
+		}
+		if m.CPU.PerOpNs <= 0 {
+			t.Errorf("%s: no CPU cost: %+v", m.Engine, m.CPU)
+		}
+	}
+	if g.Engine != proto.EngineGo || f.Engine != proto.EngineFio || !strings.HasPrefix(f.EngineVersion, "fio-") {
+		t.Errorf("engines %s %s %s", g.Engine, f.Engine, f.EngineVersion)
+	}
+	// Same job, same guest: the rates agree within a factor of two even
+	// under TCG on a busy host; bench-fidelity measures how close.
+	if r := g.OpsPerSec / f.OpsPerSec; r < 0.5 || r > 2 || math.IsNaN(r) {
+		t.Errorf("go/fio = %.2f", r)
+	}
+	mu.Lock()
+	for _, e := range []proto.Engine{proto.EngineGo, proto.EngineFio} {
+		if len(samples[e]) < 2 {
+			t.Errorf("%s: %d samples streamed, want at least 2", e, len(samples[e]))
+		}
+		for _, s := range samples[e] {
+			if s.Step == 0 || s.Ops < 0 || s.OpsPerSec < 0 {
+				t.Errorf("%s: bad sample %+v", e, s)
+			}
+		}
+	}
+	mu.Unlock()
+
+	// The run directory has the samples and the final numbers.
+	b, err := os.ReadFile(filepath.Join(res.RunDir, "metrics.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved []lab.StepMetrics
+	if err := json.Unmarshal(b, &saved); err != nil || len(saved) != 2 || saved[0].Metrics.Engine != proto.EngineGo || saved[1].Metrics.Engine != proto.EngineFio {
+		t.Errorf("metrics.json: %v: %s", err, b)
+	}
+	ev, err := os.Open(filepath.Join(res.RunDir, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	n := 0
+	sc := bufio.NewScanner(ev)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line results.Event
+		var e lab.Event
+		if json.Unmarshal(sc.Bytes(), &line) == nil && json.Unmarshal(line.Event, &e) == nil && e.Kind == "sample" && e.Sample != nil {
+			n++
+		}
+	}
+	if n < 4 {
+		t.Errorf("events.jsonl has %d samples, want at least 4", n)
+	}
+}

@@ -1,0 +1,137 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"klab/guest/fuse"
+	"klab/guest/proto"
+)
+
+// fuseGrace is how long after its own timeout the step a fuse step wraps
+// may take before the connection is aborted: a process killed while a
+// FUSE server holds its request waits for the reply, even for SIGKILL,
+// and only an abort frees it.
+const fuseGrace = 5 * time.Second
+
+// runFUSE runs a fuse step: it mounts the server, runs the wrapped step
+// against it, and always tears the mount down — normally when all went
+// well, else with an abort and a lazy unmount.
+func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
+	cfg, err := fuse.ConfigFromStep(s.FUSE)
+	if err != nil {
+		return proto.Done{ExitCode: -1, Error: fmt.Sprintf("fuse step: %v", err)}
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(logWriter{a}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	sess, err := fuse.Start(ctx, cfg)
+	if err != nil {
+		return proto.Done{ExitCode: -1, Error: fmt.Sprintf("fuse step: start %s server on %s: %v", cfg.Server, cfg.Mountpoint, err)}
+	}
+	st := sess.Stats()
+	a.Logf("fuse: %s server over %s mounted on %s (backing %s, connection %d, INIT %s)",
+		cfg.Server, cfg.Transport, cfg.Mountpoint, cfg.Backing, st.ConnID, st.InitFlags)
+
+	var d proto.Done
+	failed := false
+	if s.FUSE.Then != nil {
+		then := *s.FUSE.Then
+		if then.ID == 0 {
+			then.ID = s.ID
+		}
+		d, failed = runWatched(ctx, a, sess, &then, s.TimeoutMs)
+	}
+	if d.ExitCode != 0 || d.Error != "" {
+		failed = true
+	}
+	var serverErr error
+	select {
+	case <-sess.Done():
+		serverErr = sess.Err()
+		failed = true
+	default:
+	}
+	terr := sess.Teardown(context.Background(), failed)
+	if b, err := json.Marshal(sess.Stats()); err == nil {
+		a.Logf("fuse: %s server on %s stopped: %s", cfg.Server, cfg.Mountpoint, b)
+	}
+	var problems []string
+	if serverErr != nil {
+		problems = append(problems, fmt.Sprintf("the fuse server stopped while the step ran: %v", serverErr))
+	}
+	if terr != nil {
+		problems = append(problems, fmt.Sprintf("fuse teardown: %v", terr))
+	}
+	if len(problems) > 0 {
+		if d.Error != "" {
+			problems = append([]string{d.Error}, problems...)
+		}
+		d.Error = strings.Join(problems, "; ")
+		if d.ExitCode == 0 {
+			d.ExitCode = 1
+		}
+	}
+	return d
+}
+
+// runWatched runs then while sess is mounted. When then's own timeout
+// (plus fuseGrace), the fuse step's timeout or ctx expires first, it
+// aborts the connection so that processes waiting on the server can end,
+// and cancels then. It reports whether it had to.
+func runWatched(ctx context.Context, a *Agent, sess *fuse.Session, then *proto.Step, stepTimeoutMs int64) (proto.Done, bool) {
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	res := make(chan proto.Done, 1)
+	go func() { res <- a.RunStep(tctx, then) }()
+
+	var deadline <-chan time.Time
+	var limit time.Duration
+	if then.TimeoutMs > 0 {
+		limit = time.Duration(then.TimeoutMs)*time.Millisecond + fuseGrace
+	}
+	if stepTimeoutMs > 0 && (limit == 0 || time.Duration(stepTimeoutMs)*time.Millisecond < limit) {
+		limit = time.Duration(stepTimeoutMs) * time.Millisecond
+	}
+	if limit > 0 {
+		t := time.NewTimer(limit)
+		defer t.Stop()
+		deadline = t.C
+	}
+	var why string
+	select {
+	case d := <-res:
+		return d, false
+	case <-deadline:
+		why = fmt.Sprintf("still running after %v", limit)
+	case <-ctx.Done():
+		why = fmt.Sprintf("canceled: %v", ctx.Err())
+	}
+	a.Logf("fuse: step %d %s; aborting FUSE connection %d", then.ID, why, sess.ConnID())
+	if err := sess.Abort(); err != nil {
+		a.Logf("fuse: abort: %v", err)
+	}
+	cancel()
+	select {
+	case d := <-res:
+		if d.Error == "" {
+			d.Error = "fuse step " + why
+		}
+		if d.ExitCode == 0 {
+			d.ExitCode = -1
+		}
+		return d, true
+	case <-time.After(time.Minute):
+		return proto.Done{ExitCode: -1, Error: fmt.Sprintf("fuse step %s, and step %d did not end within a minute of the abort", why, then.ID)}, true
+	}
+}
+
+// logWriter turns slog text lines into agent Log messages.
+type logWriter struct{ a *Agent }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.a.Logf("%s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,258 @@
+package check
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"klab/guest/fuse"
+	"klab/guest/fuse/devfuse"
+)
+
+// KillOptions configure Kill.
+type KillOptions struct {
+	// ServerArgv starts a server process; the check appends
+	// "--server stuck --rule lookup:stuck*=never --threads 2 --backing DIR
+	// MOUNTPOINT". Empty means this executable's "fuse serve" (klab and
+	// klab-agent both have it).
+	ServerArgv []string
+	// ServerEnv is extra environment for the server process.
+	ServerEnv []string
+	// Stuck is how many client threads block in LOOKUPs the server never
+	// answers; 0 means 4.
+	Stuck int
+	// Writers is how many client threads write in a loop; 0 means 2.
+	Writers int
+	// Bound is how long the clients may take to return after the kill;
+	// 0 means 10 s.
+	Bound time.Duration
+	// Dir holds the mount points and backing directories; empty means a
+	// new temporary directory.
+	Dir string
+	// Log receives progress; nil discards it.
+	Log *slog.Logger
+}
+
+// KillDetails are Kill's measurements.
+type KillDetails struct {
+	// ServerPID is the killed server's process ID.
+	ServerPID int `json:"server_pid"`
+	// Waiting is fusectl's waiting count just before the kill.
+	Waiting int `json:"waiting"`
+	// ClientErrs counts the clients' results after the kill by errno.
+	ClientErrs map[string]int `json:"client_errs"`
+	// Returned is how long after the kill the last client returned.
+	Returned time.Duration `json:"returned_ns"`
+	// AfterErr is what a call on the dead mount got.
+	AfterErr string `json:"after_err"`
+	// UnmountErr is the lazy unmount's result.
+	UnmountErr string `json:"unmount_err"`
+	// Remount says a new mount at another place worked afterwards.
+	Remount string `json:"remount"`
+}
+
+// Kill starts a server in its own process, blocks client threads in
+// requests it never answers while others write, kills the server with
+// SIGKILL, and checks that the guest stays usable: every client returns
+// (ECONNABORTED or ENOTCONN) within the bound, the dead mount answers
+// ENOTCONN, a lazy unmount removes it, and a new FUSE mount works.
+func Kill(ctx context.Context, o KillOptions) (*Result, error) {
+	start := time.Now()
+	if o.Stuck <= 0 {
+		o.Stuck = 4
+	}
+	if o.Writers <= 0 {
+		o.Writers = 2
+	}
+	if o.Bound <= 0 {
+		o.Bound = 10 * time.Second
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if len(o.ServerArgv) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("check kill: %w", err)
+		}
+		o.ServerArgv = []string{exe, "fuse", "serve"}
+	}
+	dir, cleanup, err := scratchDir(o.Dir, "kill")
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	d := &KillDetails{ClientErrs: map[string]int{}}
+	res := &Result{Name: "kill", Details: d}
+	mnt, back := filepath.Join(dir, "mnt"), filepath.Join(dir, "backing")
+	for _, p := range []string{mnt, back} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return nil, err
+		}
+	}
+
+	argv := append(append([]string(nil), o.ServerArgv...), "--server", "stuck", "--rule", "lookup:stuck*=never", "--threads", "2", "--backing", back, mnt)
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), o.ServerEnv...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("check kill: start server: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = devfuse.Unmount(mnt, true)
+	}()
+	d.ServerPID = cmd.Process.Pid
+
+	// Wait until the mount is served.
+	deadline := time.Now().Add(15 * time.Second)
+	var m devfuse.MountInfo
+	for {
+		var st unix.Stat_t
+		if mi, err := devfuse.FindMount(mnt); err == nil && unix.Stat(mnt, &st) == nil {
+			m = mi
+			break
+		}
+		select {
+		case err := <-exited:
+			return nil, fmt.Errorf("check kill: server %q exited before serving: %v\n%s", argv, err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("check kill: server %q did not mount %s within 15 s\n%s", argv, mnt, out.String())
+		}
+	}
+
+	// Clients: some blocked for good, some busy writing. The writers open
+	// their files first: an O_CREAT open needs the directory lock that a
+	// stuck LOOKUP holds shared, and would queue every later lookup behind
+	// it in the VFS.
+	type clientRes struct{ err error }
+	results := make(chan clientRes, o.Stuck+o.Writers)
+	var fds []int
+	for i := 0; i < o.Writers; i++ {
+		fd, err := unix.Open(filepath.Join(mnt, "w"+strconv.Itoa(i)), unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("check kill: open a file to write: %w", err)
+		}
+		fds = append(fds, fd)
+	}
+	var wg sync.WaitGroup
+	for _, fd := range fds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer unix.Close(fd)
+			buf := make([]byte, 4096)
+			for {
+				if _, err := unix.Write(fd, buf); err != nil {
+					results <- clientRes{err}
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < o.Stuck; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var st unix.Stat_t
+			results <- clientRes{unix.Stat(filepath.Join(mnt, "stuck"+strconv.Itoa(i)), &st)}
+		}()
+	}
+	// Let the stuck LOOKUPs reach the server.
+	for t := time.Now(); time.Since(t) < 5*time.Second; time.Sleep(20 * time.Millisecond) {
+		if n, err := devfuse.Waiting(m.ConnID()); err == nil {
+			d.Waiting = n
+			if n >= o.Stuck {
+				break
+			}
+		}
+	}
+	if d.Waiting < o.Stuck {
+		res.notef("only %d requests waiting before the kill, expected at least %d", d.Waiting, o.Stuck)
+	}
+
+	killed := time.Now()
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		return nil, fmt.Errorf("check kill: kill server: %w", err)
+	}
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	select {
+	case <-allDone:
+		d.Returned = time.Since(killed)
+	case <-time.After(o.Bound):
+		res.problemf("clients still blocked %v after the server was killed; aborting the connection", o.Bound)
+		_ = devfuse.Abort(m.ConnID())
+		<-allDone
+		d.Returned = time.Since(killed)
+	}
+	close(results)
+	for r := range results {
+		name := Errno(r.err)
+		d.ClientErrs[name]++
+		if !errors.Is(r.err, syscall.ECONNABORTED) && !errors.Is(r.err, syscall.ENOTCONN) {
+			res.problemf("a client got %s, want ECONNABORTED or ENOTCONN", name)
+		}
+	}
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		res.problemf("the killed server did not exit")
+	}
+
+	var st unix.Stat_t
+	aerr := unix.Stat(filepath.Join(mnt, "x"), &st)
+	d.AfterErr = Errno(aerr)
+	if !errors.Is(aerr, syscall.ENOTCONN) {
+		res.problemf("a call on the dead mount got %s, want ENOTCONN", d.AfterErr)
+	}
+	uerr := devfuse.Unmount(mnt, true)
+	d.UnmountErr = Errno(uerr)
+	if uerr != nil {
+		res.problemf("lazy unmount: %v", uerr)
+	} else if _, err := devfuse.FindMount(mnt); err == nil {
+		res.problemf("%s is still mounted after the lazy unmount", mnt)
+	}
+	if err := unix.Stat(mnt, &st); err != nil {
+		res.problemf("stat of the unmounted mount point: %v", err)
+	}
+
+	// The guest still mounts and serves FUSE.
+	cfg := fuse.DefaultConfig()
+	cfg.Mountpoint, cfg.Backing = filepath.Join(dir, "mnt2"), back
+	cfg.Log = log
+	d.Remount = "ok"
+	if s2, err := fuse.Start(ctx, cfg); err != nil {
+		d.Remount = err.Error()
+		res.problemf("a new mount after the kill failed: %v", err)
+	} else {
+		if err := os.WriteFile(filepath.Join(cfg.Mountpoint, "after"), []byte("alive"), 0o644); err != nil {
+			d.Remount = err.Error()
+			res.problemf("writing to a new mount after the kill: %v", err)
+		}
+		if err := s2.Close(); err != nil {
+			res.problemf("unmounting the new mount: %v", err)
+		}
+	}
+	res.notef("server pid %d killed with %d request(s) waiting; %d client(s) returned within %.3fs: %v; dead mount: %s",
+		d.ServerPID, d.Waiting, o.Stuck+o.Writers, d.Returned.Seconds(), d.ClientErrs, d.AfterErr)
+	return res.finish(start), nil
+}

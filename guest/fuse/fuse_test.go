@@ -1,0 +1,102 @@
+package fuse
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"klab/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(clientEnv); spec != "" {
+		os.Exit(clientMain(spec))
+	}
+	os.Exit(m.Run())
+}
+
+// requireFUSE skips unless the test can mount FUSE file systems.
+func requireFUSE(t testing.TB) {
+	t.Helper()
+	testenv.RequiresRoot(t)
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("needs /dev/fuse (the fuse module)")
+	}
+}
+
+// mount starts cfg over fresh directories under t.TempDir() and tears it
+// down in t.Cleanup.
+func mount(t testing.TB, cfg Config) *Session {
+	t.Helper()
+	requireFUSE(t)
+	dir := t.TempDir()
+	if cfg.Mountpoint == "" {
+		cfg.Mountpoint = filepath.Join(dir, "mnt")
+	}
+	if cfg.Backing == "" {
+		cfg.Backing = filepath.Join(dir, "backing")
+	}
+	s, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("start %s server: %v", cfg.Server, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	})
+	return s
+}
+
+func TestPassthroughSmoke(t *testing.T) {
+	s := mount(t, DefaultConfig())
+	mnt, back := s.Mountpoint(), s.Config().Backing
+	data := []byte("hello, klab\n")
+	if err := os.WriteFile(filepath.Join(mnt, "a"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(back, "a"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("backing file: %q, %v", got, err)
+	}
+	got, err = os.ReadFile(filepath.Join(mnt, "a"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read through the mount: %q, %v", got, err)
+	}
+	if err := os.Mkdir(filepath.Join(mnt, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(mnt)
+	if err != nil || len(ents) != 2 {
+		t.Fatalf("readdir: %v, %v", ents, err)
+	}
+	st := s.Stats()
+	t.Logf("INIT flags %s", st.InitFlags)
+}
+
+func TestServerEndsOnUnmount(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.Mountpoint, cfg.Backing = filepath.Join(dir, "m"), filepath.Join(dir, "b")
+	s, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("server still running after unmount")
+	}
+	if err := s.Err(); !errors.Is(err, syscall.ENODEV) {
+		t.Errorf("server error %v, want ENODEV", err)
+	}
+}

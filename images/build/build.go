@@ -1,0 +1,919 @@
+// Package build turns a kernel tree, a patch series and config fragments
+// into a bootable kernel (an images.Kernel with Source "build"), with a
+// content-addressed cache of results and incremental work trees.
+//
+// A build names its inputs first (the tree's commit or tarball hash, the
+// patches' and fragments' contents, the compiler version) and answers a
+// repeated build from the cache without touching the tree. Otherwise it
+// works in a work tree kept per base tree and config: it reverts the
+// patches applied last time, applies the new series (git am in git trees;
+// git apply, then patch -p1, in others), merges the fragments onto
+// tinyconfig or defconfig with the kernel's merge_config.sh, checks that
+// every requested option landed, and runs make with O= so that changing a
+// patch recompiles only the files it touches. Files whose content comes
+// back to what make last saw get their old mtime back, so reverting and
+// re-applying a series costs nothing.
+//
+// The user's tree is never touched: git trees are cloned with --shared
+// (borrowing their objects), tarballs are unpacked. Only complete builds
+// enter the cache. See images.BuiltKernelsDir for the layout.
+package build
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"klab/images"
+	"klab/internal/proc"
+)
+
+// Options says what to build.
+type Options struct {
+	// Source is the base tree: a git tree (a directory), a kernel tarball
+	// (.tar, .tar.gz, .tar.xz, ...) or "debian:<series>" for Debian's
+	// linux-source-<series> (optionally "debian:7.3=<package version>").
+	Source string
+	// Rev is the commit of a git Source to build; empty means HEAD.
+	// Uncommitted changes are never built.
+	Rev string
+	// Patches are patch files, mboxes and directories, applied in order
+	// (see LoadPatches).
+	Patches []string
+	// Config are the config fragments, merged in order: "lab" and "debug"
+	// are shipped with klab, anything else is a fragment file. Empty
+	// means "lab".
+	Config []string
+	// BaseConfig is the make target the fragments are merged onto:
+	// "tinyconfig", "defconfig" or "allnoconfig". Empty means tinyconfig
+	// when Config holds "lab", else defconfig.
+	BaseConfig string
+	// Name is the build's name ("build:<name>"); empty derives one.
+	Name string
+	// WithBaseline also builds the tree without the patches, with the same
+	// config, as "<name>-base".
+	WithBaseline bool
+	// Jobs is make's -j; 0 means the number of CPUs.
+	Jobs int
+	// Arch is the kernel architecture; only "x86_64" (the default) for
+	// now.
+	Arch string
+	// AllowDropped builds even when requested config options did not land
+	// (they are still reported).
+	AllowDropped bool
+	// NoCcache turns off ccache, which is used when it is installed.
+	NoCcache bool
+	// Rebuild ignores cached results and runs make (incrementally).
+	Rebuild bool
+	// CacheDir is klab's cache directory; empty means paths.CacheDir().
+	CacheDir string
+	// Debian tunes the fetching of Debian's kernel sources.
+	Debian images.DebianOptions
+	// Progress receives progress lines and, when Terminal, a progress bar;
+	// nil discards them.
+	Progress io.Writer
+	// Terminal says Progress is a terminal.
+	Terminal bool
+}
+
+// Result is what Build produced.
+type Result struct {
+	// Kernel is the patched kernel (or the only one, without patches).
+	Kernel *images.Kernel `json:"kernel"`
+	// Hit is true when Kernel came from the cache.
+	Hit bool `json:"hit"`
+	// Baseline is the unpatched kernel, with WithBaseline.
+	Baseline *images.Kernel `json:"baseline,omitempty"`
+	// BaselineHit is true when Baseline came from the cache.
+	BaselineHit bool `json:"baseline_hit,omitempty"`
+	// Dropped are requested config options that did not land (only with
+	// AllowDropped; otherwise they fail the build).
+	Dropped []Dropped `json:"dropped,omitempty"`
+	// Phases are the durations of each step of the last build that ran.
+	Phases []Phase `json:"phases,omitempty"`
+}
+
+// Phase is one timed step of a build.
+type Phase struct {
+	// Name is the step: "source", "patches", "config", "make", "install".
+	Name string `json:"name"`
+	// Took is how long it took.
+	Took time.Duration `json:"took_ns"`
+}
+
+// builder carries one Build call's state.
+type builder struct {
+	o        *Options
+	s        *store
+	b        *base
+	frags    []Fragment
+	fragHash []images.FileHash
+	reqs     []Request
+	baseCfg  string
+	compiler string
+	ccache   bool
+	prog     *progress
+	res      *Result
+}
+
+func (bd *builder) logf(format string, args ...any) {
+	if bd.o.Progress != nil {
+		fmt.Fprintf(bd.o.Progress, format+"\n", args...)
+	}
+}
+
+// Build builds what o describes, or finds it in the cache.
+func Build(ctx context.Context, o Options) (*Result, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	bd := &builder{o: &o, s: &store{dir: images.BuiltKernelsDir(o.CacheDir)}, res: &Result{}}
+	if o.Progress != nil {
+		bd.prog = newProgress(o.Progress, o.Terminal)
+	}
+	if o.Debian.CacheDir == "" {
+		o.Debian.CacheDir = o.CacheDir
+	}
+	// Check the fragments and the patches together, to report every
+	// problem at once.
+	var err, ferr, perr error
+	bd.frags, bd.baseCfg, ferr = loadFragments(o.Config, o.BaseConfig)
+	if ferr == nil {
+		bd.reqs, ferr = MergeRequests(bd.frags)
+	}
+	series := &Series{}
+	if len(o.Patches) > 0 {
+		series, perr = LoadPatches(o.Patches)
+	}
+	if err := errors.Join(ferr, perr); err != nil {
+		return nil, err
+	}
+	for _, sk := range series.Skipped {
+		bd.logf("skipping %s (no diff: a cover letter or reply)", sk)
+	}
+	if err := checkTools(); err != nil {
+		return nil, err
+	}
+	if bd.compiler, err = compilerVersion(ctx); err != nil {
+		return nil, err
+	}
+	if !o.NoCcache {
+		_, err := exec.LookPath("ccache")
+		bd.ccache = err == nil
+	}
+	if err := os.MkdirAll(bd.s.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("build cache: %w", err)
+	}
+	if bd.b, err = resolveBase(ctx, &o, newHashMemo(filepath.Join(bd.s.dir, "hashes.json"))); err != nil {
+		return nil, err
+	}
+	if bd.b.Dirty {
+		bd.logf("note: %s has uncommitted changes; klab builds the commit %.12s only (commit them, or pass them as a patch)",
+			bd.b.GitDir, bd.b.Commit)
+	}
+	for _, f := range bd.frags {
+		bd.fragHash = append(bd.fragHash, images.FileHash{Path: f.Name, SHA256: sha256Hex(f.Data)})
+	}
+	name := o.Name
+	if name == "" {
+		name = defaultName(bd.b, bd.inputs(series.Patches).InputKey())
+	}
+	if o.WithBaseline {
+		k, hit, err := bd.one(ctx, name+"-base", nil)
+		if err != nil {
+			return nil, fmt.Errorf("baseline %s-base: %w", name, err)
+		}
+		bd.res.Baseline, bd.res.BaselineHit = k, hit
+	}
+	k, hit, err := bd.one(ctx, name, series.Patches)
+	if err != nil {
+		return nil, err
+	}
+	bd.res.Kernel, bd.res.Hit = k, hit
+	return bd.res, nil
+}
+
+func (o *Options) check() error {
+	var errs []error
+	if o.Arch == "" {
+		o.Arch = "x86_64"
+	}
+	if o.Arch != "x86_64" {
+		errs = append(errs, fmt.Errorf("--arch %s: only x86_64 is supported for now", o.Arch))
+	}
+	if o.Jobs == 0 {
+		o.Jobs = runtime.NumCPU()
+	}
+	if o.Jobs < 0 || o.Jobs > 1024 {
+		errs = append(errs, fmt.Errorf("-j %d is out of range, want 1..1024", o.Jobs))
+	}
+	if o.Source == "" {
+		errs = append(errs, errors.New("no source: give --tree DIR (a git tree), --tarball FILE or --source debian:<series>"))
+	}
+	if o.Name != "" {
+		if err := images.CheckBuildName(o.Name); err != nil {
+			errs = append(errs, err)
+		} else if o.WithBaseline && images.CheckBuildName(o.Name+"-base") != nil {
+			errs = append(errs, fmt.Errorf("--name %s: too long for the baseline's name %s-base", o.Name, o.Name))
+		}
+	}
+	switch o.BaseConfig {
+	case "", "tinyconfig", "defconfig", "allnoconfig":
+	default:
+		errs = append(errs, fmt.Errorf("--base-config %s: want tinyconfig, defconfig or allnoconfig", o.BaseConfig))
+	}
+	if len(o.Config) == 0 {
+		o.Config = []string{"lab"}
+	}
+	return errors.Join(errs...)
+}
+
+// loadFragments reads the fragments and picks the base config.
+func loadFragments(names []string, baseCfg string) ([]Fragment, string, error) {
+	var frags []Fragment
+	var errs []error
+	lab := false
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		// A shipped fragment's name wins; "./lab" names a file.
+		if !strings.ContainsRune(n, '/') && slices.Contains(images.ConfigFragmentNames(), n) {
+			data, err := images.ConfigFragment(n)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--config %s: %w", n, err))
+				continue
+			}
+			frags = append(frags, Fragment{Name: n, Data: data})
+			lab = lab || n == "lab"
+			continue
+		}
+		abs, err := filepath.Abs(n)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--config %s: %w", n, err))
+			continue
+		}
+		data, err := os.ReadFile(abs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--config %s: %w; want a fragment file or one of: %s", n, err,
+				strings.Join(images.ConfigFragmentNames(), ", ")))
+			continue
+		}
+		frags = append(frags, Fragment{Name: abs, Data: data})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, "", err
+	}
+	if baseCfg == "" {
+		baseCfg = "defconfig"
+		if lab {
+			baseCfg = "tinyconfig"
+		}
+	}
+	return frags, baseCfg, nil
+}
+
+// checkTools makes sure the build tools are installed.
+func checkTools() error {
+	var missing []string
+	for _, c := range []string{"make", "gcc", "ld", "flex", "bison", "bc", "perl", "tar", "git"} {
+		if _, err := exec.LookPath(c); err != nil {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("building kernels needs %s, which are not installed; install them with: "+
+			"apt-get install build-essential flex bison bc libelf-dev libssl-dev cpio kmod git xz-utils (or: make deps)",
+			strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// compilerVersion is the first line of gcc's and ld's --version.
+func compilerVersion(ctx context.Context) (string, error) {
+	var parts []string
+	for _, c := range []string{"gcc", "ld"} {
+		out, err := proc.Run(ctx, proc.Opts{Timeout: 30 * time.Second}, c, "--version")
+		if err != nil {
+			return "", fmt.Errorf("compiler version: %w", err)
+		}
+		first, _, _ := strings.Cut(string(out), "\n")
+		parts = append(parts, strings.TrimSpace(first))
+	}
+	return strings.Join(parts, "; "), nil
+}
+
+func (bd *builder) inputs(patches []Patch) Inputs {
+	in := Inputs{Arch: bd.o.Arch, BaseConfig: bd.baseCfg, Compiler: bd.compiler}
+	if bd.b != nil {
+		in.Base = bd.b.ID
+	}
+	for _, f := range bd.fragHash {
+		in.Fragments = append(in.Fragments, f.SHA256)
+	}
+	for _, p := range patches {
+		in.Patches = append(in.Patches, p.SHA256)
+	}
+	return in
+}
+
+var nameUnsafeRe = regexp.MustCompile(`[^A-Za-z0-9._+-]+`)
+
+// defaultName derives a build name from the source and the input key.
+func defaultName(b *base, inKey string) string {
+	var stem string
+	switch b.Kind {
+	case "debian":
+		stem = strings.TrimPrefix(strings.SplitN(b.Tree, "=", 2)[0], "debian:")
+	case "git":
+		stem = filepath.Base(b.GitDir) + "-" + b.Commit[:8]
+	default:
+		stem = filepath.Base(b.Tarball)
+		if i := strings.Index(stem, ".tar"); i > 0 {
+			stem = stem[:i]
+		}
+	}
+	stem = strings.Trim(nameUnsafeRe.ReplaceAllString(stem, "-"), "-.")
+	if stem == "" {
+		stem = "kernel"
+	}
+	if len(stem) > 60 {
+		stem = stem[:60]
+	}
+	return stem + "-" + inKey[:8]
+}
+
+// one builds (or finds) one kernel: the base tree with patches, named
+// name.
+func (bd *builder) one(ctx context.Context, name string, patches []Patch) (*images.Kernel, bool, error) {
+	in := bd.inputs(patches)
+	inKey := in.InputKey()
+	if !bd.o.Rebuild {
+		if k, dir, ok := bd.s.lookupInput(inKey); ok {
+			touch(dir)
+			if err := bd.s.link(bd.s.nameLink(name), filepath.Base(dir)); err != nil {
+				return nil, false, fmt.Errorf("naming build:%s: %w", name, err)
+			}
+			k.Name = "build:" + name
+			bd.logf("build:%s is cached (%s, %s)", name, k.Version, k.ID)
+			return k, true, nil
+		}
+	}
+	slot := bd.s.work(in.SlotKey())
+	if err := os.MkdirAll(slot, 0o755); err != nil {
+		return nil, false, fmt.Errorf("work tree: %w", err)
+	}
+	unlock, err := flock(ctx, filepath.Join(slot, ".lock"), func() {
+		bd.logf("waiting for another klab that is building in %s...", slot)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
+	touch(slot)
+	w := &work{bd: bd, dir: slot, src: filepath.Join(slot, "src"), out: filepath.Join(slot, "out"), name: name}
+	k, err := w.build(ctx, in, patches)
+	if err != nil {
+		return nil, false, err
+	}
+	return k, false, nil
+}
+
+// work is one build in a work tree; the caller holds the tree's lock.
+type work struct {
+	bd            *builder
+	dir, src, out string
+	name          string
+	st            *slotState
+	log           *os.File
+	phases        []Phase
+}
+
+func (w *work) statePath() string { return filepath.Join(w.dir, "state.json") }
+func (w *work) logPath() string   { return filepath.Join(w.dir, "build.log") }
+
+func (w *work) timed(name string, f func() error) error {
+	start := time.Now()
+	err := f()
+	w.phases = append(w.phases, Phase{Name: name, Took: time.Since(start)})
+	return err
+}
+
+func (w *work) build(ctx context.Context, in Inputs, patches []Patch) (*images.Kernel, error) {
+	bd := w.bd
+	w.recoverKilledMake()
+	log, err := os.Create(w.logPath())
+	if err != nil {
+		return nil, fmt.Errorf("build log: %w", err)
+	}
+	defer log.Close()
+	w.log = log
+	fmt.Fprintf(log, "klab kernels build %s (%s), %d patches, config %s + %s\n", w.name, bd.b.Tree, len(patches),
+		bd.baseCfg, strings.Join(bd.o.Config, ","))
+	start := time.Now()
+	if err := w.timed("source", func() error { return w.prepare(ctx) }); err != nil {
+		return nil, err
+	}
+	if err := w.timed("patches", func() error { return w.applySeries(ctx, patches) }); err != nil {
+		return nil, err
+	}
+	m := &makeRun{src: w.src, out: w.out, arch: bd.o.Arch, jobs: bd.o.Jobs, ccache: bd.ccache, log: log, prog: bd.prog}
+	var vals map[string]string
+	if err := w.timed("config", func() error {
+		var err error
+		vals, err = w.configure(ctx, m, in, patches)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	targets := []string{"bzImage"}
+	if vals["MODULES"] == "y" {
+		targets = append(targets, "modules")
+	}
+	cold := !exists(filepath.Join(w.out, "vmlinux"))
+	estKey := hashFields(recipe, "estimate", bd.baseCfg, strings.Join(in.Fragments, ","))
+	est := 0
+	if cold {
+		if est = bd.s.estimate(estKey); est == 0 {
+			est = 2000
+			if bd.baseCfg == "defconfig" {
+				est = 6000
+			}
+		}
+	}
+	for f := range w.st.Files {
+		w.st.Files[f] = stampOf(filepath.Join(w.src, f))
+	}
+	if err := w.st.save(w.statePath()); err != nil {
+		return nil, fmt.Errorf("work tree state: %w", err)
+	}
+	how := "incremental"
+	if cold {
+		how = "cold"
+	}
+	bd.logf("building %s (%s, make -j%d %s%s)...", w.name, how, bd.o.Jobs, strings.Join(targets, " "), map[bool]string{true: ", ccache", false: ""}[bd.ccache])
+	bd.prog.begin("build:"+w.name, est)
+	w.st.MakeStarted = time.Now().UnixNano()
+	if err := w.st.save(w.statePath()); err != nil {
+		return nil, fmt.Errorf("work tree state: %w", err)
+	}
+	err = w.timed("make", func() error { return m.run(ctx, w.logPath(), targets...) })
+	steps := bd.prog.steps()
+	bd.prog.end("")
+	if ctx.Err() == nil {
+		// make ended by itself, cleaning up after a failure.
+		w.st.MakeStarted = 0
+		if serr := w.st.save(w.statePath()); serr != nil && err == nil {
+			err = fmt.Errorf("work tree state: %w", serr)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cold && steps > 0 {
+		bd.s.saveEstimate(estKey, steps)
+	}
+	var k *images.Kernel
+	if err := w.timed("install", func() error {
+		var err error
+		k, err = w.install(ctx, m, in, patches, vals)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	bd.res.Phases = w.phases
+	var ph []string
+	for _, p := range w.phases {
+		ph = append(ph, fmt.Sprintf("%s %.1fs", p.Name, p.Took.Seconds()))
+	}
+	fi, _ := os.Stat(k.Image)
+	var size int64
+	if fi != nil {
+		size = fi.Size()
+	}
+	bd.logf("built build:%s in %s (%s): %s %s, bzImage %s", w.name, fmtDur(time.Since(start)), strings.Join(ph, ", "),
+		k.Version, k.ID, HumanSize(size))
+	return k, nil
+}
+
+// recoverKilledMake handles a make that was killed (klab was interrupted
+// or killed): the files it was writing may be half-written but newer than
+// their sources, so make would take them as done. Every file in out/
+// written in the last two minutes before make's last output is removed
+// and will be made again.
+func (w *work) recoverKilledMake() {
+	st, err := readState(w.statePath())
+	if err != nil || st.MakeStarted == 0 {
+		return
+	}
+	end := time.Now()
+	if fi, err := os.Stat(w.logPath()); err == nil {
+		end = fi.ModTime()
+	}
+	from := max(st.MakeStarted, end.Add(-2*time.Minute).UnixNano())
+	n := 0
+	_ = filepath.WalkDir(w.out, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil && fi.ModTime().UnixNano() >= from {
+			if os.Remove(p) == nil {
+				n++
+			}
+		}
+		return nil
+	})
+	w.bd.logf("the last make in %s was interrupted; removed the %d file(s) it wrote last, to be made again", w.dir, n)
+	st.MakeStarted = 0
+	_ = st.save(w.statePath())
+}
+
+// prepare makes sure the work tree holds the base tree, unpacking it when
+// it is new or was left in an unknown state.
+func (w *work) prepare(ctx context.Context) error {
+	st, err := readState(w.statePath())
+	if err == nil && !st.Busy && st.Base == w.bd.b.ID && exists(filepath.Join(w.src, "Makefile")) {
+		w.st = st
+		return nil
+	}
+	if err == nil && st.Busy {
+		w.bd.logf("the work tree %s was left half-patched by an interrupted build; starting it again", w.dir)
+	}
+	for _, d := range []string{"src", "out", "orig", "patches", "fragments", "state.json"} {
+		if err := os.RemoveAll(filepath.Join(w.dir, d)); err != nil {
+			return fmt.Errorf("work tree: %w", err)
+		}
+	}
+	what := "unpacking " + filepath.Base(w.bd.b.Tarball)
+	if w.bd.b.Kind == "git" {
+		what = fmt.Sprintf("cloning %s at %.12s", w.bd.b.GitDir, w.bd.b.Commit)
+	}
+	w.bd.logf("new work tree %s: %s...", w.dir, what)
+	start := time.Now()
+	if err := w.bd.b.unpack(ctx, w.src); err != nil {
+		return err
+	}
+	w.bd.logf("work tree ready in %.1fs", time.Since(start).Seconds())
+	w.st = &slotState{Base: w.bd.b.ID, Git: w.bd.b.Kind == "git", Files: map[string]fileStamp{}, Orig: map[string]fileStamp{}}
+	return w.st.save(w.statePath())
+}
+
+// applySeries brings the work tree from the series applied last time to
+// patches, and gives unchanged files their old mtime back.
+func (w *work) applySeries(ctx context.Context, patches []Patch) error {
+	want := make([]string, len(patches))
+	for i, p := range patches {
+		want[i] = p.SHA256
+	}
+	if slices.Equal(w.st.Applied, want) {
+		if len(patches) > 0 {
+			w.bd.logf("the work tree already has these %d patches applied", len(patches))
+		}
+		return nil
+	}
+	w.st.Busy = true
+	if err := w.st.save(w.statePath()); err != nil {
+		return fmt.Errorf("work tree state: %w", err)
+	}
+	if err := w.revert(ctx); err != nil {
+		return err
+	}
+	w.st.Applied = nil
+	// Remember how make last saw each file about to change, and for a
+	// tree that is not git, its unpatched content.
+	for _, p := range patches {
+		for _, f := range p.Files {
+			if !safeRel(f) {
+				return fmt.Errorf("patch %s touches %q, which is outside the tree", p.Path, f)
+			}
+			path := filepath.Join(w.src, f)
+			if _, ok := w.st.Files[f]; !ok {
+				w.st.Files[f] = stampOf(path)
+			}
+			if !w.st.Git {
+				if _, ok := w.st.Orig[f]; !ok {
+					st := stampOf(path)
+					if st.SHA256 != "" {
+						dst := filepath.Join(w.dir, "orig", f)
+						if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+							return fmt.Errorf("work tree: %w", err)
+						}
+						if err := copyFile(path, dst); err != nil {
+							return fmt.Errorf("work tree: %w", err)
+						}
+					}
+					w.st.Orig[f] = st
+				}
+			}
+		}
+	}
+	if err := w.st.save(w.statePath()); err != nil {
+		return fmt.Errorf("work tree state: %w", err)
+	}
+	pdir := filepath.Join(w.dir, "patches")
+	os.RemoveAll(pdir)
+	if err := os.MkdirAll(pdir, 0o755); err != nil {
+		return fmt.Errorf("work tree: %w", err)
+	}
+	if len(patches) > 0 {
+		w.bd.logf("applying %d patch(es)...", len(patches))
+	}
+	for i, p := range patches {
+		file := filepath.Join(pdir, fmt.Sprintf("%04d.patch", i+1))
+		if err := os.WriteFile(file, p.Data, 0o644); err != nil {
+			return fmt.Errorf("work tree: %w", err)
+		}
+		fmt.Fprintf(w.log, "applying %d/%d %s (%s)\n", i+1, len(patches), p.Path, p.Subject)
+		note, err := applyPatch(ctx, w.src, w.st.Git, p, file, i+1, len(patches))
+		if note != "" {
+			w.bd.logf("note: %s", note)
+		}
+		if err != nil {
+			fmt.Fprintf(w.log, "%v\n", err)
+			if rerr := w.revert(ctx); rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			w.fixMtimes()
+			w.st.Busy = false
+			return errors.Join(err, w.st.save(w.statePath()))
+		}
+	}
+	w.st.Applied = want
+	w.fixMtimes()
+	w.st.Busy = false
+	if err := w.st.save(w.statePath()); err != nil {
+		return fmt.Errorf("work tree state: %w", err)
+	}
+	return nil
+}
+
+func safeRel(f string) bool {
+	return f != "" && !filepath.IsAbs(f) && !strings.HasPrefix(filepath.Clean(f), "..")
+}
+
+// revert brings src back to the base tree.
+func (w *work) revert(ctx context.Context) error {
+	if w.st.Git {
+		if exists(filepath.Join(w.src, ".git", "rebase-apply")) {
+			_, _ = git(ctx, w.src, "am", "--abort")
+		}
+		base := strings.TrimPrefix(w.st.Base, "git:")
+		if _, err := git(ctx, w.src, "reset", "--quiet", "--hard", base); err != nil {
+			return fmt.Errorf("resetting the work tree to %.12s: %w", base, err)
+		}
+		return nil
+	}
+	for f, orig := range w.st.Orig {
+		path := filepath.Join(w.src, f)
+		if stampOf(path).SHA256 == orig.SHA256 {
+			continue
+		}
+		if orig.SHA256 == "" {
+			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+				return fmt.Errorf("reverting %s: %w", f, err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("reverting %s: %w", f, err)
+		}
+		if err := copyFile(filepath.Join(w.dir, "orig", f), path); err != nil {
+			return fmt.Errorf("reverting %s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+// fixMtimes gives every file whose content is what make last saw its
+// mtime from then, so that make does not rebuild it.
+func (w *work) fixMtimes() {
+	for f, want := range w.st.Files {
+		if want.SHA256 == "" {
+			continue
+		}
+		path := filepath.Join(w.src, f)
+		cur := stampOf(path)
+		if cur.SHA256 == want.SHA256 && cur.Mtime != want.Mtime {
+			t := time.Unix(0, want.Mtime)
+			_ = os.Chtimes(path, t, t)
+		}
+	}
+}
+
+// kconfigPath reports whether a patched file can change what the config
+// step produces.
+func kconfigPath(f string) bool {
+	base := filepath.Base(f)
+	return strings.HasPrefix(base, "Kconfig") || strings.HasPrefix(f, "scripts/kconfig/") ||
+		strings.HasPrefix(f, "kernel/configs/") || (strings.HasPrefix(f, "arch/") && strings.Contains(f, "/configs/")) ||
+		f == "Makefile"
+}
+
+// configure makes out/.config (unless it is already made from the same
+// inputs) and checks that the requested options landed.
+func (w *work) configure(ctx context.Context, m *makeRun, in Inputs, patches []Patch) (map[string]string, error) {
+	bd := w.bd
+	parts := []string{in.SlotKey()}
+	for _, p := range patches {
+		if slices.ContainsFunc(p.Files, kconfigPath) {
+			parts = append(parts, p.SHA256)
+		}
+	}
+	cfgFor := hashFields(parts...)
+	dotconfig := filepath.Join(w.out, ".config")
+	if w.st.ConfigFor != cfgFor || !exists(dotconfig) {
+		if err := w.makeConfig(ctx, m); err != nil {
+			return nil, err
+		}
+		w.st.ConfigFor = cfgFor
+		if err := w.st.save(w.statePath()); err != nil {
+			return nil, fmt.Errorf("work tree state: %w", err)
+		}
+	}
+	data, err := os.ReadFile(dotconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading the merged config: %w", err)
+	}
+	vals := ReadDotConfig(data)
+	dropped := CheckConfig(bd.reqs, vals, nil)
+	if len(dropped) > 0 {
+		kc, err := ReadKconfig(w.src, "x86")
+		if err != nil {
+			bd.logf("note: cannot explain the dropped options: %v", err)
+		}
+		dropped = CheckConfig(bd.reqs, vals, kc)
+		derr := &DroppedError{Dropped: dropped}
+		if !bd.o.AllowDropped {
+			return nil, derr
+		}
+		bd.res.Dropped = dropped
+		bd.logf("warning: %s", strings.TrimSuffix(derr.Error(), "\n  fix the fragment, or pass --allow-dropped to build anyway"))
+	} else {
+		bd.logf("config: %s + %s; all %d requested options landed", bd.baseCfg, strings.Join(bd.o.Config, ","), len(bd.reqs))
+	}
+	return vals, nil
+}
+
+// makeConfig runs the base config target, merge_config.sh and
+// olddefconfig in out. When the result is the same as before, the old
+// .config's mtime is kept so that make does not reconsider it.
+func (w *work) makeConfig(ctx context.Context, m *makeRun) error {
+	bd := w.bd
+	dotconfig := filepath.Join(w.out, ".config")
+	old, _ := os.ReadFile(dotconfig)
+	oldFi, _ := os.Stat(dotconfig)
+	if err := os.MkdirAll(w.out, 0o755); err != nil {
+		return fmt.Errorf("build directory: %w", err)
+	}
+	bd.logf("configuring: %s + %s...", bd.baseCfg, strings.Join(bd.o.Config, ","))
+	if err := m.run(ctx, w.logPath(), bd.baseCfg); err != nil {
+		return err
+	}
+	fdir := filepath.Join(w.dir, "fragments")
+	os.RemoveAll(fdir)
+	if err := os.MkdirAll(fdir, 0o755); err != nil {
+		return fmt.Errorf("work tree: %w", err)
+	}
+	argv := []string{filepath.Join(w.src, "scripts", "kconfig", "merge_config.sh"), "-m", "-O", w.out, dotconfig}
+	for i, f := range bd.frags {
+		p := filepath.Join(fdir, fmt.Sprintf("%02d-%s", i+1, filepath.Base(f.Name)))
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+			return fmt.Errorf("work tree: %w", err)
+		}
+		argv = append(argv, p)
+	}
+	fmt.Fprintf(w.log, "$ %s\n", strings.Join(argv, " "))
+	_, err := proc.Run(ctx, proc.Opts{Dir: w.src, Timeout: 10 * time.Minute, Stdout: w.log, Stderr: w.log,
+		Env: append(os.Environ(), "ARCH="+bd.o.Arch, "LC_ALL=C")}, argv...)
+	if err != nil {
+		return fmt.Errorf("merging config fragments (log: %s): %w", w.logPath(), err)
+	}
+	if err := m.run(ctx, w.logPath(), "olddefconfig"); err != nil {
+		return err
+	}
+	if nw, err := os.ReadFile(dotconfig); err == nil && oldFi != nil && string(nw) == string(old) {
+		_ = os.Chtimes(dotconfig, oldFi.ModTime(), oldFi.ModTime())
+	}
+	return nil
+}
+
+// install copies the finished kernel into the results cache and names it.
+func (w *work) install(ctx context.Context, m *makeRun, in Inputs, patches []Patch, vals map[string]string) (*images.Kernel, error) {
+	bd := w.bd
+	cfg, err := os.ReadFile(filepath.Join(w.out, ".config"))
+	if err != nil {
+		return nil, fmt.Errorf("reading the config: %w", err)
+	}
+	cfgSHA := sha256Hex(cfg)
+	key := ResultKey(in.Arch, in.Base, in.Patches, cfgSHA, in.Compiler)
+	final := filepath.Join(bd.s.results(), key)
+	if _, err := images.LoadBuiltKernelDir(final); err != nil {
+		if err := os.MkdirAll(bd.s.results(), 0o755); err != nil {
+			return nil, fmt.Errorf("build cache: %w", err)
+		}
+		tmp, err := os.MkdirTemp(bd.s.results(), ".tmp-")
+		if err != nil {
+			return nil, fmt.Errorf("build cache: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		if err := w.assemble(ctx, m, tmp, final, key, cfgSHA, patches, vals); err != nil {
+			return nil, err
+		}
+		os.RemoveAll(final) // an incomplete leftover
+		if err := os.Rename(tmp, final); err != nil {
+			return nil, fmt.Errorf("build cache: %w", err)
+		}
+	}
+	for _, link := range []string{bd.s.inputLink(in.InputKey()), bd.s.nameLink(w.name)} {
+		if err := bd.s.link(link, key); err != nil {
+			return nil, fmt.Errorf("build cache: %w", err)
+		}
+	}
+	touch(final)
+	k, err := images.LoadBuiltKernelDir(final)
+	if err != nil {
+		return nil, fmt.Errorf("build cache: %w", err)
+	}
+	k.Name = "build:" + w.name
+	return k, nil
+}
+
+// assemble fills tmp with the kernel's files and kernel.json (whose paths
+// point into final).
+func (w *work) assemble(ctx context.Context, m *makeRun, tmp, final, key, cfgSHA string, patches []Patch, vals map[string]string) error {
+	bd := w.bd
+	image := filepath.Join(tmp, "vmlinuz")
+	for src, dst := range map[string]string{
+		filepath.Join(w.out, "arch", "x86", "boot", "bzImage"): image,
+		filepath.Join(w.out, ".config"):                        filepath.Join(tmp, "config"),
+	} {
+		if err := copyFile(src, dst); err != nil {
+			return fmt.Errorf("build cache: %w", err)
+		}
+	}
+	version, err := images.CheckBzImage(image)
+	if err != nil {
+		return err
+	}
+	k := &images.Kernel{
+		Name: "build:" + w.name, Version: version, Source: "build",
+		Image: filepath.Join(final, "vmlinuz"), Config: filepath.Join(final, "config"),
+		Build: &images.KernelBuild{
+			Tree: bd.b.Tree, BaseCommit: bd.b.Commit, BaseSHA256: bd.b.SHA256,
+			BaseConfig: bd.baseCfg, Fragments: bd.fragHash, ConfigSHA256: cfgSHA,
+			Compiler: bd.compiler, Key: key,
+		},
+	}
+	for _, p := range patches {
+		k.Build.Patches = append(k.Build.Patches, images.FileHash{Path: p.Path, SHA256: p.SHA256, Subject: p.Subject})
+	}
+	if k.ID, err = images.KernelID(image, filepath.Join(tmp, "config")); err != nil {
+		return err
+	}
+	if vals["MODULES"] == "y" {
+		root := filepath.Join(tmp, "modroot")
+		if err := m.run(ctx, w.logPath(), "modules_install", "INSTALL_MOD_PATH="+root, "INSTALL_MOD_STRIP=1"); err != nil {
+			return err
+		}
+		dirs, _ := filepath.Glob(filepath.Join(root, "lib", "modules", "*"))
+		if len(dirs) != 1 {
+			return fmt.Errorf("modules_install made %d module directories, want 1", len(dirs))
+		}
+		for _, l := range []string{"build", "source"} {
+			os.Remove(filepath.Join(dirs[0], l))
+		}
+		if err := os.Rename(dirs[0], filepath.Join(tmp, "modules")); err != nil {
+			return fmt.Errorf("build cache: %w", err)
+		}
+		os.RemoveAll(root)
+		k.Modules = filepath.Join(final, "modules")
+	}
+	w.log.Sync()
+	if err := copyFile(w.logPath(), filepath.Join(tmp, "build.log")); err != nil {
+		return fmt.Errorf("build cache: %w", err)
+	}
+	return images.WriteKernelJSON(tmp, k)
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}

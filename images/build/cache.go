@@ -1,0 +1,609 @@
+package build
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"klab/images"
+)
+
+// The build cache lives in images.BuiltKernelsDir(cache):
+//
+//	results/<key>/   finished kernels (see images.BuiltKernelsDir)
+//	names/<name>     -> ../results/<key>
+//	inputs/<key>     -> ../results/<key>: the inputs that made a result,
+//	                 so a repeated build is answered without the tree
+//	work/<slot>/     one work tree per base tree and config: src/ (the
+//	                 tree with the current patches), out/ (make O=),
+//	                 state.json, build.log, .lock
+//	hashes.json      tarball hashes by path, size and mtime
+//	estimates.json   steps of a cold build by config, for the progress bar
+
+// recipe changes whenever the way klab builds changes what it produces.
+const recipe = "klab-build-1"
+
+// Inputs are everything that decides what a build produces, known before
+// the tree is unpacked.
+type Inputs struct {
+	// Arch is the kernel architecture (x86_64).
+	Arch string
+	// Base is the tree's identity ("git:<commit>" or "sha256:<hex>").
+	Base string
+	// BaseConfig is the make target the fragments are merged onto.
+	BaseConfig string
+	// Fragments are the SHA-256 of each fragment, in order.
+	Fragments []string
+	// Patches are the SHA-256 of each patch, in order.
+	Patches []string
+	// Compiler is the compiler's and linker's version.
+	Compiler string
+}
+
+// hashFields hashes fields unambiguously (each is length-prefixed).
+func hashFields(fields ...string) string {
+	h := sha256.New()
+	for _, f := range fields {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:])
+		io.WriteString(h, f)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:20]
+}
+
+// SlotKey names the work tree: the base tree and everything that shapes
+// its config, but not the patches, so that builds of different series on
+// one tree and config share it and recompile only what changed.
+func (in Inputs) SlotKey() string {
+	return hashFields(join(list(recipe, "slot", in.Arch, in.Base, in.BaseConfig), list(in.Fragments...), list(in.Compiler))...)
+}
+
+// InputKey is the key of everything that decides the result; a build with
+// the same InputKey is a cache hit without touching the tree.
+func (in Inputs) InputKey() string {
+	return hashFields(join(list(recipe, "input", in.Arch, in.Base, in.BaseConfig), list(in.Fragments...),
+		list(in.Patches...), list(in.Compiler))...)
+}
+
+// ResultKey is the key of a finished build: the base tree, the patch
+// contents, the merged .config and the compiler. Two sets of fragments
+// that merge to the same .config share a result.
+func ResultKey(arch, baseID string, patches []string, configSHA, compiler string) string {
+	return hashFields(join(list(recipe, "result", arch, baseID), list(patches...), list(configSHA, compiler))...)
+}
+
+// list is a list of key fields preceded by its length, so that lists of
+// different lengths never hash alike.
+func list(fields ...string) []string {
+	return append([]string{strconv.Itoa(len(fields))}, fields...)
+}
+
+func join(lists ...[]string) []string {
+	var all []string
+	for _, l := range lists {
+		all = append(all, l...)
+	}
+	return all
+}
+
+// store is the on-disk build cache.
+type store struct {
+	dir string
+}
+
+func (s *store) results() string             { return filepath.Join(s.dir, "results") }
+func (s *store) work(slot string) string     { return filepath.Join(s.dir, "work", slot) }
+func (s *store) inputLink(key string) string { return filepath.Join(s.dir, "inputs", key) }
+func (s *store) nameLink(name string) string { return filepath.Join(s.dir, "names", name) }
+
+// lookupInput returns the result the input key led to, if it is still
+// there.
+func (s *store) lookupInput(key string) (*images.Kernel, string, bool) {
+	dir, err := filepath.EvalSymlinks(s.inputLink(key))
+	if err != nil {
+		return nil, "", false
+	}
+	k, err := images.LoadBuiltKernelDir(dir)
+	if err != nil {
+		return nil, "", false
+	}
+	return k, dir, true
+}
+
+// link points the symbolic link at path to results/<key>, atomically.
+func (s *store) link(path, key string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-"+strconv.Itoa(os.Getpid()))
+	os.Remove(tmp)
+	if err := os.Symlink(filepath.Join("..", "results", key), tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// linkTarget returns the result key a link points to, "" when none.
+func linkTarget(path string) string {
+	t, err := os.Readlink(path)
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(t)
+}
+
+// estimates remembers how many kbuild steps a cold build of a config took.
+func (s *store) estimate(cfgKey string) int {
+	m := map[string]int{}
+	if data, err := os.ReadFile(filepath.Join(s.dir, "estimates.json")); err == nil {
+		_ = json.Unmarshal(data, &m)
+	}
+	return m[cfgKey]
+}
+
+func (s *store) saveEstimate(cfgKey string, steps int) {
+	m := map[string]int{}
+	p := filepath.Join(s.dir, "estimates.json")
+	if data, err := os.ReadFile(p); err == nil {
+		_ = json.Unmarshal(data, &m)
+	}
+	m[cfgKey] = steps
+	if data, err := json.Marshal(m); err == nil {
+		_ = writeFileAtomic(p, data)
+	}
+}
+
+// slotState is a work tree's state.json.
+type slotState struct {
+	// Base is the tree's identity.
+	Base string `json:"base"`
+	// Git is true when src is a git clone (patches go in with git am).
+	Git bool `json:"git"`
+	// Applied are the SHA-256 of the patches applied to src, in order.
+	Applied []string `json:"applied"`
+	// Busy is set while src is being changed; a work tree found busy
+	// without its lock held is rebuilt from scratch.
+	Busy bool `json:"busy"`
+	// Files holds, for every file klab's patching ever touched, its
+	// content hash and mtime as make last saw them. Restoring that mtime
+	// when the content is the same again keeps make from recompiling it.
+	Files map[string]fileStamp `json:"files"`
+	// Orig holds the unpatched content's hash of every touched file of a
+	// tree that is not git (the content itself is in orig/).
+	Orig map[string]fileStamp `json:"orig,omitempty"`
+	// ConfigFor is the key of the inputs the current out/.config was
+	// made from.
+	ConfigFor string `json:"config_for,omitempty"`
+	// MakeStarted is set (Unix nanoseconds) while make runs. Found set,
+	// make was killed and may have left a half-written object behind.
+	MakeStarted int64 `json:"make_started,omitempty"`
+}
+
+// fileStamp is a file's content hash (empty for a missing file) and mtime.
+type fileStamp struct {
+	SHA256 string `json:"sha256,omitempty"`
+	Mtime  int64  `json:"mtime,omitempty"`
+}
+
+func stampOf(path string) fileStamp {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return fileStamp{}
+	}
+	sum, err := sha256File(path)
+	if err != nil {
+		return fileStamp{}
+	}
+	return fileStamp{SHA256: sum, Mtime: fi.ModTime().UnixNano()}
+}
+
+func readState(path string) (*slotState, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var st slotState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if st.Files == nil {
+		st.Files = map[string]fileStamp{}
+	}
+	return &st, nil
+}
+
+func (st *slotState) save(path string) error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, data)
+}
+
+// flock takes an exclusive lock on path, waiting while another klab holds
+// it and saying so once through say. The returned function releases it.
+func flock(ctx context.Context, path string, say func()) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	said := false
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if !said && say != nil {
+			say()
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// tryLock takes the lock on path if it is free; ok is false when another
+// klab holds it.
+func tryLock(path string) (unlock func(), ok bool) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
+	if err != nil {
+		return func() {}, true // no lock file: nobody is using it
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, false
+	}
+	return func() { f.Close() }, true
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr, os.Chmod(f.Name(), 0o644)); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
+
+func sha256File(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hashing %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// duSize is the disk space used by the tree at path (like du).
+func duSize(path string) int64 {
+	var n int64
+	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			n += st.Blocks * 512
+		} else {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+// GCOptions tunes GC.
+type GCOptions struct {
+	// CacheDir is klab's cache directory; empty means paths.CacheDir().
+	CacheDir string
+	// MaxSize bounds the space the build cache may use, in bytes.
+	MaxSize int64
+	// DryRun only reports what would be removed.
+	DryRun bool
+}
+
+// GCItem is one thing in the build cache.
+type GCItem struct {
+	// Kind is "work tree", "source" or "kernel".
+	Kind string
+	// Path is its directory.
+	Path string
+	// Size is the disk space it uses.
+	Size int64
+	// LastUsed is when a build last used it.
+	LastUsed time.Time
+	// Names are the build names of a kernel.
+	Names []string
+}
+
+// GCResult says what GC found and removed.
+type GCResult struct {
+	// Before and After are the cache's sizes.
+	Before, After int64
+	// Removed are the items removed (or, with DryRun, to remove).
+	Removed []GCItem
+	// Busy are work trees skipped because a build is using them.
+	Busy []string
+}
+
+// GC shrinks the build cache (work trees, Debian kernel sources and built
+// kernels) to o.MaxSize, least recently used first: work trees and sources
+// go first (they only cost time to make again), then kernels that no name
+// refers to, then named kernels. Work trees in use by a running build are
+// skipped. Debian kernel images and initramfs images are not touched.
+func GC(o GCOptions) (*GCResult, error) {
+	s := &store{dir: images.BuiltKernelsDir(o.CacheDir)}
+	cache := filepath.Dir(filepath.Dir(s.dir))
+	if !o.DryRun {
+		removeStale(filepath.Join(s.dir, "work"), s.results())
+	}
+	var items []GCItem
+	add := func(kind, dir string) {
+		des, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, de := range des {
+			if !de.IsDir() || strings.HasPrefix(de.Name(), ".") {
+				continue
+			}
+			p := filepath.Join(dir, de.Name())
+			fi, err := os.Stat(p)
+			if err != nil {
+				continue
+			}
+			items = append(items, GCItem{Kind: kind, Path: p, Size: duSize(p), LastUsed: fi.ModTime()})
+		}
+	}
+	add("work tree", filepath.Join(s.dir, "work"))
+	add("source", filepath.Join(cache, "sources", "debian"))
+	add("kernel", s.results())
+	names := map[string][]string{}
+	if des, err := os.ReadDir(filepath.Join(s.dir, "names")); err == nil {
+		for _, de := range des {
+			if k := linkTarget(s.nameLink(de.Name())); k != "" {
+				names[k] = append(names[k], de.Name())
+			}
+		}
+	}
+	res := &GCResult{}
+	for i := range items {
+		if items[i].Kind == "kernel" {
+			items[i].Names = names[filepath.Base(items[i].Path)]
+		}
+		res.Before += items[i].Size
+	}
+	tier := func(it GCItem) int {
+		switch {
+		case it.Kind != "kernel":
+			return 0
+		case len(it.Names) == 0:
+			return 1
+		}
+		return 2
+	}
+	sort.SliceStable(items, func(i, j int) bool {
+		if ti, tj := tier(items[i]), tier(items[j]); ti != tj {
+			return ti < tj
+		}
+		return items[i].LastUsed.Before(items[j].LastUsed)
+	})
+	total := res.Before
+	for _, it := range items {
+		if total <= o.MaxSize {
+			break
+		}
+		if it.Kind == "work tree" {
+			unlock, ok := tryLock(filepath.Join(it.Path, ".lock"))
+			if !ok {
+				res.Busy = append(res.Busy, it.Path)
+				continue
+			}
+			if !o.DryRun {
+				err := removeAll(it.Path)
+				unlock()
+				if err != nil {
+					return res, fmt.Errorf("gc: %w", err)
+				}
+			} else {
+				unlock()
+			}
+		} else if !o.DryRun {
+			if it.Kind == "kernel" {
+				s.unlinkResult(filepath.Base(it.Path))
+			}
+			if err := removeAll(it.Path); err != nil {
+				return res, fmt.Errorf("gc: %w", err)
+			}
+		}
+		total -= it.Size
+		res.Removed = append(res.Removed, it)
+	}
+	res.After = total
+	return res, nil
+}
+
+// removeStale removes what interrupted builds and removals left in dirs:
+// temporary entries older than an hour (younger ones may belong to a
+// build that is running).
+func removeStale(dirs ...string) {
+	for _, dir := range dirs {
+		des, _ := os.ReadDir(dir)
+		for _, de := range des {
+			if !strings.HasPrefix(de.Name(), ".tmp-") {
+				continue
+			}
+			if fi, err := de.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
+				os.RemoveAll(filepath.Join(dir, de.Name()))
+			}
+		}
+	}
+}
+
+// removeAll removes a directory by renaming it out of the way first, so
+// that a half-removed entry is never mistaken for a complete one.
+func removeAll(p string) error {
+	tmp := filepath.Join(filepath.Dir(p), ".tmp-rm-"+filepath.Base(p))
+	if err := os.Rename(p, tmp); err != nil {
+		return err
+	}
+	return os.RemoveAll(tmp)
+}
+
+// unlinkResult removes the names and input links that point to key.
+func (s *store) unlinkResult(key string) {
+	for _, d := range []string{"names", "inputs"} {
+		des, _ := os.ReadDir(filepath.Join(s.dir, d))
+		for _, de := range des {
+			p := filepath.Join(s.dir, d, de.Name())
+			if linkTarget(p) == key {
+				os.Remove(p)
+			}
+		}
+	}
+}
+
+// Remove deletes the built kernels refs name ("build:<name>" or
+// "<name>"). A kernel's files go when no other name refers to them. It
+// returns the results directories removed.
+func Remove(cacheDir string, refs []string) ([]string, error) {
+	s := &store{dir: images.BuiltKernelsDir(cacheDir)}
+	var errs []error
+	var removed []string
+	for _, ref := range refs {
+		name := strings.TrimPrefix(ref, "build:")
+		if err := images.CheckBuildName(name); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
+			continue
+		}
+		link := s.nameLink(name)
+		key := linkTarget(link)
+		if key == "" {
+			errs = append(errs, fmt.Errorf("%s: no built kernel by that name (see klab kernels list)", ref))
+			continue
+		}
+		if err := os.Remove(link); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
+			continue
+		}
+		still := false
+		des, _ := os.ReadDir(filepath.Join(s.dir, "names"))
+		for _, de := range des {
+			if linkTarget(s.nameLink(de.Name())) == key {
+				still = true
+			}
+		}
+		if still {
+			continue
+		}
+		s.unlinkResult(key)
+		p := filepath.Join(s.results(), key)
+		if err := removeAll(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
+			continue
+		}
+		removed = append(removed, p)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// ParseSize parses a size such as "20G", "500M", "1.5T" or "1048576"
+// (bytes; K, M, G and T are powers of 1024, and a trailing "B" or "iB" is
+// allowed).
+func ParseSize(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
+	mult := float64(1)
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult != 1 {
+			t = t[:len(t)-1]
+		}
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("size %q: want a number of bytes with an optional K, M, G or T suffix, e.g. 20G", s)
+	}
+	return int64(f * mult), nil
+}
+
+// HumanSize formats n bytes as "2.5 MB", "20.0 GB".
+func HumanSize(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
+}

@@ -1,0 +1,169 @@
+package build
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"klab/images"
+)
+
+func TestCacheKeys(t *testing.T) {
+	base := Inputs{Arch: "x86_64", Base: "git:abc", BaseConfig: "tinyconfig",
+		Fragments: []string{"f1"}, Patches: []string{"p1", "p2"}, Compiler: "gcc 12.2.0"}
+	if base.InputKey() != base.InputKey() || len(base.InputKey()) != 20 {
+		t.Fatalf("InputKey %q is not stable", base.InputKey())
+	}
+	variants := map[string]func(*Inputs){
+		"base tree":       func(in *Inputs) { in.Base = "git:abd" },
+		"a patch":         func(in *Inputs) { in.Patches = []string{"p1", "p3"} },
+		"patch order":     func(in *Inputs) { in.Patches = []string{"p2", "p1"} },
+		"no patches":      func(in *Inputs) { in.Patches = nil },
+		"a fragment":      func(in *Inputs) { in.Fragments = []string{"f2"} },
+		"base config":     func(in *Inputs) { in.BaseConfig = "defconfig" },
+		"compiler":        func(in *Inputs) { in.Compiler = "gcc 13.1.0" },
+		"field splitting": func(in *Inputs) { in.Patches = []string{"p1,p2"} },
+	}
+	seen := map[string]string{base.InputKey(): "base"}
+	for name, change := range variants {
+		in := base
+		change(&in)
+		k := in.InputKey()
+		if other, dup := seen[k]; dup {
+			t.Errorf("changing %s gives the same input key as %s", name, other)
+		}
+		seen[k] = name
+		// The work tree is shared by every patch series.
+		patchesOnly := name == "a patch" || name == "patch order" || name == "no patches" || name == "field splitting"
+		if sameSlot := in.SlotKey() == base.SlotKey(); sameSlot != patchesOnly {
+			t.Errorf("changing %s: same work tree = %v, want %v", name, sameSlot, patchesOnly)
+		}
+	}
+	// The result key is the tree, the patches, the merged config and the
+	// compiler; fragments only count through the config they make.
+	r := ResultKey("x86_64", "git:abc", []string{"p1"}, "cfg1", "gcc")
+	for name, k := range map[string]string{
+		"config":   ResultKey("x86_64", "git:abc", []string{"p1"}, "cfg2", "gcc"),
+		"tree":     ResultKey("x86_64", "sha256:x", []string{"p1"}, "cfg1", "gcc"),
+		"patch":    ResultKey("x86_64", "git:abc", []string{"p2"}, "cfg1", "gcc"),
+		"compiler": ResultKey("x86_64", "git:abc", []string{"p1"}, "cfg1", "clang"),
+	} {
+		if k == r {
+			t.Errorf("result key ignores the %s", name)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{
+		"20G": 20 << 30, "500M": 500 << 20, "1.5T": 3 << 39, "1024": 1024, "0": 0, "64KiB": 64 << 10, "2gb": 2 << 30,
+	} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "G", "-1G", "ten"} {
+		if _, err := ParseSize(bad); err == nil || !strings.Contains(err.Error(), "e.g. 20G") {
+			t.Errorf("ParseSize(%q): err = %v", bad, err)
+		}
+	}
+}
+
+// fakeResult puts a built kernel into the cache under name.
+func fakeResult(t *testing.T, s *store, key, name string, size int, used time.Time) string {
+	t.Helper()
+	dir := filepath.Join(s.results(), key)
+	writeTemp(t, dir, "vmlinuz", strings.Repeat("x", size))
+	if err := images.WriteKernelJSON(dir, &images.Kernel{ID: "k-" + key, Source: "build", Build: &images.KernelBuild{Key: key}}); err != nil {
+		t.Fatal(err)
+	}
+	if name != "" {
+		if err := s.link(s.nameLink(name), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.link(s.inputLink("in-"+key), key); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(dir, used, used)
+	return dir
+}
+
+func TestGCAndRemove(t *testing.T) {
+	cache := t.TempDir()
+	s := &store{dir: images.BuiltKernelsDir(cache)}
+	now := time.Now()
+	old := fakeResult(t, s, "r-old", "old", 100<<10, now.Add(-3*time.Hour))
+	newer := fakeResult(t, s, "r-new", "new", 100<<10, now.Add(-1*time.Hour))
+	orphan := fakeResult(t, s, "r-orphan", "", 100<<10, now)
+	work := s.work("slot1")
+	writeTemp(t, work, "src/big", strings.Repeat("y", 300<<10))
+	writeTemp(t, work, ".lock", "")
+	os.Chtimes(work, now, now)
+	busy := s.work("slot2")
+	writeTemp(t, busy, "src/big", strings.Repeat("z", 300<<10))
+	writeTemp(t, busy, ".lock", "")
+	unlock, ok := tryLock(filepath.Join(busy, ".lock"))
+	if !ok {
+		t.Fatal("cannot lock")
+	}
+	defer unlock()
+
+	ks, err := images.CachedBuiltKernels(cache)
+	if err != nil || len(ks) != 2 || ks[0].Name != "build:new" || ks[1].Name != "build:old" {
+		t.Fatalf("CachedBuiltKernels = %+v, %v", ks, err)
+	}
+	if k, err := images.LookupBuiltKernel(cache, "build:old"); err != nil || k.ID != "k-r-old" || k.Image != filepath.Join(old, "vmlinuz") {
+		t.Errorf("LookupBuiltKernel(build:old) = %+v, %v", k, err)
+	}
+	if k, err := images.LookupBuiltKernel(cache, "build:k-r-new"); err != nil || k.Name != "build:new" {
+		t.Errorf("LookupBuiltKernel by ID = %+v, %v", k, err)
+	}
+	if _, err := images.LookupBuiltKernel(cache, "build:nope"); err == nil || !strings.Contains(err.Error(), "build:new build:old") {
+		t.Errorf("unknown name: %v", err)
+	}
+
+	// A dry run removes nothing.
+	res, err := GC(GCOptions{CacheDir: cache, MaxSize: 0, DryRun: true})
+	if err != nil || len(res.Removed) != 4 || len(res.Busy) != 1 || !exists(old) {
+		t.Fatalf("dry run: %+v, %v", res, err)
+	}
+	// Room for about two kernels: the free work tree goes first, then the
+	// kernel no name refers to; the busy work tree stays.
+	res, err = GC(GCOptions{CacheDir: cache, MaxSize: res.Before - 400<<10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, it := range res.Removed {
+		kinds = append(kinds, it.Kind+":"+filepath.Base(it.Path))
+	}
+	if strings.Join(kinds, " ") != "work tree:slot1 kernel:r-orphan" {
+		t.Errorf("removed %q, want the work tree, then the unnamed kernel", kinds)
+	}
+	if len(res.Busy) != 1 || exists(work) || exists(orphan) || !exists(busy) || !exists(old) {
+		t.Errorf("after gc: busy %q, work %v, orphan %v, slot2 %v, old %v", res.Busy, exists(work), exists(orphan), exists(busy), exists(old))
+	}
+	if exists(s.inputLink("in-r-orphan")) {
+		t.Error("the removed kernel's input link is still there")
+	}
+	// A little less: the older named kernel goes before the newer.
+	res, _ = GC(GCOptions{CacheDir: cache, MaxSize: res.After - 50<<10})
+	if len(res.Removed) != 1 || filepath.Base(res.Removed[0].Path) != "r-old" || exists(s.nameLink("old")) {
+		t.Errorf("removed %+v; old name still there: %v", res.Removed, exists(s.nameLink("old")))
+	}
+
+	// rm removes the name, and the files once no name is left.
+	if err := s.link(s.nameLink("alias"), "r-new"); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := Remove(cache, []string{"build:new"}); err != nil || len(removed) != 0 || !exists(newer) {
+		t.Errorf("rm of one of two names: %q, %v", removed, err)
+	}
+	if removed, err := Remove(cache, []string{"build:alias", "build:nope"}); len(removed) != 1 || exists(newer) ||
+		err == nil || !strings.Contains(err.Error(), "build:nope: no built kernel by that name") {
+		t.Errorf("rm of the last name: %q, %v", removed, err)
+	}
+}

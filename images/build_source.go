@@ -1,0 +1,265 @@
+package images
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"klab/internal/proc"
+)
+
+// Debian kernel sources: Debian's linux-source-<series> packages, fetched
+// through the same private apt configuration as the kernel images (see
+// FetchDebian), for building kernels from source.
+
+// debianSourceSeries are the linux-source-<series> packages known to exist
+// in the suites klab searches; others are tried but may be missing.
+var debianSourceSeries = []string{"6.1", "6.12", "7.2", "7.3"}
+
+// DebianSource is Debian's linux-source-<series> package, unpacked into
+// the cache.
+type DebianSource struct {
+	// Package is the binary package, e.g. "linux-source-7.3".
+	Package string `json:"package"`
+	// Version is the package version, e.g. "7.3.4-1~bpo13+1".
+	Version string `json:"version"`
+	// Suite is the suite the package came from.
+	Suite string `json:"suite,omitempty"`
+	// Tarball is the path of the source tarball the package ships
+	// (usr/src/linux-source-<series>.tar.xz).
+	Tarball string `json:"tarball"`
+	// SHA256 is the hex SHA-256 of the tarball.
+	SHA256 string `json:"sha256"`
+}
+
+// parseDebianSourceRef parses "debian:<series>" or
+// "debian:<series>=<package version>" ("debian:" may be left out).
+func parseDebianSourceRef(ref string) (series, pin string, err error) {
+	s := strings.TrimPrefix(ref, "debian:")
+	s = strings.TrimPrefix(s, "linux-source-")
+	series, pin, pinned := strings.Cut(s, "=")
+	if !seriesRe.MatchString(series) || (pinned && pin == "") {
+		return "", "", fmt.Errorf("bad Debian kernel source %q: want debian:<series> (%s), optionally pinned as debian:7.3=<package version>",
+			ref, strings.Join(debianSourceSeries, ", "))
+	}
+	return series, pin, nil
+}
+
+// FetchDebianSource returns Debian's linux-source-<series> for ref
+// ("debian:7.3", or "debian:7.3=7.3.4-1~bpo13+1" to pin a package
+// version), downloading it when it is not cached. The newest version in
+// bookworm, trixie, trixie-backports and sid wins. Only the tarball is
+// kept, at <cache>/sources/debian/<package>_<version>/; like FetchDebian,
+// a reference fetched once is answered from the cache with no network and
+// no apt call unless o.Refresh is set.
+func FetchDebianSource(ctx context.Context, ref string, o DebianOptions) (*DebianSource, error) {
+	series, pin, err := parseDebianSourceRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	pkg := "linux-source-" + series
+	key := series
+	if pin != "" {
+		key += "=" + pin
+	}
+	cache := o.cacheDir()
+	sdir := filepath.Join(cache, "sources", "debian")
+	if !o.Refresh {
+		if s, ok := lookupSourceAlias(sdir, key); ok {
+			return s, nil
+		}
+	}
+	mirror, err := ResolveMirror(o.Mirror)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(sdir, 0o755); err != nil {
+		return nil, fmt.Errorf("debian source cache: %w", err)
+	}
+	unlock, err := lockDir(ctx, sdir, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if !o.Refresh {
+		if s, ok := lookupSourceAlias(sdir, key); ok {
+			return s, nil
+		}
+	}
+	removeStaleTemps(sdir)
+
+	apt, err := newAptEnv(filepath.Join(cache, "apt"), mirror, debianKeyring(mirror))
+	if err != nil {
+		return nil, err
+	}
+	if err := apt.ensureLists(ctx, o.Refresh, &o); err != nil {
+		return nil, err
+	}
+	out, err := apt.run(ctx, 5*time.Minute, "", "apt-cache", "madison", pkg)
+	if err != nil {
+		return nil, fmt.Errorf("looking up %s: %w", pkg, err)
+	}
+	best, err := pickSource(parseMadison(out), pkg, pin)
+	if err != nil {
+		return nil, err
+	}
+	final := filepath.Join(sdir, pkg+"_"+strings.ReplaceAll(best.version, ":", "%3a"))
+	s, err := loadSourceDir(final)
+	if err != nil {
+		s, err = installDebianSource(ctx, apt, sdir, final, best, &o)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := addAlias(sdir, key, filepath.Base(final)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// pickSource chooses the newest version of pkg among madison lines from
+// klab's suites (the one pinned, when pin is set).
+func pickSource(lines []madisonLine, pkg, pin string) (madisonLine, error) {
+	rank := map[string]int{}
+	for i, s := range debianSuites() {
+		rank[s] = i + 1
+	}
+	var cands []madisonLine
+	var versions []string
+	for _, l := range lines {
+		if l.name != pkg || rank[l.suite] == 0 {
+			continue
+		}
+		versions = append(versions, l.version)
+		if pin == "" || l.version == pin {
+			cands = append(cands, l)
+		}
+	}
+	if len(cands) == 0 {
+		if pin != "" && len(versions) > 0 {
+			return madisonLine{}, fmt.Errorf("no %s version %s in %s; there are: %s", pkg, pin,
+				strings.Join(debianSuites(), " "), strings.Join(versions, " "))
+		}
+		return madisonLine{}, fmt.Errorf("no %s package in %s; Debian ships kernel sources for %s",
+			pkg, strings.Join(debianSuites(), " "), strings.Join(debianSourceSeries, ", "))
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		if c := compareDebianVersions(cands[i].version, cands[j].version); c != 0 {
+			return c > 0
+		}
+		return rank[cands[i].suite] < rank[cands[j].suite]
+	})
+	return cands[0], nil
+}
+
+// lookupSourceAlias answers a reference from the alias index of sdir.
+func lookupSourceAlias(sdir, key string) (*DebianSource, bool) {
+	dir, ok := readAliases(sdir)[key]
+	if !ok || dir == "" || strings.ContainsAny(dir, `/\`) || strings.HasPrefix(dir, ".") {
+		return nil, false
+	}
+	s, err := loadSourceDir(filepath.Join(sdir, dir))
+	if err != nil {
+		return nil, false
+	}
+	return s, true
+}
+
+// loadSourceDir reads dir/source.json and points Tarball into dir.
+func loadSourceDir(dir string) (*DebianSource, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "source.json"))
+	if err != nil {
+		return nil, err
+	}
+	var s DebianSource
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "source.json"), err)
+	}
+	if s.Tarball == "" || strings.ContainsAny(s.Tarball, `/\`) {
+		return nil, fmt.Errorf("%s: bad tarball name %q", filepath.Join(dir, "source.json"), s.Tarball)
+	}
+	s.Tarball = filepath.Join(dir, s.Tarball)
+	if _, err := os.Stat(s.Tarball); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// installDebianSource downloads l, keeps the tarball it ships and installs
+// it at final, through a temporary directory renamed into place.
+func installDebianSource(ctx context.Context, a *aptEnv, sdir, final string, l madisonLine, o *DebianOptions) (*DebianSource, error) {
+	tmp, err := os.MkdirTemp(sdir, ".tmp-")
+	if err != nil {
+		return nil, fmt.Errorf("debian source cache: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	debs, root, out := filepath.Join(tmp, "debs"), filepath.Join(tmp, "root"), filepath.Join(tmp, "out")
+	for _, d := range []string{debs, root, out} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return nil, fmt.Errorf("debian source cache: %w", err)
+		}
+	}
+	start := time.Now()
+	o.logf("downloading %s %s (%s)...", l.name, l.version, l.suite)
+	if _, err := a.run(ctx, 30*time.Minute, debs, "apt-get", "-q", "download", l.name+"="+l.version); err != nil {
+		return nil, fmt.Errorf("downloading %s: %w", l.name, err)
+	}
+	m, _ := filepath.Glob(filepath.Join(debs, globEscape(l.name)+"_*.deb"))
+	if len(m) != 1 {
+		return nil, fmt.Errorf("downloading %s: apt-get download left %d matching .deb files in %s", l.name, len(m), debs)
+	}
+	if _, err := proc.Run(ctx, proc.Opts{Timeout: 10 * time.Minute}, "dpkg-deb", "-x", m[0], root); err != nil {
+		return nil, fmt.Errorf("unpacking %s: %w", filepath.Base(m[0]), err)
+	}
+	tars, _ := filepath.Glob(filepath.Join(root, "usr", "src", globEscape(l.name)+".tar.*"))
+	if len(tars) != 1 {
+		return nil, fmt.Errorf("%s %s: want one usr/src/%s.tar.* in the package, found %d", l.name, l.version, l.name, len(tars))
+	}
+	name := filepath.Base(tars[0])
+	if err := os.Rename(tars[0], filepath.Join(out, name)); err != nil {
+		return nil, fmt.Errorf("debian source cache: %w", err)
+	}
+	sum, err := sha256File(filepath.Join(out, name))
+	if err != nil {
+		return nil, err
+	}
+	s := &DebianSource{Package: l.name, Version: l.version, Suite: l.suite, Tarball: name, SHA256: sum}
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("source.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "source.json"), append(data, '\n'), 0o644); err != nil {
+		return nil, fmt.Errorf("source.json: %w", err)
+	}
+	if err := os.RemoveAll(final); err != nil {
+		return nil, fmt.Errorf("debian source cache: %w", err)
+	}
+	if err := os.Rename(out, final); err != nil {
+		return nil, fmt.Errorf("debian source cache: %w", err)
+	}
+	o.logf("fetched %s %s in %.1fs", l.name, l.version, time.Since(start).Seconds())
+	s.Tarball = filepath.Join(final, name)
+	return s, nil
+}
+
+// sha256File returns the hex SHA-256 of the file at path.
+func sha256File(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hashing %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

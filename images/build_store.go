@@ -1,0 +1,217 @@
+package images
+
+import (
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"klab/internal/paths"
+)
+
+// Kernels built from source (package klab/images/build writes them) are
+// kept under <cache>/kernels/build:
+//
+//	results/<key>/   one finished build: vmlinuz, config, build.log,
+//	                 kernel.json and, when the config has modules, modules/
+//	names/<name>     a symbolic link to ../results/<key>; "build:<name>"
+//
+// A results directory is complete or absent: it is assembled next to its
+// final place and renamed into it. This file is the read side, used by
+// ResolveKernel and `klab kernels list`.
+
+// KernelBuild says how a kernel was built from source: enough to build it
+// again with `klab kernels build`.
+type KernelBuild struct {
+	// Tree is the source: the absolute path of a git tree or tarball, or
+	// "debian:<series>=<package version>" for Debian's linux-source.
+	Tree string `json:"tree"`
+	// BaseCommit is the commit the patches apply to, when Tree is git.
+	BaseCommit string `json:"base_commit,omitempty"`
+	// BaseSHA256 is the hex SHA-256 of the tarball, when Tree is one.
+	BaseSHA256 string `json:"base_sha256,omitempty"`
+	// Patches are the applied patches, in order. An mbox holding several
+	// patches gives one entry per patch.
+	Patches []FileHash `json:"patches,omitempty"`
+	// BaseConfig is the make target the fragments are merged onto:
+	// "tinyconfig" or "defconfig".
+	BaseConfig string `json:"base_config"`
+	// Fragments are the merged config fragments, in order; a fragment
+	// shipped with klab has Path "lab" or "debug".
+	Fragments []FileHash `json:"fragments,omitempty"`
+	// ConfigSHA256 is the hex SHA-256 of the final .config.
+	ConfigSHA256 string `json:"config_sha256"`
+	// Compiler is the first line of `gcc --version`.
+	Compiler string `json:"compiler"`
+	// Key is the build's cache key (the results directory name).
+	Key string `json:"key"`
+	// Log is the path of the full build log.
+	Log string `json:"log,omitempty"`
+}
+
+// FileHash is a file and the SHA-256 of its content.
+type FileHash struct {
+	// Path is the file as given to klab (for a patch in an mbox, the
+	// mbox's path and the message number, "series.mbox#2").
+	Path string `json:"path"`
+	// SHA256 is the hex SHA-256 of the content.
+	SHA256 string `json:"sha256"`
+	// Subject is a patch's subject line, when it has one.
+	Subject string `json:"subject,omitempty"`
+}
+
+// BuiltKernelsDir returns the directory of kernels built from source,
+// <cacheDir>/kernels/build (cacheDir empty means paths.CacheDir()).
+func BuiltKernelsDir(cacheDir string) string {
+	if cacheDir == "" {
+		cacheDir = paths.CacheDir()
+	}
+	return filepath.Join(cacheDir, "kernels", "build")
+}
+
+// buildNameRe is what a build name may look like.
+var buildNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$`)
+
+// CheckBuildName reports whether name can name a built kernel.
+func CheckBuildName(name string) error {
+	if !buildNameRe.MatchString(name) {
+		return fmt.Errorf("bad build name %q: want 1 to 100 letters, digits and . _ + -, starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// LookupBuiltKernel returns the built kernel that ref names: "build:<name>"
+// or "build:<kernel ID>" (k-<16 hex>). The prefix "build:" may be left out.
+func LookupBuiltKernel(cacheDir, ref string) (*Kernel, error) {
+	name := strings.TrimPrefix(ref, "build:")
+	dir := BuiltKernelsDir(cacheDir)
+	if CheckBuildName(name) == nil {
+		k, err := LoadBuiltKernelDir(filepath.Join(dir, "names", name))
+		if err == nil {
+			k.Name = "build:" + name
+			return k, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("kernel %s: %w", ref, err)
+		}
+	}
+	if strings.HasPrefix(name, "k-") {
+		ks, err := CachedBuiltKernels(cacheDir)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range ks {
+			if k.ID == name {
+				return k, nil
+			}
+		}
+	}
+	var known []string
+	if ks, err := CachedBuiltKernels(cacheDir); err == nil {
+		for _, k := range ks {
+			known = append(known, k.Name)
+		}
+	}
+	if len(known) == 0 {
+		return nil, fmt.Errorf("kernel %s: no kernels built yet; build one with: klab kernels build --source debian:7.3 --config lab --name %s", ref, name)
+	}
+	return nil, fmt.Errorf("kernel %s: no built kernel by that name or ID; built kernels: %s", ref, strings.Join(known, " "))
+}
+
+// CachedBuiltKernels lists the built kernels by name, sorted by name. A
+// kernel with two names is listed twice.
+func CachedBuiltKernels(cacheDir string) ([]*Kernel, error) {
+	ndir := filepath.Join(BuiltKernelsDir(cacheDir), "names")
+	des, err := os.ReadDir(ndir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing built kernels: %w", err)
+	}
+	var ks []*Kernel
+	for _, de := range des {
+		if CheckBuildName(de.Name()) != nil {
+			continue
+		}
+		k, err := LoadBuiltKernelDir(filepath.Join(ndir, de.Name()))
+		if err != nil {
+			continue // a dangling name: its result was collected
+		}
+		k.Name = "build:" + de.Name()
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })
+	return ks, nil
+}
+
+// LoadBuiltKernelDir reads a built kernel's results directory (or a name
+// linking to it) and points its paths into that directory.
+func LoadBuiltKernelDir(dir string) (*Kernel, error) {
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	k, err := loadKernelDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if k.Build != nil {
+		k.Build.Log = ""
+		if _, err := os.Stat(filepath.Join(dir, "build.log")); err == nil {
+			k.Build.Log = filepath.Join(dir, "build.log")
+		}
+	}
+	return k, nil
+}
+
+// WriteKernelJSON writes k as dir/kernel.json.
+func WriteKernelJSON(dir string, k *Kernel) error {
+	data, err := json.MarshalIndent(k, "", "  ")
+	if err != nil {
+		return fmt.Errorf("kernel.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kernel.json"), append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("kernel.json: %w", err)
+	}
+	return nil
+}
+
+// KernelID is a kernel's identity: "k-" and the first 16 hex digits of
+// the SHA-256 of the image followed by the config (a missing config counts
+// as empty).
+func KernelID(image, config string) (string, error) { return kernelID(image, config) }
+
+// Config fragments shipped with klab (images/configs). Read-only.
+//
+//go:embed configs
+var configFS embed.FS
+
+// ConfigFragmentNames lists the config fragments shipped with klab.
+func ConfigFragmentNames() []string {
+	des, _ := configFS.ReadDir("configs")
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return names
+}
+
+// ConfigFragment returns the shipped config fragment called name ("lab",
+// "debug").
+func ConfigFragment(name string) ([]byte, error) {
+	if strings.ContainsAny(name, `/\`) || name == "" || name[0] == '.' {
+		return nil, fmt.Errorf("no shipped config fragment %q", name)
+	}
+	data, err := configFS.ReadFile("configs/" + name)
+	if err != nil {
+		return nil, fmt.Errorf("no shipped config fragment %q; klab ships: %s (or give a path to a fragment file)",
+			name, strings.Join(ConfigFragmentNames(), ", "))
+	}
+	return data, nil
+}

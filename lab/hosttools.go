@@ -1,0 +1,54 @@
+package lab
+
+import (
+	"fmt"
+	"slices"
+
+	"klab/guest/proto"
+	"klab/images"
+)
+
+// FioTool is the host program a fio step needs in the guest.
+const FioTool = "fio"
+
+// needsFio reports whether s, or a step it wraps, runs fio.
+func needsFio(s *proto.Step) bool {
+	for s != nil {
+		if s.Kind == proto.StepFio {
+			return true
+		}
+		if s.FUSE == nil {
+			return false
+		}
+		s = s.FUSE.Then
+	}
+	return false
+}
+
+// hostTools returns the host programs the request needs in the guest: its
+// HostTools, and fio when a step runs it.
+func (r *BootRequest) hostTools() []string {
+	tools := slices.Clone(r.HostTools)
+	for i := range r.Steps {
+		if needsFio(&r.Steps[i]) && !slices.Contains(tools, FioTool) {
+			tools = append(tools, FioTool)
+			break
+		}
+	}
+	return tools
+}
+
+// extraFiles resolves hostTools into initramfs files: each program with
+// its shared-library closure. Only runs that need a tool pay for it (fio's
+// closure is about 85 MB).
+func (r *BootRequest) extraFiles() ([]images.ExtraFile, error) {
+	tools := r.hostTools()
+	if len(tools) == 0 {
+		return nil, nil
+	}
+	files, err := images.HostPrograms(tools, images.LibSearch{})
+	if err != nil {
+		return nil, fmt.Errorf("host tools for the guest (install them on the host, e.g. apt-get install fio): %w", err)
+	}
+	return files, nil
+}

@@ -1,0 +1,34 @@
+package lab
+
+import (
+	"slices"
+	"testing"
+
+	"klab/guest/proto"
+)
+
+func TestHostTools(t *testing.T) {
+	fio := proto.Step{Kind: proto.StepFio, Fio: &proto.FioStep{Args: []string{"--name=x"}}}
+	for _, tc := range []struct {
+		name string
+		req  BootRequest
+		want []string
+	}{
+		{"nothing", BootRequest{Steps: []proto.Step{{Kind: proto.StepExec}}}, nil},
+		{"fio step", BootRequest{Steps: []proto.Step{{Kind: proto.StepWorkload}, fio, fio}}, []string{"fio"}},
+		{"fio under fuse", BootRequest{Steps: []proto.Step{{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{Then: &fio}}}}, []string{"fio"}},
+		{"explicit", BootRequest{HostTools: []string{"mke2fs"}, Steps: []proto.Step{fio}}, []string{"mke2fs", "fio"}},
+		{"explicit fio", BootRequest{HostTools: []string{"fio"}, Steps: []proto.Step{fio}}, []string{"fio"}},
+	} {
+		if got := tc.req.hostTools(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	files, err := (&BootRequest{}).extraFiles()
+	if err != nil || files != nil {
+		t.Errorf("no tools: %v %v", files, err)
+	}
+	if _, err := (&BootRequest{HostTools: []string{"no-such-tool-klab"}}).extraFiles(); err == nil {
+		t.Error("missing tool: no error")
+	}
+}
