@@ -84,6 +84,7 @@ type outputWriter struct {
 	mu     sync.Mutex // serialises Write
 }
 
+// Write sends p as one or more Output messages.
 func (w *outputWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -206,15 +206,19 @@ type Sample struct {
 type Latency struct {
 	// Count is the number of latencies recorded.
 	Count int64 `json:"count"`
-	// MinNs, MaxNs and MeanNs are exact.
-	MinNs  int64 `json:"min_ns"`
-	MaxNs  int64 `json:"max_ns"`
+	// MinNs is the smallest latency (exact).
+	MinNs int64 `json:"min_ns"`
+	// MaxNs is the largest latency (exact).
+	MaxNs int64 `json:"max_ns"`
+	// MeanNs is the mean latency (exact).
 	MeanNs int64 `json:"mean_ns"`
-	// P50Ns, P90Ns, P99Ns and P999Ns are the 50th, 90th, 99th and 99.9th
-	// percentiles.
-	P50Ns  int64 `json:"p50_ns"`
-	P90Ns  int64 `json:"p90_ns"`
-	P99Ns  int64 `json:"p99_ns"`
+	// P50Ns is the median.
+	P50Ns int64 `json:"p50_ns"`
+	// P90Ns is the 90th percentile.
+	P90Ns int64 `json:"p90_ns"`
+	// P99Ns is the 99th percentile.
+	P99Ns int64 `json:"p99_ns"`
+	// P999Ns is the 99.9th percentile.
 	P999Ns int64 `json:"p999_ns"`
 }
 

@@ -41,8 +41,9 @@ import (
 const publishEvery = int64(time.Millisecond)
 
 // yieldEvery is how often a job yields to the Go scheduler between
-// operations: under the runtime's 10 ms forced preemption.
-const yieldEvery = int64(4 * time.Millisecond)
+// operations: just under the 10 ms after which the runtime preempts a
+// goroutine, wherever it is (inside a timed operation, most likely).
+const yieldEvery = int64(8 * time.Millisecond)
 
 // Options tune Run.
 type Options struct {

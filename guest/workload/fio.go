@@ -337,6 +337,7 @@ type tailBuffer struct{ b []byte }
 
 const tailMax = 4 << 10
 
+// Write keeps the tail of p.
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.b = append(t.b, p...)
 	if len(t.b) > tailMax {
@@ -345,6 +346,7 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// String returns the kept tail, trimmed.
 func (t *tailBuffer) String() string { return strings.TrimSpace(string(t.b)) }
 
 // SplitCommandLine splits a command line into words like a POSIX shell,

@@ -35,14 +35,17 @@ type FioJob struct {
 	Elapsed int64 `json:"elapsed"`
 	// Options are the job's own options, as strings.
 	Options map[string]string `json:"job options"`
-	// Read, Write and Trim are the statistics per direction.
-	Read  FioDir `json:"read"`
+	// Read is the statistics of reads.
+	Read FioDir `json:"read"`
+	// Write is the statistics of writes.
 	Write FioDir `json:"write"`
-	Trim  FioDir `json:"trim"`
+	// Trim is the statistics of trims.
+	Trim FioDir `json:"trim"`
 	// JobRuntime is the summed runtime of the job's threads, in ms.
 	JobRuntime int64 `json:"job_runtime"`
-	// UsrCPU and SysCPU are CPU time as a percentage of JobRuntime.
+	// UsrCPU is user CPU time as a percentage of JobRuntime.
 	UsrCPU float64 `json:"usr_cpu"`
+	// SysCPU is system CPU time as a percentage of JobRuntime.
 	SysCPU float64 `json:"sys_cpu"`
 }
 
@@ -63,10 +66,14 @@ type FioDir struct {
 
 // FioLat is a latency distribution in nanoseconds.
 type FioLat struct {
-	Min  int64   `json:"min"`
-	Max  int64   `json:"max"`
+	// Min is the smallest latency.
+	Min int64 `json:"min"`
+	// Max is the largest latency.
+	Max int64 `json:"max"`
+	// Mean is the mean latency.
 	Mean float64 `json:"mean"`
-	N    int64   `json:"N"`
+	// N is the number of latencies.
+	N int64 `json:"N"`
 	// Percentile maps "99.000000" to a value.
 	Percentile map[string]int64 `json:"percentile"`
 	// Bins is the full histogram (json+ only): bucket value to count.

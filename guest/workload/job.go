@@ -337,6 +337,7 @@ func (j *job) setupCreate() error {
 		}
 	}
 	j.pathBuf = make([]byte, 0, len(j.pathPrefix)+len(suf)+24)
+	j.nextName()
 	j.op = j.create
 	j.after = j.createClose
 	return nil
@@ -439,32 +440,38 @@ func (j *job) mmapRandRead() (int64, error) {
 	return j.bs, nil
 }
 
-// create opens the next file, creating it. Its close (createClose)
-// follows outside the timed operation, as fio times only the open.
+// create opens the next file, creating it. Its name was built before
+// the clock started (nextName), and its close (createClose) follows
+// outside the timed operation: fio, too, times only the open.
 func (j *job) create() (int64, error) {
-	b := append(j.pathBuf[:0], j.pathPrefix...)
-	b = strconv.AppendInt(b, int64(j.filenum), 10)
-	b = append(b, j.pathSuffix...)
-	b = append(b, 0)
-	j.pathBuf = b
-	j.filenum++
-	fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(&b[0])),
+	fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(&j.pathBuf[0])),
 		uintptr(unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC), 0o600, 0, 0)
 	if errno != 0 {
-		return 0, fmt.Errorf("create %s: %w", b[:len(b)-1], errno)
+		return 0, fmt.Errorf("create %s: %w", j.pathBuf[:len(j.pathBuf)-1], errno)
 	}
 	j.fd = int(fd)
 	return 0, nil
 }
 
-// createClose closes the file create made.
+// createClose closes the file create made and names the next one.
 func (j *job) createClose() error {
 	fd := j.fd
 	j.fd = -1
 	if err := unix.Close(fd); err != nil {
 		return fmt.Errorf("close %s: %w", j.pathBuf[:len(j.pathBuf)-1], err)
 	}
+	j.nextName()
 	return nil
+}
+
+// nextName puts the NUL-terminated path of file filenum into pathBuf and
+// advances filenum.
+func (j *job) nextName() {
+	b := append(j.pathBuf[:0], j.pathPrefix...)
+	b = strconv.AppendInt(b, int64(j.filenum), 10)
+	b = append(b, j.pathSuffix...)
+	j.pathBuf = append(b, 0)
+	j.filenum++
 }
 
 // futimes sets the file's times through its descriptor, as glibc's

@@ -13,15 +13,22 @@ import (
 // Parameter bounds. They are wide on purpose: they reject nonsense, not
 // unusual experiments.
 const (
+	// MinBlockSize and MaxBlockSize bound WorkloadStep.BlockSize.
 	MinBlockSize = 512
 	MaxBlockSize = 64 << 20
-	MaxFileSize  = 1 << 40
-	MaxJobs      = 1024
-	MaxFiles     = 10_000_000
-	MaxRampMs    = 3_600_000
+	// MaxFileSize bounds WorkloadStep.FileSize.
+	MaxFileSize = 1 << 40
+	// MaxJobs bounds WorkloadStep.Jobs.
+	MaxJobs = 1024
+	// MaxFiles bounds WorkloadStep.Files.
+	MaxFiles = 10_000_000
+	// MaxRampMs bounds WorkloadStep.RampMs (an hour).
+	MaxRampMs = 3_600_000
+	// MaxRuntimeMs bounds WorkloadStep.RuntimeMs (a day).
 	MaxRuntimeMs = 86_400_000
-	MinSampleMs  = 100
-	MaxSampleMs  = 60_000
+	// MinSampleMs and MaxSampleMs bound the sample interval.
+	MinSampleMs = 100
+	MaxSampleMs = 60_000
 	// DefaultSampleMs is the sample interval when SampleMs is 0.
 	DefaultSampleMs = 1000
 )
@@ -34,6 +41,7 @@ type ParamError struct {
 	Msg string
 }
 
+// Error returns "param: msg".
 func (e *ParamError) Error() string { return e.Param + ": " + e.Msg }
 
 func outOfRange(param string, v, lo, hi int64, size bool) error {
