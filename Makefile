@@ -15,7 +15,7 @@ BUILD_APT_PKGS := build-essential flex bison bc libelf-dev libssl-dev cpio kmod 
 APT_PKGS := qemu-system-x86 dpkg apt ca-certificates xz-utils libfuse3-dev gcc pkg-config fio e2fsprogs $(BUILD_APT_PKGS)
 # Commands that prove each package is there.
 BUILD_NEED_CMDS := make flex bison bc git patch cpio depmod
-NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio $(BUILD_NEED_CMDS)
+NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio mke2fs $(BUILD_NEED_CMDS)
 
 .PHONY: all deps build run test test-unit test-e2e bench bench-build bench-fidelity fmt vet clean
 
