@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"klab/internal/paths"
 )
@@ -95,6 +96,9 @@ func LookupBuiltKernel(cacheDir, ref string) (*Kernel, error) {
 		k, err := LoadBuiltKernelDir(filepath.Join(dir, "names", name))
 		if err == nil {
 			k.Name = "build:" + name
+			// Mark it used, so that `klab kernels gc` keeps what is booted.
+			now := time.Now()
+			_ = os.Chtimes(filepath.Dir(k.Image), now, now)
 			return k, nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {

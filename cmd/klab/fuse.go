@@ -65,7 +65,7 @@ func newFuseCheckCommand(g *globalOptions) *cobra.Command {
   kill       a server killed with requests in flight: clients return, the mount
              answers ENOTCONN, a lazy unmount and a new mount work.`,
 	}
-	for _, what := range cli.Checks {
+	for _, what := range cli.Checks() {
 		o := &cli.CheckOptions{}
 		sub := &cobra.Command{
 			Use:   what + " [flags]",

@@ -32,17 +32,23 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 		return proto.Done{ExitCode: -1, Error: fmt.Sprintf("fuse step: start %s server on %s: %v", cfg.Server, cfg.Mountpoint, err)}
 	}
 	st := sess.Stats()
-	a.Logf("fuse: %s server over %s mounted on %s (backing %s, connection %d, INIT %s)",
-		cfg.Server, cfg.Transport, cfg.Mountpoint, cfg.Backing, st.ConnID, st.InitFlags)
+	init := ""
+	if st.InitFlags != "" {
+		init = ", INIT " + st.InitFlags
+	}
+	a.Logf("fuse: %s server over %s mounted on %s (backing %s, connection %d%s)",
+		cfg.Server, cfg.Transport, cfg.Mountpoint, cfg.Backing, st.ConnID, init)
 
 	var d proto.Done
-	failed := false
+	failed := false // the step failed or we aborted the connection
+	aborted := false
 	if s.FUSE.Then != nil {
 		then := *s.FUSE.Then
 		if then.ID == 0 {
 			then.ID = s.ID
 		}
-		d, failed = runWatched(ctx, a, sess, &then, s.TimeoutMs)
+		d, aborted = runWatched(ctx, a, sess, &then, s.TimeoutMs)
+		failed = aborted
 	}
 	if d.ExitCode != 0 || d.Error != "" {
 		failed = true
@@ -50,7 +56,9 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 	var serverErr error
 	select {
 	case <-sess.Done():
-		serverErr = sess.Err()
+		if !aborted {
+			serverErr = sess.Err()
+		}
 		failed = true
 	default:
 	}
@@ -116,8 +124,11 @@ func runWatched(ctx context.Context, a *Agent, sess *fuse.Session, then *proto.S
 	cancel()
 	select {
 	case d := <-res:
+		note := fmt.Sprintf("step %d %s: aborted FUSE connection %d", then.ID, why, sess.ConnID())
 		if d.Error == "" {
-			d.Error = "fuse step " + why
+			d.Error = note
+		} else {
+			d.Error += "; " + note
 		}
 		if d.ExitCode == 0 {
 			d.ExitCode = -1

@@ -196,7 +196,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("backing: missing (the directory the server mirrors)"))
 	}
 	if c.Threads < 0 || c.Threads > 1024 {
-		errs = append(errs, fmt.Errorf("threads: %d is out of range, want 1..1024", c.Threads))
+		errs = append(errs, fmt.Errorf("threads: %d is out of range, want 1..1024 (0: the server's default)", c.Threads))
 	}
 	if c.MaxWrite != 0 && (c.MaxWrite < 4096 || c.MaxWrite > 16<<20) {
 		errs = append(errs, fmt.Errorf("max_write: %d is out of range, want 4096..16777216", c.MaxWrite))
@@ -283,7 +283,7 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if err := raiseFileLimit(); err != nil {
-		s.log.Warn("fuse: cannot raise the open file limit", "err", err)
+		s.log.Debug("fuse: cannot raise the open file limit", "err", err)
 	}
 	if cfg.Server == ServerLibfusePassthroughLL {
 		return s, s.startLibfuse(ctx)
@@ -321,6 +321,12 @@ func (s *Session) start(ctx context.Context) error {
 		return err
 	}
 	s.dev = dev
+	t, err := transportFor(cfg, dev)
+	if err != nil {
+		dev.Close()
+		pfs.Close()
+		return err
+	}
 	mo := devfuse.MountOptions{FSName: "klab", Subtype: "klab-" + cfg.Server, Options: cfg.MountOptions}
 	if err := devfuse.Mount(dev, cfg.Mountpoint, mo); err != nil {
 		dev.Close()
@@ -330,10 +336,10 @@ func (s *Session) start(ctx context.Context) error {
 	if s.mount, err = devfuse.FindMount(cfg.Mountpoint); err != nil {
 		s.log.Warn("fuse: cannot find the new mount in mountinfo", "err", err)
 	}
-	go s.serve(devfuse.NewTransport(dev, cfg.Threads))
+	go s.serve(t)
 
-	t := time.NewTimer(cfg.InitTimeout)
-	defer t.Stop()
+	timer := time.NewTimer(cfg.InitTimeout)
+	defer timer.Stop()
 	select {
 	case <-s.conn.Ready():
 		if _, err := s.conn.Negotiated(); err != nil {
@@ -346,7 +352,7 @@ func (s *Session) start(ctx context.Context) error {
 		return nil
 	case <-s.done:
 		return fmt.Errorf("fuse: server ended before INIT: %w", s.err)
-	case <-t.C:
+	case <-timer.C:
 		_ = s.Teardown(context.Background(), true)
 		return fmt.Errorf("fuse: no INIT within %v", cfg.InitTimeout)
 	case <-ctx.Done():
@@ -355,8 +361,21 @@ func (s *Session) start(ctx context.Context) error {
 	}
 }
 
+// transportFor returns the transport cfg asks for over dev. This is the one
+// place a new transport (FUSE-over-io_uring) plugs in: it implements
+// dispatch.Transport (and dispatch.InitHook to add FUSE_OVER_IO_URING to
+// INIT); the servers do not change.
+func transportFor(cfg Config, dev *devfuse.Device) (dispatch.Transport, error) {
+	switch cfg.Transport {
+	case TransportDev, "":
+		return devfuse.NewTransport(dev, cfg.Threads), nil
+	default:
+		return nil, fmt.Errorf("fuse: transport %q is not implemented", cfg.Transport)
+	}
+}
+
 // serve runs the transport and cleans up after it.
-func (s *Session) serve(t *devfuse.Transport) {
+func (s *Session) serve(t dispatch.Transport) {
 	err := s.conn.Serve(t)
 	// Let held requests that still reply do so before the device closes,
 	// so that they see the kernel's answer rather than our ENODEV.

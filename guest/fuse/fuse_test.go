@@ -17,6 +17,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(clientEnv); spec != "" {
 		os.Exit(clientMain(spec))
 	}
+	if spec := os.Getenv(permEnv); spec != "" {
+		os.Exit(permHelper(spec))
+	}
 	os.Exit(m.Run())
 }
 

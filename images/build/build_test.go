@@ -41,7 +41,16 @@ bzImage: $(OBJS)
 	@echo "  BUILD   arch/x86/boot/bzImage"
 	@cat bzhdr $(OBJS) > $(O)/arch/x86/boot/bzImage
 
-.PHONY: tinyconfig defconfig allnoconfig olddefconfig bzImage
+modules:
+	@echo "  LD [M]  fs/x.ko"
+
+modules_install:
+	@mkdir -p $(INSTALL_MOD_PATH)/lib/modules/7.3.0-fake/kernel/fs
+	@echo x > $(INSTALL_MOD_PATH)/lib/modules/7.3.0-fake/kernel/fs/x.ko
+	@echo kernel/fs/x.ko > $(INSTALL_MOD_PATH)/lib/modules/7.3.0-fake/modules.order
+	@ln -s $(CURDIR) $(INSTALL_MOD_PATH)/lib/modules/7.3.0-fake/build
+
+.PHONY: tinyconfig defconfig allnoconfig olddefconfig bzImage modules modules_install
 `
 
 const fakeMerge = `#!/bin/sh
@@ -282,6 +291,19 @@ func testBuildFakeTree(t *testing.T, kind string) {
 	res, err = build("d", nil, func(o *Options) { o.Config = []string{dropFrag}; o.AllowDropped = true })
 	if err != nil || len(res.Dropped) != 1 {
 		t.Fatalf("--allow-dropped: %+v, %v", res, err)
+	}
+
+	// With modules, they are installed next to the image.
+	modFrag := writeTemp(t, dir, "mod.config", "CONFIG_A=y\nCONFIG_MODULES=y\n")
+	res, err = build("m", nil, func(o *Options) { o.Config = []string{modFrag} })
+	if err != nil || res.Kernel.Modules == "" {
+		t.Fatalf("modules: %+v, %v", res, err)
+	}
+	if !exists(filepath.Join(res.Kernel.Modules, "kernel", "fs", "x.ko")) || !exists(filepath.Join(res.Kernel.Modules, "modules.order")) {
+		t.Errorf("modules dir %s lacks x.ko or modules.order", res.Kernel.Modules)
+	}
+	if _, err := os.Lstat(filepath.Join(res.Kernel.Modules, "build")); err == nil {
+		t.Error("the modules dir keeps the build symlink into the work tree")
 	}
 
 	// A baseline and the patched kernel, both named.

@@ -124,6 +124,11 @@ func TestGCAndRemove(t *testing.T) {
 	if _, err := images.LookupBuiltKernel(cache, "build:nope"); err == nil || !strings.Contains(err.Error(), "build:new build:old") {
 		t.Errorf("unknown name: %v", err)
 	}
+	// A lookup (a boot) marks the kernel used.
+	if fi, err := os.Stat(old); err != nil || time.Since(fi.ModTime()) > time.Minute {
+		t.Errorf("looking build:old up did not mark it used: %v", err)
+	}
+	os.Chtimes(old, now.Add(-3*time.Hour), now.Add(-3*time.Hour))
 
 	// A dry run removes nothing.
 	res, err := GC(GCOptions{CacheDir: cache, MaxSize: 0, DryRun: true})

@@ -30,26 +30,27 @@ import (
 // ErrFailed is returned by Check when a check ran and failed.
 var ErrFailed = errors.New("check failed")
 
-// ServeOptions are the flags of `fuse serve`; see AddFlags for each.
+// ServeOptions are the flags of `fuse serve`; AddFlags says what each
+// means. They map onto fuse.Config.
 type ServeOptions struct {
-	Server            string
-	Transport         string
-	Threads           int
-	Backing           string
-	Options           []string
-	AttrTimeout       time.Duration
-	EntryTimeout      time.Duration
-	Writeback         bool
-	KernelPassthrough bool
-	Xattr             bool
-	RequestTimeout    int
-	MaxWrite          int
-	Rules             []string
-	Policy            string
-	Holds             []string
-	Libfuse           string
-	Stats             bool
-	Verbose           bool
+	Server            string        // --server
+	Transport         string        // --transport
+	Threads           int           // --threads
+	Backing           string        // --backing
+	Options           []string      // --option/-o, mount options
+	AttrTimeout       time.Duration // --attr-timeout
+	EntryTimeout      time.Duration // --entry-timeout
+	Writeback         bool          // --writeback
+	KernelPassthrough bool          // --kernel-passthrough
+	Xattr             bool          // --xattr
+	RequestTimeout    int           // --request-timeout, seconds
+	MaxWrite          int           // --max-write, bytes
+	Rules             []string      // --rule, stuck rules
+	Policy            string        // --interrupt-policy
+	Holds             []string      // --hold, interrupt server rules
+	Libfuse           string        // --libfuse, passthrough_ll's path
+	Stats             bool          // --stats
+	Verbose           bool          // --verbose, bound by the caller
 }
 
 // AddFlags binds o to f, except Verbose (callers bind their own).
@@ -137,9 +138,9 @@ func Serve(ctx context.Context, o *ServeOptions, mountpoint string, stdout, stde
 	if err != nil {
 		return err
 	}
-	desc := fmt.Sprintf("%s server over %s", cfg.Server, cfg.Transport)
-	if cfg.Server != fuse.ServerLibfusePassthroughLL {
-		desc += fmt.Sprintf(" with %d thread(s)", cfg.Threads)
+	desc := fmt.Sprintf("%s server over %s with %d thread(s)", cfg.Server, cfg.Transport, cfg.Threads)
+	if cfg.Server == fuse.ServerLibfusePassthroughLL {
+		desc = fmt.Sprintf("%s (%s)", cfg.Server, cfg.LibfusePath)
 	}
 	fmt.Fprintf(stderr, "fuse: %s mounted on %s (backing %s, connection %d); Ctrl-C to unmount\n", desc, mountpoint, cfg.Backing, s.ConnID())
 	var serr error
@@ -161,25 +162,27 @@ func Serve(ctx context.Context, o *ServeOptions, mountpoint string, stdout, stde
 	return serr
 }
 
-// CheckOptions are the flags of `fuse check`; see AddFlags for each.
+// CheckOptions are the flags of `fuse check`; AddFlags says what each
+// means.
 type CheckOptions struct {
-	JSON    bool
-	Dir     string
-	Verbose bool
-	// Timeout, Via and Slack are for the timeout check.
-	Timeout int
-	Via     string
-	Slack   time.Duration
-	// Policy and Hold are for the interrupt check.
-	Policy string
-	Hold   time.Duration
-	// Stuck, Writers and Bound are for the kill check.
-	Stuck, Writers int
-	Bound          time.Duration
+	JSON    bool   // --json
+	Dir     string // --dir
+	Verbose bool   // --verbose, bound by the caller
+
+	Timeout int           // timeout: --timeout, seconds
+	Via     string        // timeout: --via
+	Slack   time.Duration // timeout: --slack
+
+	Policy string        // interrupt: --policy
+	Hold   time.Duration // interrupt: --hold
+
+	Stuck   int           // kill: --stuck
+	Writers int           // kill: --writers
+	Bound   time.Duration // kill: --bound
 }
 
-// Checks are the names Check accepts.
-var Checks = []string{"timeout", "interrupt", "kill"}
+// Checks returns the names Check accepts.
+func Checks() []string { return []string{"timeout", "interrupt", "kill"} }
 
 // AddFlags binds o to f for check what (timeout, interrupt or kill),
 // except Verbose (callers bind their own).
@@ -237,7 +240,7 @@ func Check(ctx context.Context, what string, o *CheckOptions, stdout, stderr io.
 			rs = append(rs, r)
 		}
 	default:
-		return fmt.Errorf("unknown check %q: want %s", what, strings.Join(Checks, ", "))
+		return fmt.Errorf("unknown check %q: want %s", what, strings.Join(Checks(), ", "))
 	}
 	rs = compact(rs)
 	if o.JSON {
@@ -318,7 +321,7 @@ func Main(prog string, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "check":
 		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
-			fmt.Fprintf(stderr, "%s fuse check: want one of %s\n", prog, strings.Join(Checks, ", "))
+			fmt.Fprintf(stderr, "%s fuse check: want one of %s\n", prog, strings.Join(Checks(), ", "))
 			return 2
 		}
 		what := args[1]

@@ -65,10 +65,10 @@ func (d *Device) Close() error {
 }
 
 // WriteReply writes one reply with writev. It implements dispatch.Replier.
-func (d *Device) WriteReply(hdr *abi.OutHeader, out, data []byte) error {
+func (d *Device) WriteReply(hdr abi.OutHeader, out, data []byte) error {
 	var iov [3]unix.Iovec
 	n := 0
-	iov[n].Base = (*byte)(unsafe.Pointer(hdr))
+	iov[n].Base = (*byte)(unsafe.Pointer(&hdr))
 	iov[n].SetLen(abi.OutHeaderSize)
 	n++
 	if len(out) > 0 {

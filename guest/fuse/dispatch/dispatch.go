@@ -19,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"klab/guest/fuse/abi"
 )
@@ -51,8 +52,9 @@ type Initer interface {
 // Request carries the Replier its transport gave it.
 type Replier interface {
 	// WriteReply sends hdr, out and data as one message. hdr.Len is already
-	// set. It is called at most once per request, from any goroutine.
-	WriteReply(hdr *abi.OutHeader, out, data []byte) error
+	// set. It is called at most once per request, from any goroutine, and
+	// must not keep out or data after it returns.
+	WriteReply(hdr abi.OutHeader, out, data []byte) error
 }
 
 // Backer is implemented by Repliers whose transport can register FUSE
@@ -69,9 +71,9 @@ type Backer interface {
 type Transport interface {
 	// Serve receives requests and passes each to c.Dispatch, in whatever
 	// goroutine received it, until the connection ends. When the kernel
-	// ends the connection (unmount, abort, request timeout), it calls
-	// c.SetGone with the error it saw and returns that error; it returns
-	// nil only when stopped by its own Close.
+	// ends it (unmount, abort, request timeout, the last device close), it
+	// calls c.SetGone with the error it saw and returns that error (for
+	// /dev/fuse: ENODEV).
 	Serve(c *Conn) error
 }
 
@@ -602,11 +604,19 @@ type Request struct {
 	state      atomic.Uint32
 	replyErr   error // set before state becomes stateDone
 
+	// small holds a reply's fixed part, so that callers need not
+	// allocate it; uint64s keep it aligned for the structs built in it.
+	small [smallReply / 8]uint64
+
 	mu          sync.Mutex // guards intr, interrupted, nIntr
 	intr        chan struct{}
 	interrupted bool
 	nIntr       int
 }
+
+// smallReply is the largest reply body ReplyData copies into the request
+// (CREATE's entry_out and open_out are 144 bytes).
+const smallReply = 256
 
 // Request states.
 const (
@@ -653,6 +663,18 @@ func (r *Request) Scratch(n int) []byte {
 	return r.scratch[:n]
 }
 
+// ReplyBuffer returns a zeroed buffer inside r of smallReply bytes for
+// building a reply's fixed part without allocating; pass a prefix of it
+// to Reply. It must not be used after r is replied.
+func (r *Request) ReplyBuffer() []byte {
+	clear(r.small[:])
+	return r.smallBytes()
+}
+
+func (r *Request) smallBytes() []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&r.small[0])), smallReply)
+}
+
 // ScratchBuffer returns r's scratch buffer, so that a transport can keep
 // one that Scratch grew. Only valid after r is Done.
 func (r *Request) ScratchBuffer() []byte { return r.scratch }
@@ -662,8 +684,9 @@ func (r *Request) ScratchBuffer() []byte { return r.scratch }
 // error otherwise (ENOENT when the kernel no longer waits for r).
 func (r *Request) Reply(errno syscall.Errno, out []byte) error { return r.ReplyData(errno, out, nil) }
 
-// ReplyData is Reply with a second body part appended after out, so that a
-// struct and bulk data (or a data buffer alone) need no copying.
+// ReplyData is Reply with a second body part appended after out: out is
+// the small fixed part (copied, so it may live on the caller's stack) and
+// data the bulk (READ data, directory entries), which is not copied.
 func (r *Request) ReplyData(errno syscall.Errno, out, data []byte) error {
 	if !r.state.CompareAndSwap(statePending, stateReplying) {
 		return ErrReplied
@@ -671,12 +694,17 @@ func (r *Request) ReplyData(errno syscall.Errno, out, data []byte) error {
 	var err error
 	if !r.Header.Opcode.NoReply() {
 		hdr := abi.OutHeader{Unique: r.Header.Unique}
+		var body []byte
 		if errno != 0 {
 			hdr.Error = -int32(errno)
-			out, data = nil, nil
+			data = nil
+		} else if small := r.smallBytes(); len(out) <= len(small) {
+			body = small[:copy(small, out)]
+		} else {
+			body = append([]byte(nil), out...)
 		}
-		hdr.Len = uint32(abi.OutHeaderSize + len(out) + len(data))
-		err = r.rep.WriteReply(&hdr, out, data)
+		hdr.Len = uint32(abi.OutHeaderSize + len(body) + len(data))
+		err = r.rep.WriteReply(hdr, body, data)
 		if err != nil && r.conn != nil {
 			if errors.Is(err, syscall.ENOENT) {
 				r.conn.stats.replyENOENT.Add(1)

@@ -21,161 +21,202 @@ import (
 // (caller's uid, gid and pid) and use Scratch and OpenBacking.
 type Request = dispatch.Request
 
-// Lookuper serves LOOKUP: find name in directory parent.
+// Lookuper serves LOOKUP.
 type Lookuper interface {
+	// Lookup finds name in directory parent, takes one lookup reference
+	// on it and fills out.
 	Lookup(r *Request, parent uint64, name string, out *abi.EntryOut) syscall.Errno
 }
 
-// Forgetter serves FORGET and BATCH_FORGET: drop n lookups of node.
+// Forgetter serves FORGET and BATCH_FORGET.
 type Forgetter interface {
+	// Forget drops n lookup references of node.
 	Forget(node, n uint64)
 }
 
 // Getattrer serves GETATTR.
 type Getattrer interface {
+	// Getattr fills out with the attributes of r's node (or of the open
+	// file in.Fh when in says so).
 	Getattr(r *Request, in *abi.GetattrIn, out *abi.AttrOut) syscall.Errno
 }
 
 // Setattrer serves SETATTR.
 type Setattrer interface {
+	// Setattr changes what in.Valid names and fills out with the result.
 	Setattr(r *Request, in *abi.SetattrIn, out *abi.AttrOut) syscall.Errno
 }
 
-// Readlinker serves READLINK, returning the target.
+// Readlinker serves READLINK.
 type Readlinker interface {
+	// Readlink returns the target of r's node.
 	Readlink(r *Request) ([]byte, syscall.Errno)
 }
 
-// Symlinker serves SYMLINK: create name in parent pointing to target.
+// Symlinker serves SYMLINK.
 type Symlinker interface {
+	// Symlink creates name in parent pointing to target.
 	Symlink(r *Request, parent uint64, target, name string, out *abi.EntryOut) syscall.Errno
 }
 
 // Mknoder serves MKNOD.
 type Mknoder interface {
+	// Mknod creates the special file name in parent.
 	Mknod(r *Request, parent uint64, in *abi.MknodIn, name string, out *abi.EntryOut) syscall.Errno
 }
 
 // Mkdirer serves MKDIR.
 type Mkdirer interface {
+	// Mkdir creates the directory name in parent.
 	Mkdir(r *Request, parent uint64, in *abi.MkdirIn, name string, out *abi.EntryOut) syscall.Errno
 }
 
 // Unlinker serves UNLINK.
 type Unlinker interface {
+	// Unlink removes name from parent.
 	Unlink(r *Request, parent uint64, name string) syscall.Errno
 }
 
 // Rmdirer serves RMDIR.
 type Rmdirer interface {
+	// Rmdir removes the empty directory name from parent.
 	Rmdir(r *Request, parent uint64, name string) syscall.Errno
 }
 
-// Renamer serves RENAME and RENAME2 (flags are renameat2's).
+// Renamer serves RENAME and RENAME2.
 type Renamer interface {
+	// Rename moves olddir/oldname to newdir/newname; flags are
+	// renameat2's (RENAME_NOREPLACE, RENAME_EXCHANGE, ...).
 	Rename(r *Request, olddir uint64, oldname string, newdir uint64, newname string, flags uint32) syscall.Errno
 }
 
-// Linker serves LINK: a new name in parent for node in.Oldnodeid.
+// Linker serves LINK.
 type Linker interface {
+	// Link makes name in parent a new name for node in.Oldnodeid.
 	Link(r *Request, parent uint64, in *abi.LinkIn, name string, out *abi.EntryOut) syscall.Errno
 }
 
 // Opener serves OPEN.
 type Opener interface {
+	// Open opens r's node with in.Flags and fills out (file handle,
+	// FOPEN_* flags, backing ID).
 	Open(r *Request, in *abi.OpenIn, out *abi.OpenOut) syscall.Errno
 }
 
-// Reader serves READ. It returns the data, typically a slice of
-// r.Scratch(int(in.Size)).
+// Reader serves READ.
 type Reader interface {
+	// Read returns up to in.Size bytes at in.Offset of file in.Fh,
+	// typically in a slice of r.Scratch(int(in.Size)).
 	Read(r *Request, in *abi.ReadIn) ([]byte, syscall.Errno)
 }
 
-// Writer serves WRITE and returns how many bytes it wrote.
+// Writer serves WRITE.
 type Writer interface {
+	// Write writes data at in.Offset of file in.Fh and returns how many
+	// bytes it wrote.
 	Write(r *Request, in *abi.WriteIn, data []byte) (uint32, syscall.Errno)
 }
 
 // Statfser serves STATFS.
 type Statfser interface {
+	// Statfs fills out with the file system's statistics.
 	Statfs(r *Request, out *abi.Kstatfs) syscall.Errno
 }
 
 // Releaser serves RELEASE.
 type Releaser interface {
+	// Release closes file in.Fh; its reply only acknowledges.
 	Release(r *Request, in *abi.ReleaseIn) syscall.Errno
 }
 
 // Fsyncer serves FSYNC.
 type Fsyncer interface {
+	// Fsync syncs file in.Fh (data only with FUSE_FSYNC_FDATASYNC).
 	Fsync(r *Request, in *abi.FsyncIn) syscall.Errno
 }
 
 // Flusher serves FLUSH.
 type Flusher interface {
+	// Flush is called on each close(2) of file in.Fh.
 	Flush(r *Request, in *abi.FlushIn) syscall.Errno
 }
 
 // Opendirer serves OPENDIR.
 type Opendirer interface {
+	// Opendir opens r's node as a directory and fills out.
 	Opendir(r *Request, in *abi.OpenIn, out *abi.OpenOut) syscall.Errno
 }
 
-// Readdirer serves READDIR and, when plus is true, READDIRPLUS, by adding
-// entries to out until it is full.
+// Readdirer serves READDIR and READDIRPLUS.
 type Readdirer interface {
+	// Readdir adds the entries of directory in.Fh from in.Offset to out
+	// until it is full; with plus, each entry but "." and ".." is looked
+	// up (and counts as a lookup).
 	Readdir(r *Request, in *abi.ReadIn, plus bool, out *DirList) syscall.Errno
 }
 
 // Releasedirer serves RELEASEDIR.
 type Releasedirer interface {
+	// Releasedir closes directory handle in.Fh.
 	Releasedir(r *Request, in *abi.ReleaseIn) syscall.Errno
 }
 
 // Fsyncdirer serves FSYNCDIR.
 type Fsyncdirer interface {
+	// Fsyncdir syncs directory handle in.Fh.
 	Fsyncdir(r *Request, in *abi.FsyncIn) syscall.Errno
 }
 
 // Accesser serves ACCESS.
 type Accesser interface {
+	// Access checks mask (R_OK, W_OK, X_OK) for r's caller on r's node.
 	Access(r *Request, mask uint32) syscall.Errno
 }
 
-// Creater serves CREATE: create and open name in parent.
+// Creater serves CREATE.
 type Creater interface {
+	// Create creates and opens name in parent, filling entry and open.
 	Create(r *Request, parent uint64, in *abi.CreateIn, name string, entry *abi.EntryOut, open *abi.OpenOut) syscall.Errno
 }
 
 // Fallocater serves FALLOCATE.
 type Fallocater interface {
+	// Fallocate allocates or punches the range of in on file in.Fh.
 	Fallocate(r *Request, in *abi.FallocateIn) syscall.Errno
 }
 
-// Lseeker serves LSEEK (SEEK_DATA and SEEK_HOLE).
+// Lseeker serves LSEEK.
 type Lseeker interface {
+	// Lseek answers SEEK_DATA and SEEK_HOLE on file in.Fh.
 	Lseek(r *Request, in *abi.LseekIn, out *abi.LseekOut) syscall.Errno
 }
 
-// CopyFileRanger serves COPY_FILE_RANGE and returns the bytes copied.
+// CopyFileRanger serves COPY_FILE_RANGE.
 type CopyFileRanger interface {
+	// CopyFileRange copies in.Len bytes between open files and returns
+	// how many it copied.
 	CopyFileRange(r *Request, in *abi.CopyFileRangeIn) (uint64, syscall.Errno)
 }
 
-// Xattrer serves the extended attribute opcodes. Getxattr and Listxattr
-// write into dst when it is not nil and return the size needed otherwise.
+// Xattrer serves the extended attribute opcodes on r's node.
 type Xattrer interface {
+	// Getxattr copies the value of name into dst, or with a nil dst
+	// returns its size.
 	Getxattr(r *Request, name string, dst []byte) (int, syscall.Errno)
+	// Listxattr copies the NUL-separated names into dst, or with a nil
+	// dst returns their size.
 	Listxattr(r *Request, dst []byte) (int, syscall.Errno)
+	// Setxattr sets name to value (flags XATTR_CREATE, XATTR_REPLACE).
 	Setxattr(r *Request, name string, value []byte, flags uint32) syscall.Errno
+	// Removexattr removes name.
 	Removexattr(r *Request, name string) syscall.Errno
 }
 
-// NodeNamer is implemented by file systems that can name a node: the last
-// path component it was looked up under. Rule-based servers use it to match
-// requests that carry only a node ID.
+// NodeNamer is implemented by file systems that can name a node. Rule-based
+// servers use it to match requests that carry only a node ID.
 type NodeNamer interface {
+	// NodeName returns the last path component node was looked up under,
+	// or "" for an unknown node.
 	NodeName(node uint64) string
 }
 
@@ -193,9 +234,9 @@ func New(fsys any) *Handler {
 	h := &Handler{fsys: fsys}
 	if x, ok := fsys.(Lookuper); ok {
 		h.ops[abi.OpLookup] = func(r *Request) {
-			var out abi.EntryOut
+			out := outOf[abi.EntryOut](r)
 			name, _ := abi.CString(r.Arg)
-			reply(r, x.Lookup(r, r.Header.NodeID, string(name), &out), &out)
+			reply(r, x.Lookup(r, r.Header.NodeID, string(name), out), out)
 		}
 	}
 	if x, ok := fsys.(Forgetter); ok {
@@ -222,12 +263,12 @@ func New(fsys any) *Handler {
 	}
 	if x, ok := fsys.(Getattrer); ok {
 		h.ops[abi.OpGetattr] = func(r *Request) {
-			var in abi.GetattrIn
-			if p := abi.View[abi.GetattrIn](r.Arg); p != nil {
-				in = *p
+			in := abi.View[abi.GetattrIn](r.Arg)
+			if in == nil {
+				in = new(abi.GetattrIn) // kernels before 7.9
 			}
-			var out abi.AttrOut
-			reply(r, x.Getattr(r, &in, &out), &out)
+			out := outOf[abi.AttrOut](r)
+			reply(r, x.Getattr(r, in, out), out)
 		}
 	}
 	if x, ok := fsys.(Setattrer); ok {
@@ -237,22 +278,22 @@ func New(fsys any) *Handler {
 				_ = r.Reply(syscall.EINVAL, nil)
 				return
 			}
-			var out abi.AttrOut
-			reply(r, x.Setattr(r, in, &out), &out)
+			out := outOf[abi.AttrOut](r)
+			reply(r, x.Setattr(r, in, out), out)
 		}
 	}
 	if x, ok := fsys.(Readlinker); ok {
 		h.ops[abi.OpReadlink] = func(r *Request) {
 			target, errno := x.Readlink(r)
-			_ = r.Reply(errno, target)
+			_ = r.ReplyData(errno, nil, target)
 		}
 	}
 	if x, ok := fsys.(Symlinker); ok {
 		h.ops[abi.OpSymlink] = func(r *Request) {
 			name, rest := abi.CString(r.Arg)
 			target, _ := abi.CString(rest)
-			var out abi.EntryOut
-			reply(r, x.Symlink(r, r.Header.NodeID, string(target), string(name), &out), &out)
+			out := outOf[abi.EntryOut](r)
+			reply(r, x.Symlink(r, r.Header.NodeID, string(target), string(name), out), out)
 		}
 	}
 	if x, ok := fsys.(Mknoder); ok {
@@ -263,8 +304,8 @@ func New(fsys any) *Handler {
 				return
 			}
 			name, _ := abi.CString(r.Arg[16:])
-			var out abi.EntryOut
-			reply(r, x.Mknod(r, r.Header.NodeID, in, string(name), &out), &out)
+			out := outOf[abi.EntryOut](r)
+			reply(r, x.Mknod(r, r.Header.NodeID, in, string(name), out), out)
 		}
 	}
 	if x, ok := fsys.(Mkdirer); ok {
@@ -275,8 +316,8 @@ func New(fsys any) *Handler {
 				return
 			}
 			name, _ := abi.CString(r.Arg[8:])
-			var out abi.EntryOut
-			reply(r, x.Mkdir(r, r.Header.NodeID, in, string(name), &out), &out)
+			out := outOf[abi.EntryOut](r)
+			reply(r, x.Mkdir(r, r.Header.NodeID, in, string(name), out), out)
 		}
 	}
 	if x, ok := fsys.(Unlinker); ok {
@@ -321,8 +362,8 @@ func New(fsys any) *Handler {
 				return
 			}
 			name, _ := abi.CString(r.Arg[8:])
-			var out abi.EntryOut
-			reply(r, x.Link(r, r.Header.NodeID, in, string(name), &out), &out)
+			out := outOf[abi.EntryOut](r)
+			reply(r, x.Link(r, r.Header.NodeID, in, string(name), out), out)
 		}
 	}
 	if x, ok := fsys.(Opener); ok {
@@ -332,8 +373,8 @@ func New(fsys any) *Handler {
 				_ = r.Reply(syscall.EINVAL, nil)
 				return
 			}
-			var out abi.OpenOut
-			reply(r, x.Open(r, in, &out), &out)
+			out := outOf[abi.OpenOut](r)
+			reply(r, x.Open(r, in, out), out)
 		}
 	}
 	if x, ok := fsys.(Reader); ok {
@@ -361,8 +402,8 @@ func New(fsys any) *Handler {
 	}
 	if x, ok := fsys.(Statfser); ok {
 		h.ops[abi.OpStatfs] = func(r *Request) {
-			var out abi.Kstatfs
-			reply(r, x.Statfs(r, &out), &out)
+			out := outOf[abi.Kstatfs](r)
+			reply(r, x.Statfs(r, out), out)
 		}
 	}
 	if x, ok := fsys.(Releaser); ok {
@@ -404,8 +445,8 @@ func New(fsys any) *Handler {
 				_ = r.Reply(syscall.EINVAL, nil)
 				return
 			}
-			var out abi.OpenOut
-			reply(r, x.Opendir(r, in, &out), &out)
+			out := outOf[abi.OpenOut](r)
+			reply(r, x.Opendir(r, in, out), out)
 		}
 	}
 	if x, ok := fsys.(Readdirer); ok {
@@ -469,12 +510,9 @@ func New(fsys any) *Handler {
 				return
 			}
 			name, _ := abi.CString(r.Arg[16:])
-			var out struct {
-				entry abi.EntryOut
-				open  abi.OpenOut
-			}
+			out := outOf[createOut](r)
 			errno := x.Create(r, r.Header.NodeID, in, string(name), &out.entry, &out.open)
-			reply(r, errno, &out)
+			reply(r, errno, out)
 		}
 	}
 	if x, ok := fsys.(Fallocater); ok {
@@ -494,8 +532,8 @@ func New(fsys any) *Handler {
 				_ = r.Reply(syscall.EINVAL, nil)
 				return
 			}
-			var out abi.LseekOut
-			reply(r, x.Lseek(r, in, &out), &out)
+			out := outOf[abi.LseekOut](r)
+			reply(r, x.Lseek(r, in, out), out)
 		}
 	}
 	if x, ok := fsys.(CopyFileRanger); ok {
@@ -557,6 +595,16 @@ func New(fsys any) *Handler {
 }
 
 func replyOK(r *Request) { _ = r.Reply(0, nil) }
+
+// createOut is CREATE's reply.
+type createOut struct {
+	entry abi.EntryOut
+	open  abi.OpenOut
+}
+
+// outOf returns a zeroed T in r's reply buffer, so that building a reply
+// allocates nothing.
+func outOf[T any](r *Request) *T { return abi.View[T](r.ReplyBuffer()) }
 
 // reply sends *out on success and errno otherwise.
 func reply[T any](r *Request, errno syscall.Errno, out *T) {

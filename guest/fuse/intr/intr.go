@@ -54,25 +54,25 @@ func ParseHold(s string) (Hold, error) {
 // Held describes one held request.
 type Held struct {
 	// Unique, Op and Name identify the request.
-	Unique uint64
-	Op     string
-	Name   string
+	Unique uint64 `json:"unique"`
+	Op     string `json:"op"`
+	Name   string `json:"name,omitempty"`
 	// PID is the calling process (thread group) from the request header.
-	PID uint32
+	PID uint32 `json:"pid"`
 	// At is when the server started holding it.
-	At time.Time
+	At time.Time `json:"at"`
 }
 
 // Outcome is how a held request ended.
 type Outcome struct {
 	Held
 	// Interrupts is how many INTERRUPTs the request received.
-	Interrupts int
+	Interrupts int `json:"interrupts"`
 	// Cancelled is true when it ended with EINTR because the Conn
 	// cancelled it.
-	Cancelled bool
+	Cancelled bool `json:"cancelled"`
 	// Duration is how long it was held.
-	Duration time.Duration
+	Duration time.Duration `json:"duration_ns"`
 }
 
 // Server is the interrupt server.

@@ -58,6 +58,8 @@ func ParseSelector(s string) (Selector, error) {
 
 // Namer names the node a request refers to (fs.Handler implements it).
 type Namer interface {
+	// NodeName returns the last path component node was looked up under,
+	// or "".
 	NodeName(node uint64) string
 }
 

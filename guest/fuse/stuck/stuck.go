@@ -30,7 +30,7 @@ const (
 	AfterAbort Action = "after-abort"
 )
 
-// Rule is one rule.
+// Rule is one rule. It marshals as its ParseRule text.
 type Rule struct {
 	// Select picks the requests.
 	Select match.Selector
@@ -47,6 +47,9 @@ func (r Rule) String() string {
 	}
 	return fmt.Sprintf("%s=%s", r.Select, r.Action)
 }
+
+// MarshalText implements encoding.TextMarshaler.
+func (r Rule) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
 // ParseRule parses "OP[:NAME]=ACTION", ACTION being never, after-abort or
 // delay:DURATION; e.g. "lookup:stuck=never", "getattr=delay:5s",
@@ -81,18 +84,18 @@ func ParseRule(s string) (Rule, error) {
 // Event records one request a rule held.
 type Event struct {
 	// Rule is the rule that matched.
-	Rule Rule
+	Rule Rule `json:"rule"`
 	// Op and Unique identify the request; Name is its name, if any.
-	Op     string
-	Unique uint64
-	Name   string
+	Op     string `json:"op"`
+	Unique uint64 `json:"unique"`
+	Name   string `json:"name,omitempty"`
 	// Held is when the request was held.
-	Held time.Time
+	Held time.Time `json:"held"`
 	// Replied is when a reply was attempted (zero for Never).
-	Replied time.Time
+	Replied time.Time `json:"replied,omitzero"`
 	// ReplyErr is the error of that reply: for AfterAbort, the kernel's
 	// answer to a late reply.
-	ReplyErr string
+	ReplyErr string `json:"reply_err,omitempty"`
 }
 
 // Server is the stuck server.

@@ -1,0 +1,282 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"klab/guest/proto"
+	"klab/images"
+	"klab/internal/paths"
+	"klab/internal/testenv"
+	"klab/lab"
+)
+
+// checkResult is the part of `klab-agent fuse check --json` the tests
+// read.
+type checkResult struct {
+	Name     string          `json:"name"`
+	Pass     bool            `json:"pass"`
+	Problems []string        `json:"problems"`
+	Notes    []string        `json:"notes"`
+	Details  json.RawMessage `json:"details"`
+}
+
+// guestCheck boots debian:7.3 and runs `klab-agent fuse check ARGS --json`
+// in the guest through a plain exec step.
+func guestCheck(t *testing.T, args ...string) []checkResult {
+	t.Helper()
+	argv := append([]string{"boot", "--kernel", "debian:7.3", "--", "klab-agent", "fuse", "check"}, args...)
+	argv = append(argv, "--json")
+	r := run(t, t.TempDir(), argv...)
+	var rs []checkResult
+	if err := json.Unmarshal([]byte(r.stdout), &rs); err != nil {
+		t.Fatalf("exit %d; output is not JSON (%v):\n%s", r.code, err, r.stdout)
+	}
+	for _, c := range rs {
+		t.Logf("%s pass=%v notes=%v", c.Name, c.Pass, c.Notes)
+		if !c.Pass {
+			t.Errorf("%s: %v\n%s", c.Name, c.Problems, c.Details)
+		}
+	}
+	if r.code != 0 && !t.Failed() {
+		t.Errorf("exit %d although every check passed", r.code)
+	}
+	return rs
+}
+
+// TestFUSETimeoutInGuest checks request timeouts in a debian:7.3 guest,
+// set through the INIT reply and through both sysctls: the stuck call
+// fails with ECONNABORTED within (15 s, 30 s + slack], later calls get
+// ENOTCONN and the server ENODEV.
+func TestFUSETimeoutInGuest(t *testing.T) {
+	testenv.E2E(t)
+	rs := guestCheck(t, "timeout", "--timeout", "1")
+	if len(rs) != 3 {
+		t.Errorf("%d results, want init, default and max", len(rs))
+	}
+	for _, c := range rs {
+		var d struct {
+			StuckErr     string `json:"stuck_err"`
+			StuckElapsed int64  `json:"stuck_elapsed_ns"`
+			LaterErr     string `json:"later_err"`
+			ServerErr    string `json:"server_err"`
+		}
+		if err := json.Unmarshal(c.Details, &d); err != nil {
+			t.Fatal(err)
+		}
+		el := time.Duration(d.StuckElapsed)
+		if d.StuckErr != "ECONNABORTED" || d.LaterErr != "ENOTCONN" || d.ServerErr != "ENODEV" || el < 15*time.Second-100*time.Millisecond || el > 35*time.Second {
+			t.Errorf("%s: %+v (elapsed %v)", c.Name, d, el)
+		}
+	}
+}
+
+// TestFUSEInterruptInGuest checks the kernel's answers to interrupt
+// replies in the guest: EINTR delivered, EAGAIN requeues, ENOSYS stops
+// further interrupts, ignore lets the request finish.
+func TestFUSEInterruptInGuest(t *testing.T) {
+	testenv.E2E(t)
+	rs := guestCheck(t, "interrupt", "--policy", "all", "--hold", "1s")
+	if len(rs) != 4 {
+		t.Errorf("%d results, want cancel, eagain:2, ignore and enosys", len(rs))
+	}
+}
+
+// TestFUSEServerKilledInGuest kills a server process with requests in
+// flight in the guest and checks that the clients return, the dead mount
+// can be unmounted, and a new mount works.
+func TestFUSEServerKilledInGuest(t *testing.T) {
+	testenv.E2E(t)
+	guestCheck(t, "kill")
+}
+
+// TestFUSEStepsInGuest runs fuse steps through lab.Boot: klab's
+// passthrough with a command against it, libfuse's passthrough_ll (built
+// on the host and carried in the initramfs), and a stuck server whose
+// command blocks for good, which the agent must cut short by aborting the
+// connection.
+func TestFUSEStepsInGuest(t *testing.T) {
+	testenv.E2E(t)
+	testenv.RequiresCommand(t, "gcc")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cache := paths.CacheDir()
+	var tools []string
+	if bin, err := images.BuildPassthroughLL(ctx, cache, nil); err != nil {
+		if testenv.InCI() {
+			t.Fatal(err)
+		}
+		t.Logf("no libfuse passthrough_ll step: %v", err)
+	} else {
+		tools = append(tools, bin)
+	}
+	check := "set -e; cd %[1]s; echo hello > f; test \"$(cat f)\" = hello; mkdir d; mv f d/g; ln -s d/g s; cat s; rm s d/g; rm -r d; grep ' %[1]s ' /proc/mounts"
+	steps := []proto.Step{
+		{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{
+			Mountpoint: "/tmp/klab-mnt", Backing: "/tmp/klab-back", Threads: 2, MountOptions: []string{"default_permissions"},
+			Then: &proto.Step{Kind: proto.StepExec, Argv: []string{"sh", "-c", fmt.Sprintf(check, "/tmp/klab-mnt")}, TimeoutMs: 60000},
+		}},
+	}
+	if len(tools) > 0 {
+		steps = append(steps, proto.Step{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{
+			Server: proto.FUSELibfusePassthroughLL, Mountpoint: "/tmp/lf-mnt", Backing: "/tmp/lf-back", Threads: 4,
+			Then: &proto.Step{Kind: proto.StepExec, Argv: []string{"sh", "-c", fmt.Sprintf(check, "/tmp/lf-mnt")}, TimeoutMs: 60000},
+		}})
+	}
+	steps = append(steps, proto.Step{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{
+		Server: proto.FUSEStuck, Mountpoint: "/tmp/stuck-mnt", Backing: "/tmp/stuck-back", Stuck: []string{"lookup:stuck=never"},
+		Then: &proto.Step{Kind: proto.StepExec, Argv: []string{"cat", "/tmp/stuck-mnt/stuck"}, TimeoutMs: 1000},
+	}})
+	var mu sync.Mutex
+	var out strings.Builder
+	o := &lab.Options{CacheDir: cache, RunsDir: t.TempDir(), Progress: &logWriter{t: t, prefix: "klab| "}}
+	res, err := o.Boot(ctx, lab.BootRequest{
+		Kernel:    "debian:7.3",
+		Console:   &logWriter{t: t, prefix: "console| "},
+		Steps:     steps,
+		HostTools: tools,
+		OnMessage: func(m *proto.Message) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch m.Kind {
+			case proto.KindOutput:
+				out.Write(m.Output.Data)
+			case proto.KindLog:
+				t.Logf("agent| %s", m.Log.Msg)
+			}
+		},
+		Command: []string{"go", "test", "-run", t.Name()},
+	})
+	if res != nil && res.Manifest != nil {
+		t.Logf("qemu: %s", strings.Join(res.Manifest.QEMU.Argv, " "))
+	}
+	// The stuck step fails, which ends the run with a StepError: the
+	// agent came back from it (a hung agent would be a kernel hang).
+	for i, s := range res.Steps {
+		t.Logf("step %d: %+v", i+1, s.Done)
+	}
+	var se *lab.StepError
+	if !errors.As(err, &se) {
+		t.Fatalf("Boot: %v, want the stuck step's StepError", err)
+	}
+	if len(res.Steps) != len(steps) {
+		t.Fatalf("%d steps finished, want %d", len(res.Steps), len(steps))
+	}
+	for i, s := range res.Steps[:len(steps)-1] {
+		if s.Done.ExitCode != 0 || s.Done.Error != "" {
+			t.Errorf("step %d (%s server): %+v", i+1, s.Step.FUSE.Server, s.Done)
+		}
+	}
+	last := res.Steps[len(steps)-1].Done
+	if last.ExitCode == 0 || !strings.Contains(last.Error, "aborted FUSE connection") {
+		t.Errorf("stuck step: %+v, want a failure that aborted the connection", last)
+	}
+	if d := time.Duration(last.DurationNs); d > 60*time.Second {
+		t.Errorf("stuck step took %v", d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Count(out.String(), "hello\n"); got != len(steps)-1 {
+		t.Errorf("%d successful checks in the output, want %d:\n%s", got, len(steps)-1, out.String())
+	}
+	if len(tools) > 0 && !strings.Contains(out.String(), "fuse.passthrough_ll") {
+		t.Errorf("no passthrough_ll mount seen:\n%s", out.String())
+	}
+}
+
+// TestFUSEPerfInGuest compares klab's passthrough with libfuse's
+// passthrough_ll inside one debian:7.3 guest (KLAB_FUSE_PERF=1): the
+// seed's job a) (4 jobs of 1 KiB sequential writes) and creates with 1 and
+// 4 jobs, each server with 1 and 4 threads, rounds alternating, over tmpfs.
+// The workload is klab's Go engine, which runs in the agent, like klab's
+// server; passthrough_ll is a separate process. Under TCG the absolute
+// numbers mean little; the ratios are what to read.
+func TestFUSEPerfInGuest(t *testing.T) {
+	if os.Getenv("KLAB_FUSE_PERF") != "1" {
+		t.Skip("performance comparison: set KLAB_FUSE_PERF=1 (takes minutes)")
+	}
+	testenv.E2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	cache := paths.CacheDir()
+	bin, err := images.BuildPassthroughLL(ctx, cache, nil)
+	if err != nil {
+		t.Skipf("needs libfuse's passthrough_ll: %v", err)
+	}
+	type variant struct {
+		name    string
+		server  string
+		threads int
+	}
+	variants := []variant{
+		{"klab-t1", proto.FUSEPassthrough, 1}, {"libfuse-t1", proto.FUSELibfusePassthroughLL, 1},
+		{"klab-t4", proto.FUSEPassthrough, 4}, {"libfuse-t4", proto.FUSELibfusePassthroughLL, 4},
+	}
+	type job struct {
+		name string
+		wl   proto.WorkloadStep
+	}
+	jobs := []job{
+		{"seqwrite 4x1KiB", proto.WorkloadStep{Pattern: proto.PatternSeqWrite, Jobs: 4, BlockSize: 1024, FileSize: 32 << 20, RuntimeMs: 4000, TimeBased: true}},
+		{"creates 1 job", proto.WorkloadStep{Pattern: proto.PatternCreate, Jobs: 1, Files: 3000, RuntimeMs: 4000}},
+		{"creates 4 jobs", proto.WorkloadStep{Pattern: proto.PatternCreate, Jobs: 4, Files: 1000, RuntimeMs: 4000}},
+	}
+	const rounds = 3
+	type key struct{ job, variant string }
+	var steps []proto.Step
+	var keys []key
+	n := 0
+	for r := 0; r < rounds; r++ {
+		for _, j := range jobs {
+			for _, v := range variants {
+				n++
+				wl := j.wl
+				wl.Dir = "/tmp/perf/mnt"
+				steps = append(steps, proto.Step{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{
+					Server: v.server, Mountpoint: "/tmp/perf/mnt", Backing: fmt.Sprintf("/tmp/perf/b%d", n), Threads: v.threads,
+					Then: &proto.Step{Kind: proto.StepWorkload, Workload: &wl, TimeoutMs: 120000},
+				}}, proto.Step{Kind: proto.StepExec, Argv: []string{"rm", "-r", fmt.Sprintf("/tmp/perf/b%d", n)}})
+				keys = append(keys, key{j.name, v.name})
+			}
+		}
+	}
+	o := &lab.Options{CacheDir: cache, RunsDir: t.TempDir(), Progress: &logWriter{t: t, prefix: "klab| "}}
+	res, err := o.Boot(ctx, lab.BootRequest{Kernel: "debian:7.3", Steps: steps, HostTools: []string{bin}, MemMB: 2048,
+		Command: []string{"go", "test", "-run", t.Name()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[key][]float64{}
+	for i, k := range keys {
+		m := res.Steps[2*i].Done.Metrics
+		if m == nil {
+			t.Fatalf("step %d (%v): no metrics: %+v", 2*i+1, k, res.Steps[2*i].Done)
+		}
+		v := m.OpsPerSec
+		if k.job == "seqwrite 4x1KiB" {
+			v = m.BytesPerSec / (1 << 20)
+		}
+		vals[k] = append(vals[k], v)
+	}
+	med := func(xs []float64) float64 {
+		s := append([]float64(nil), xs...)
+		sort.Float64s(s)
+		return s[len(s)/2]
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%-16s %10s %10s %10s %10s %6s %6s", "job", "klab-t1", "libfuse-t1", "klab-t4", "libfuse-t4", "t1", "t4")
+	for _, j := range jobs {
+		m := func(v string) float64 { return med(vals[key{j.name, v}]) }
+		fmt.Fprintf(&b, "\n%-16s %10.1f %10.1f %10.1f %10.1f %6.2f %6.2f", j.name, m("klab-t1"), m("libfuse-t1"), m("klab-t4"), m("libfuse-t4"),
+			m("klab-t1")/m("libfuse-t1"), m("klab-t4")/m("libfuse-t4"))
+	}
+	t.Logf("in the guest under %s, medians of %d rounds (MiB/s, creates/s; ratios klab/libfuse):%s", res.Manifest.Accel, rounds, b.String())
+}
