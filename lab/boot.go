@@ -113,6 +113,11 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 	if err != nil {
 		return nil, err
 	}
+	libfuse, err := o.libfuseFiles(ctx, &req)
+	if err != nil {
+		return nil, err
+	}
+	extra = append(extra, libfuse...)
 	ir, err := o.InitramfsWith(ctx, k, extra)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -51,4 +52,25 @@ func (r *BootRequest) extraFiles() ([]images.ExtraFile, error) {
 		return nil, fmt.Errorf("host tools for the guest (install them on the host, e.g. apt-get install fio): %w", err)
 	}
 	return files, nil
+}
+
+// needsLibfuse reports whether a step mounts libfuse's passthrough_ll.
+func needsLibfuse(steps []proto.Step) bool {
+	for i := range steps {
+		for s := &steps[i]; s != nil && s.FUSE != nil; s = s.FUSE.Then {
+			if s.FUSE.Server == proto.FUSELibfusePassthroughLL {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// libfuseFiles builds libfuse's passthrough_ll on the host (cached) and
+// returns it with its libraries when a step asks for it.
+func (o *Options) libfuseFiles(ctx context.Context, r *BootRequest) ([]images.ExtraFile, error) {
+	if !needsLibfuse(r.Steps) {
+		return nil, nil
+	}
+	return images.PassthroughLLFiles(ctx, o.CacheDir, o.Progress)
 }

@@ -32,3 +32,14 @@ func TestHostTools(t *testing.T) {
 		t.Error("missing tool: no error")
 	}
 }
+
+func TestNeedsLibfuse(t *testing.T) {
+	inner := proto.Step{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{Server: proto.FUSELibfusePassthroughLL}}
+	outer := []proto.Step{{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{Server: "passthrough", Then: &inner}}}
+	if !needsLibfuse(outer) {
+		t.Error("a nested libfuse step not seen")
+	}
+	if needsLibfuse([]proto.Step{{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{Server: "passthrough"}}, {Kind: proto.StepExec}}) {
+		t.Error("libfuse seen where there is none")
+	}
+}

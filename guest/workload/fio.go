@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -131,6 +132,7 @@ func RunFio(ctx context.Context, s *proto.FioStep, opt FioOptions) (*proto.Metri
 		stderr = io.Discard
 	}
 	var errTail tailBuffer
+	stderr = &syncWriter{w: stderr}
 	cmd := exec.Command(bin, argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = opt.Env
@@ -332,13 +334,20 @@ func nilIfEOF(err error) error {
 	return err
 }
 
-// tailBuffer keeps the last few KiB written to it, for error messages.
-type tailBuffer struct{ b []byte }
+// tailBuffer keeps the last few KiB written to it, for error messages. It
+// is safe for concurrent use: fio's stderr and its stray stdout lines both
+// land in it.
+type tailBuffer struct {
+	mu sync.Mutex // guards b
+	b  []byte
+}
 
 const tailMax = 4 << 10
 
 // Write keeps the tail of p.
 func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.b = append(t.b, p...)
 	if len(t.b) > tailMax {
 		t.b = append(t.b[:0], t.b[len(t.b)-tailMax:]...)
@@ -347,7 +356,23 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 }
 
 // String returns the kept tail, trimmed.
-func (t *tailBuffer) String() string { return strings.TrimSpace(string(t.b)) }
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex // guards w
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
 
 // SplitCommandLine splits a command line into words like a POSIX shell,
 // without any expansion: single quotes are literal, double quotes allow
