@@ -117,7 +117,7 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 	if err != nil {
 		return nil, err
 	}
-	extra = append(extra, libfuse...)
+	extra = dedupExtra(append(extra, libfuse...))
 	ir, err := o.InitramfsWith(ctx, k, extra)
 	if err != nil {
 		return nil, err

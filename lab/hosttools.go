@@ -3,7 +3,9 @@ package lab
 import (
 	"context"
 	"fmt"
+	"path"
 	"slices"
+	"strings"
 
 	"klab/guest/proto"
 	"klab/images"
@@ -73,4 +75,20 @@ func (o *Options) libfuseFiles(ctx context.Context, r *BootRequest) ([]images.Ex
 		return nil, nil
 	}
 	return images.PassthroughLLFiles(ctx, o.CacheDir, o.Progress)
+}
+
+// dedupExtra keeps the first file for each guest path: two tools may share
+// libraries.
+func dedupExtra(files []images.ExtraFile) []images.ExtraFile {
+	seen := map[string]bool{}
+	var out []images.ExtraFile
+	for _, f := range files {
+		d := strings.TrimPrefix(path.Clean("/"+f.Dest), "/")
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		out = append(out, f)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"klab/images"
 	"slices"
 	"testing"
 
@@ -41,5 +42,16 @@ func TestNeedsLibfuse(t *testing.T) {
 	}
 	if needsLibfuse([]proto.Step{{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{Server: "passthrough"}}, {Kind: proto.StepExec}}) {
 		t.Error("libfuse seen where there is none")
+	}
+}
+
+func TestDedupExtra(t *testing.T) {
+	got := dedupExtra([]images.ExtraFile{
+		{Source: "/a", Dest: "/lib/libfuse3.so.3"},
+		{Source: "/b", Dest: "lib/libfuse3.so.3"},
+		{Source: "/c", Dest: "/usr/bin/fio"},
+	})
+	if len(got) != 2 || got[0].Source != "/a" || got[1].Source != "/c" {
+		t.Errorf("got %+v", got)
 	}
 }

@@ -12,7 +12,8 @@
 //   - the size of the bzImage.
 //
 // It is what `make bench-build` runs. A cold build takes about 6 minutes
-// on 2 cores, and the bench runs two of them.
+// on 2 cores, and the bench runs two of them per -pairs, alternating
+// which goes first.
 package main
 
 import (
@@ -39,9 +40,10 @@ func main() {
 	series := flag.String("series", "7.3", "the Debian kernel source series")
 	n := flag.Int("n", 5, "boots per kernel, and cache hits")
 	rebuilds := flag.Int("rebuilds", 3, "rebuilds after a patch change")
-	skipBare := flag.Bool("skip-bare", false, "skip the bare make (about 6 minutes)")
+	pairs := flag.Int("pairs", 1, "cold builds of each kind (klab, bare make), alternating their order")
+	skipBare := flag.Bool("skip-bare", false, "skip the bare make (about 6 minutes each)")
 	flag.Parse()
-	if err := run(*klab, *series, *n, *rebuilds, *skipBare); err != nil {
+	if err := run(*klab, *series, *n, *rebuilds, *pairs, *skipBare); err != nil {
 		fmt.Fprintln(os.Stderr, "klab-bench-build:", err)
 		os.Exit(1)
 	}
@@ -92,7 +94,7 @@ diff --git a/fs/fuse/inode.c b/fs/fuse/inode.c
 `
 }
 
-func run(klab, series string, n, rebuilds int, skipBare bool) error {
+func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 	ctx := context.Background()
 	klab, err := filepath.Abs(klab)
 	if err != nil {
@@ -107,7 +109,6 @@ func run(klab, series string, n, rebuilds int, skipBare bool) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	cache := filepath.Join(tmp, "cache")
 	jobs := runtime.NumCPU()
 	gcc, _ := exec.Command("gcc", "--version").Output()
 	fmt.Printf("klab-bench-build: %s %s, %d CPUs, %s\n", src.Package, src.Version, jobs, strings.SplitN(string(gcc), "\n", 2)[0])
@@ -123,6 +124,7 @@ func run(klab, series string, n, rebuilds int, skipBare bool) error {
 		}
 		patches = append(patches, p)
 	}
+	var cache string
 	kbuild := func(p, name string) (time.Duration, error) {
 		start := time.Now()
 		_, err := proc.Run(ctx, proc.Opts{Stderr: os.Stderr}, klab, "--cache-dir", cache, "kernels", "build",
@@ -130,23 +132,47 @@ func run(klab, series string, n, rebuilds int, skipBare bool) error {
 		return time.Since(start), err
 	}
 
-	// Bare make first, so that the page cache holds the tarball for both.
-	var bare time.Duration
-	if !skipBare {
-		if bare, err = bareMake(ctx, tmp, src.Tarball, jobs); err != nil {
-			return err
+	// Cold builds, alternating which kind goes first so that a change in
+	// the machine's load hits both alike. Each klab build starts from an
+	// empty cache; the bare make's tree is unpacked before its clock
+	// starts, klab's unpacking is counted.
+	var bares, colds stats
+	for i := 0; i < pairs; i++ {
+		kinds := []string{"bare", "klab"}
+		if i%2 == 1 {
+			kinds = []string{"klab", "bare"}
 		}
-		fmt.Printf("bare make (tinyconfig + lab, olddefconfig, make -j%d bzImage): %.1fs\n", jobs, bare.Seconds())
+		for _, kind := range kinds {
+			if kind == "bare" {
+				if skipBare {
+					continue
+				}
+				d, err := bareMake(ctx, filepath.Join(tmp, fmt.Sprintf("bare%d", i)), src.Tarball, jobs)
+				if err != nil {
+					return err
+				}
+				os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("bare%d", i)))
+				bares = append(bares, d.Seconds())
+				fmt.Printf("bare make (tinyconfig + lab, olddefconfig, make -j%d bzImage): %.1fs\n", jobs, d.Seconds())
+				continue
+			}
+			if cache != "" {
+				os.RemoveAll(cache)
+			}
+			cache = filepath.Join(tmp, fmt.Sprintf("cache%d", i))
+			d, err := kbuild(patches[0], "bench")
+			if err != nil {
+				return fmt.Errorf("cold build: %w", err)
+			}
+			colds = append(colds, d.Seconds())
+			fmt.Printf("cold build through klab (unpack, patch, config, make, install): %.1fs\n", d.Seconds())
+		}
 	}
-	cold, err := kbuild(patches[0], "bench")
-	if err != nil {
-		return fmt.Errorf("cold build: %w", err)
+	fmt.Printf("cold build through klab: %s\n", colds)
+	if len(bares) > 0 {
+		fmt.Printf("bare make:                %s\n", bares)
+		fmt.Printf("klab / bare make (medians): %.3f\n", colds.median()/bares.median())
 	}
-	fmt.Printf("cold build through klab (unpack, patch, config, make, install): %.1fs", cold.Seconds())
-	if bare > 0 {
-		fmt.Printf(" = %.3fx the bare make", cold.Seconds()/bare.Seconds())
-	}
-	fmt.Println()
 	k, err := show(ctx, klab, cache, "build:bench")
 	if err != nil {
 		return err
@@ -210,7 +236,7 @@ func run(klab, series string, n, rebuilds int, skipBare bool) error {
 // bareMake unpacks tarball (not timed) and times a plain build of it with
 // klab's lab fragment.
 func bareMake(ctx context.Context, tmp, tarball string, jobs int) (time.Duration, error) {
-	dir := filepath.Join(tmp, "bare")
+	dir := filepath.Join(tmp, "tree")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
