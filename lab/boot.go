@@ -61,6 +61,9 @@ type BootRequest struct {
 	// worked; nil means splat.DefaultPolicy (any BUG, KASAN, lockdep
 	// report or panic fails, and a WARNING unless allowed).
 	Policy *splat.Policy
+	// MultiThreadTCG gives each vCPU its own host thread under TCG (see
+	// vm.Config.MultiThreadTCG).
+	MultiThreadTCG bool
 	// IgnoreSplats reports kernel splats without ever failing the run.
 	IgnoreSplats bool
 	// Command is klab's own argv, for the manifest.
@@ -164,7 +167,7 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 	cfg := vm.Config{
 		QEMU: o.QEMU, Kernel: k.Image, Initrd: ir.Path, Cmdline: req.Cmdline,
 		Accel: verdict.Accel, MemMB: req.MemMB, CPUs: req.CPUs,
-		ExtraArgs: req.QEMUArgs,
+		ExtraArgs: req.QEMUArgs, MultiThreadTCG: req.MultiThreadTCG,
 	}
 	o.progressf("booting %s (%s) under %s...", k.Name, k.Version, verdict.Accel)
 	m, err := vm.Start(ctx, cfg, vm.StartOptions{

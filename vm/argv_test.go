@@ -27,7 +27,7 @@ func TestArgvBatch(t *testing.T) {
 		t.Errorf("binary = %q", argv[0])
 	}
 	for flag, want := range map[string]string{
-		"-machine": "pc,accel=tcg", "-cpu": "max", "-m": "1024", "-smp": "2",
+		"-machine": "pc", "-accel": "tcg,thread=single", "-cpu": "max", "-m": "1024", "-smp": "2",
 		"-kernel": "/k/bzImage", "-initrd": "/i.cpio", "-nic": "none", "-monitor": "none",
 		"-append": "console=ttyS0,115200 panic=-1 klab.mode=run quiet",
 	} {
@@ -69,8 +69,15 @@ func TestArgvKVMAndSizes(t *testing.T) {
 	if argv[0] != "/opt/qemu" {
 		t.Errorf("binary = %q", argv[0])
 	}
-	if got := argValue(t, argv, "-machine"); got[0] != "q35,accel=kvm" {
+	if got := argValue(t, argv, "-machine"); got[0] != "q35" {
 		t.Errorf("-machine = %q", got)
+	}
+	if got := argValue(t, argv, "-accel"); got[0] != "kvm" {
+		t.Errorf("-accel = %q", got)
+	}
+	mt, _ := Argv(Config{Kernel: "k", Accel: TCG, MultiThreadTCG: true}, NewSockets("/d"))
+	if got := argValue(t, mt, "-accel"); got[0] != "tcg" {
+		t.Errorf("multi-threaded TCG: -accel = %q", got)
 	}
 	if got := argValue(t, argv, "-cpu"); got[0] != "host" {
 		t.Errorf("-cpu = %q", got)

@@ -174,7 +174,7 @@ func bareBoot(image, initrd string) (float64, float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
-		"-machine", "pc,accel=tcg", "-cpu", "max", "-m", "1024", "-smp", "2",
+		"-machine", "pc", "-accel", "tcg,thread=single", "-cpu", "max", "-m", "1024", "-smp", "2",
 		"-kernel", image, "-initrd", initrd,
 		"-append", "console=ttyS0,115200 panic=-1",
 		"-nographic", "-no-reboot", "-nodefaults", "-nic", "none", "-serial", "stdio", "-monitor", "none")

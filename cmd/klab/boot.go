@@ -24,6 +24,7 @@ type bootOptions struct {
 	flavour     string
 	allow       []string
 	noFail      bool
+	mttcg       bool
 }
 
 func newBootCommand(g *globalOptions) *cobra.Command {
@@ -78,6 +79,7 @@ started in the guest; 1 when another step failed.`,
 				req.BootTimeout = secs(o.bootTimeout)
 			}
 			req.IgnoreSplats = o.noFail
+			req.MultiThreadTCG = o.mttcg
 			if len(o.allow) > 0 {
 				p, err := splat.NewPolicy(splat.PolicyConfig{Fail: splat.DefaultFail(), Allow: o.allow})
 				if err != nil {
@@ -110,6 +112,7 @@ started in the guest; 1 when another step failed.`,
 	f.IntVar(&o.timeout, "timeout", 0, "command timeout in seconds under KVM, scaled under TCG (default 600)")
 	f.IntVar(&o.bootTimeout, "boot-timeout", 0, "seconds from QEMU start to the agent under KVM, scaled under TCG (default 30)")
 	f.StringArrayVar(&o.allow, "allow-warning", nil, "a WARNING title substring (or /regexp/) that does not fail the run (repeatable)")
+	f.BoolVar(&o.mttcg, "tcg-multithread", false, "under TCG, one host thread per vCPU (faster for parallel work; QEMU 7.2 then sometimes shows a false \"Oops: int3\")")
 	f.BoolVar(&o.noFail, "no-splat-fail", false, "report kernel splats but never fail the run because of them")
 	f.StringVar(&o.flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")
 	return cmd
