@@ -21,11 +21,23 @@ func newManifest(run *results.Run, command []string, k *images.Kernel, ir *image
 	}
 }
 
-// manifestKernel is the manifest's record of a kernel.
+// manifestKernel is the manifest's record of a kernel, with how it was
+// built when it was: tree, base commit, patches, fragments, config hash.
 func manifestKernel(k *images.Kernel) results.Kernel {
-	return results.Kernel{
+	rk := results.Kernel{
 		Name: k.Name, ID: k.ID, Version: k.Version, Source: k.Source,
 		Package: k.Package, PackageVersion: k.PackageVersion, Suite: k.Suite,
 		Image: k.Image, Config: k.Config,
 	}
+	if b := k.Build; b != nil {
+		rb := &results.KernelBuild{Tree: b.Tree, BaseCommit: b.BaseCommit, ConfigSHA256: b.ConfigSHA256}
+		for _, p := range b.Patches {
+			rb.Patches = append(rb.Patches, results.FileHash{Path: p.Path, SHA256: p.SHA256})
+		}
+		for _, f := range b.Fragments {
+			rb.Fragments = append(rb.Fragments, results.FileHash{Path: f.Path, SHA256: f.SHA256})
+		}
+		rk.Build = rb
+	}
+	return rk
 }
