@@ -2,11 +2,9 @@ package images
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
+	"klab/internal/filehash"
 	"os"
 	"path/filepath"
 	"sort"
@@ -227,7 +225,7 @@ func installDebianSource(ctx context.Context, a *aptEnv, sdir, final string, l m
 	if err := os.Rename(tars[0], filepath.Join(out, name)); err != nil {
 		return nil, fmt.Errorf("debian source cache: %w", err)
 	}
-	sum, err := sha256File(filepath.Join(out, name))
+	sum, err := filehash.SHA256(filepath.Join(out, name))
 	if err != nil {
 		return nil, err
 	}
@@ -248,18 +246,4 @@ func installDebianSource(ctx context.Context, a *aptEnv, sdir, final string, l m
 	o.logf("fetched %s %s in %.1fs", l.name, l.version, time.Since(start).Seconds())
 	s.Tarball = filepath.Join(final, name)
 	return s, nil
-}
-
-// sha256File returns the hex SHA-256 of the file at path.
-func sha256File(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hashing %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -21,11 +21,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"klab/internal/benchstat"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -47,30 +47,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "klab-bench-build:", err)
 		os.Exit(1)
 	}
-}
-
-type stats []float64
-
-func (s stats) median() float64 {
-	c := append(stats(nil), s...)
-	sort.Float64s(c)
-	if len(c) == 0 {
-		return 0
-	}
-	if len(c)%2 == 1 {
-		return c[len(c)/2]
-	}
-	return (c[len(c)/2-1] + c[len(c)/2]) / 2
-}
-
-// String is the median, the range and the count.
-func (s stats) String() string {
-	c := append(stats(nil), s...)
-	sort.Float64s(c)
-	if len(c) == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2fs (min %.2f, max %.2f, n=%d)", s.median(), c[0], c[len(c)-1], len(c))
 }
 
 // patch is a one-line patch to fs/fuse/inode.c printing msg at FUSE init.
@@ -136,7 +112,7 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 	// the machine's load hits both alike. Each klab build starts from an
 	// empty cache; the bare make's tree is unpacked before its clock
 	// starts, klab's unpacking is counted.
-	var bares, colds stats
+	var bares, colds benchstat.Stats
 	for i := 0; i < pairs; i++ {
 		kinds := []string{"bare", "klab"}
 		if i%2 == 1 {
@@ -171,7 +147,7 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 	fmt.Printf("cold build through klab: %s\n", colds)
 	if len(bares) > 0 {
 		fmt.Printf("bare make:                %s\n", bares)
-		fmt.Printf("klab / bare make (medians): %.3f\n", colds.median()/bares.median())
+		fmt.Printf("klab / bare make (medians): %.3f\n", colds.Median()/bares.Median())
 	}
 	k, err := show(ctx, klab, cache, "build:bench")
 	if err != nil {
@@ -181,7 +157,7 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 		fmt.Printf("bzImage: %d bytes (%.2f MB), release %s\n", fi.Size(), float64(fi.Size())/(1<<20), k.Version)
 	}
 
-	var reb stats
+	var reb benchstat.Stats
 	for i := 1; i <= rebuilds; i++ {
 		d, err := kbuild(patches[i], "bench")
 		if err != nil {
@@ -191,7 +167,7 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 	}
 	fmt.Printf("rebuild after a one-file patch change, end to end: %s\n", reb)
 
-	var hits stats
+	var hits benchstat.Stats
 	for i := 0; i < n; i++ {
 		d, err := kbuild(patches[rebuilds], "bench")
 		if err != nil {
@@ -206,7 +182,7 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 	// parts usually are already), so the lab kernel goes by its path.
 	refs := []string{k.Image, "debian:" + series}
 	label := map[string]string{k.Image: "lab (build)", refs[1]: refs[1]}
-	b2a := map[string]stats{}
+	b2a := map[string]benchstat.Stats{}
 	accel := ""
 	for i := 0; i < n; i++ {
 		for _, ref := range refs {

@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"klab/internal/benchstat"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,29 +43,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "klab-bench:", err)
 		os.Exit(1)
 	}
-}
-
-type stats []float64
-
-func (s stats) median() float64 {
-	c := append(stats(nil), s...)
-	sort.Float64s(c)
-	if len(c) == 0 {
-		return 0
-	}
-	if len(c)%2 == 1 {
-		return c[len(c)/2]
-	}
-	return (c[len(c)/2-1] + c[len(c)/2]) / 2
-}
-
-func (s stats) String() string {
-	c := append(stats(nil), s...)
-	sort.Float64s(c)
-	if len(c) == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2fs (min %.2f, max %.2f)", s.median(), c[0], c[len(c)-1])
 }
 
 func run(klab string, kernels []string, n int, skipCold bool) error {
@@ -94,7 +72,7 @@ func run(klab string, kernels []string, n int, skipCold bool) error {
 		if err := exec.Command(klab, "--runs-dir", runs, "boot", "--kernel", ref, "--", "true").Run(); err != nil {
 			return fmt.Errorf("warm-up boot of %s: %w", ref, err)
 		}
-		var kAgent, kWall, bInit, bWall, rAgent, rWall stats
+		var kAgent, kWall, bInit, bWall, rAgent, rWall benchstat.Stats
 		for i := 0; i < n; i++ {
 			ba, bw, err := bareBoot(k.Image, bare)
 			if err != nil {
@@ -111,10 +89,10 @@ func run(klab string, kernels []string, n int, skipCold bool) error {
 		fmt.Printf("\n%s (%s), TCG or KVM as klab decides, %d pairs:\n", ref, k.Version, n)
 		fmt.Printf("  boot to first guest line  bare qemu + static init: %s\n", bInit)
 		fmt.Printf("  boot to agent ready       klab:                    %s\n", kAgent)
-		fmt.Printf("  ratio klab/bare (pairwise median):                 %.3f×\n", rAgent.median())
+		fmt.Printf("  ratio klab/bare (pairwise median):                 %.3f×\n", rAgent.Median())
 		fmt.Printf("  whole process             bare qemu:               %s\n", bWall)
 		fmt.Printf("  whole `klab boot -- true` klab:                    %s\n", kWall)
-		fmt.Printf("  ratio klab/bare (pairwise median):                 %.3f×\n", rWall.median())
+		fmt.Printf("  ratio klab/bare (pairwise median):                 %.3f×\n", rWall.Median())
 	}
 
 	ref := kernels[len(kernels)-1]

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"klab/internal/filehash"
 	"os"
 	"path/filepath"
 	"sort"
@@ -208,7 +209,7 @@ func stampOf(path string) fileStamp {
 	if err != nil || !fi.Mode().IsRegular() {
 		return fileStamp{}
 	}
-	sum, err := sha256File(path)
+	sum, err := filehash.SHA256(path)
 	if err != nil {
 		return fileStamp{}
 	}
@@ -298,19 +299,6 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return nil
-}
-
-func sha256File(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hashing %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func copyFile(src, dst string) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"klab/internal/filehash"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,7 +179,7 @@ func (h *hashMemo) sum(path string, fi fs.FileInfo) (string, error) {
 	if s, ok := h.m[key]; ok {
 		return s, nil
 	}
-	s, err := sha256File(path)
+	s, err := filehash.SHA256(path)
 	if err != nil {
 		return "", err
 	}
