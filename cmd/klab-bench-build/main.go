@@ -21,7 +21,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"klab/internal/benchstat"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"klab/images"
+	"klab/internal/benchstat"
 	"klab/internal/proc"
 	"klab/results"
 )
@@ -101,18 +102,18 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 		patches = append(patches, p)
 	}
 	var cache string
-	kbuild := func(p, name string) (time.Duration, error) {
+	kbuild := func(p, name string) (time.Duration, time.Duration, error) {
 		start := time.Now()
-		_, err := proc.Run(ctx, proc.Opts{Stderr: os.Stderr}, klab, "--cache-dir", cache, "kernels", "build",
+		cpu, err := cpuRun(ctx, "", nil, os.Stderr, klab, "--cache-dir", cache, "kernels", "build",
 			"--tarball", src.Tarball, "--config", "lab", "--patches", p, "--name", name)
-		return time.Since(start), err
+		return time.Since(start), cpu, err
 	}
 
 	// Cold builds, alternating which kind goes first so that a change in
 	// the machine's load hits both alike. Each klab build starts from an
 	// empty cache; the bare make's tree is unpacked before its clock
 	// starts, klab's unpacking is counted.
-	var bares, colds benchstat.Stats
+	var bares, colds, bareCPU, coldCPU benchstat.Stats
 	for i := 0; i < pairs; i++ {
 		kinds := []string{"bare", "klab"}
 		if i%2 == 1 {
@@ -123,31 +124,35 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 				if skipBare {
 					continue
 				}
-				d, err := bareMake(ctx, filepath.Join(tmp, fmt.Sprintf("bare%d", i)), src.Tarball, jobs)
+				d, cpu, err := bareMake(ctx, filepath.Join(tmp, fmt.Sprintf("bare%d", i)), src.Tarball, jobs)
 				if err != nil {
 					return err
 				}
 				os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("bare%d", i)))
-				bares = append(bares, d.Seconds())
-				fmt.Printf("bare make (tinyconfig + lab, olddefconfig, make -j%d bzImage): %.1fs\n", jobs, d.Seconds())
+				bares, bareCPU = append(bares, d.Seconds()), append(bareCPU, cpu.Seconds())
+				fmt.Printf("bare make (tinyconfig + lab, olddefconfig, make -j%d bzImage): %.1fs, CPU %.1fs, %s",
+					jobs, d.Seconds(), cpu.Seconds(), loadavg())
 				continue
 			}
 			if cache != "" {
 				os.RemoveAll(cache)
 			}
 			cache = filepath.Join(tmp, fmt.Sprintf("cache%d", i))
-			d, err := kbuild(patches[0], "bench")
+			d, cpu, err := kbuild(patches[0], "bench")
 			if err != nil {
 				return fmt.Errorf("cold build: %w", err)
 			}
-			colds = append(colds, d.Seconds())
-			fmt.Printf("cold build through klab (unpack, patch, config, make, install): %.1fs\n", d.Seconds())
+			colds, coldCPU = append(colds, d.Seconds()), append(coldCPU, cpu.Seconds())
+			fmt.Printf("cold build through klab (unpack, patch, config, make, install): %.1fs, CPU %.1fs, %s",
+				d.Seconds(), cpu.Seconds(), loadavg())
 		}
 	}
-	fmt.Printf("cold build through klab: %s\n", colds)
+	fmt.Printf("cold build through klab: %s; CPU %s\n", colds, coldCPU)
 	if len(bares) > 0 {
-		fmt.Printf("bare make:                %s\n", bares)
-		fmt.Printf("klab / bare make (medians): %.3f\n", colds.Median()/bares.Median())
+		fmt.Printf("bare make:               %s; CPU %s\n", bares, bareCPU)
+		// Wall time swings with other users of the machine; CPU time
+		// (klab's and its children's, make's and its children's) does not.
+		fmt.Printf("klab / bare make (medians): wall %.3f, CPU %.3f\n", colds.Median()/bares.Median(), coldCPU.Median()/bareCPU.Median())
 	}
 	k, err := show(ctx, klab, cache, "build:bench")
 	if err != nil {
@@ -159,7 +164,7 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 
 	var reb benchstat.Stats
 	for i := 1; i <= rebuilds; i++ {
-		d, err := kbuild(patches[i], "bench")
+		d, _, err := kbuild(patches[i], "bench")
 		if err != nil {
 			return fmt.Errorf("rebuild %d: %w", i, err)
 		}
@@ -169,7 +174,7 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 
 	var hits benchstat.Stats
 	for i := 0; i < n; i++ {
-		d, err := kbuild(patches[rebuilds], "bench")
+		d, _, err := kbuild(patches[rebuilds], "bench")
 		if err != nil {
 			return fmt.Errorf("cache hit: %w", err)
 		}
@@ -209,49 +214,81 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 	return nil
 }
 
+// cpuRun runs argv and returns the CPU time (user and system) of it and
+// of every descendant it waited for.
+func cpuRun(ctx context.Context, dir string, env []string, stderr io.Writer, argv ...string) (time.Duration, error) {
+	cmd := proc.Command(ctx, argv...)
+	cmd.Dir, cmd.Stderr = dir, stderr
+	if env != nil {
+		cmd.Env = env
+	}
+	err := cmd.Run()
+	if cmd.ProcessState == nil {
+		return 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+	}
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	if err != nil {
+		return cpu, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+	}
+	return cpu, nil
+}
+
+func loadavg() string {
+	la, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(la))
+	if len(f) < 3 {
+		return "\n"
+	}
+	return "load average " + strings.Join(f[:3], " ") + "\n"
+}
+
 // bareMake unpacks tarball (not timed) and times a plain build of it with
-// klab's lab fragment.
-func bareMake(ctx context.Context, tmp, tarball string, jobs int) (time.Duration, error) {
+// klab's lab fragment; it returns the wall and CPU times.
+func bareMake(ctx context.Context, tmp, tarball string, jobs int) (time.Duration, time.Duration, error) {
 	dir := filepath.Join(tmp, "tree")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if _, err := proc.Run(ctx, proc.Opts{}, "tar", "-x", "-f", tarball, "-C", dir); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	des, err := os.ReadDir(dir)
 	if err != nil || len(des) != 1 {
-		return 0, fmt.Errorf("unpacking %s: want one top directory", tarball)
+		return 0, 0, fmt.Errorf("unpacking %s: want one top directory", tarball)
 	}
 	tree := filepath.Join(dir, des[0].Name())
 	frag := filepath.Join(tmp, "lab")
 	data, err := images.ConfigFragment("lab")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := os.WriteFile(frag, data, 0o644); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	out := filepath.Join(tmp, "bare-out")
+	var cpu time.Duration
 	mk := func(args ...string) error {
-		_, err := proc.Run(ctx, proc.Opts{Dir: tree}, append([]string{"make", "O=" + out, "ARCH=x86_64"}, args...)...)
+		c, err := cpuRun(ctx, tree, nil, io.Discard, append([]string{"make", "O=" + out, "ARCH=x86_64"}, args...)...)
+		cpu += c
 		return err
 	}
 	start := time.Now()
 	if err := mk("tinyconfig"); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	if _, err := proc.Run(ctx, proc.Opts{Dir: tree, Env: append(os.Environ(), "ARCH=x86_64")},
-		"scripts/kconfig/merge_config.sh", "-m", "-O", out, filepath.Join(out, ".config"), frag); err != nil {
-		return 0, err
+	c, err := cpuRun(ctx, tree, append(os.Environ(), "ARCH=x86_64"), io.Discard,
+		"scripts/kconfig/merge_config.sh", "-m", "-O", out, filepath.Join(out, ".config"), frag)
+	cpu += c
+	if err != nil {
+		return 0, 0, err
 	}
 	if err := mk("olddefconfig"); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := mk("-j"+strconv.Itoa(jobs), "bzImage"); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return time.Since(start), nil
+	return time.Since(start), cpu, nil
 }
 
 func show(ctx context.Context, klab, cache, ref string) (*images.Kernel, error) {
