@@ -129,6 +129,10 @@ func TestBuildPatchedDebianSource(t *testing.T) {
 	if m.Kernel.Source != "build" || m.Kernel.ID != k.ID || m.Kernel.Name != "build:e2e-fuse-hello" {
 		t.Errorf("manifest kernel: %+v", m.Kernel)
 	}
+	if b := m.Kernel.Build; b == nil || b.Tree != k.Build.Tree || b.ConfigSHA256 != k.Build.ConfigSHA256 ||
+		len(b.Patches) != 1 || b.Patches[0].SHA256 != k.Build.Patches[0].SHA256 || len(b.Fragments) != 1 || b.Fragments[0].Path != "lab" {
+		t.Errorf("manifest kernel build: %+v", m.Kernel.Build)
+	}
 	t.Logf("boot-to-agent %d ms under %s", m.Times.BootToAgentMs, m.Accel)
 }
 
