@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,26 +26,7 @@ const (
 // enough for a cold kernel build on a small machine.
 func runLong(t *testing.T, timeout time.Duration, args ...string) result {
 	t.Helper()
-	args = append([]string{"--runs-dir", t.TempDir()}, args...)
-	t.Logf("klab %s", strings.Join(args, " "))
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, klab(t), args...)
-	cmd.Dir = ".."
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	r := result{stdout: stdout.String(), stderr: stderr.String(), wall: time.Since(start)}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("klab: %v", err)
-	}
-	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
-		t.Logf("stderr| %s", l)
-	}
-	return r
+	return runTimeout(t, t.TempDir(), timeout, args...)
 }
 
 // requiresBuildTools needs what a kernel build needs.

@@ -60,9 +60,15 @@ type result struct {
 // run runs klab with args, logging the command line and its stderr.
 func run(t *testing.T, runsDir string, args ...string) result {
 	t.Helper()
+	return runTimeout(t, runsDir, 10*time.Minute, args...)
+}
+
+// runTimeout is run with a given timeout.
+func runTimeout(t *testing.T, runsDir string, timeout time.Duration, args ...string) result {
+	t.Helper()
 	args = append([]string{"--runs-dir", runsDir}, args...)
 	t.Logf("klab %s", strings.Join(args, " "))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, klab(t), args...)
 	cmd.Dir = ".."

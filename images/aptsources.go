@@ -35,7 +35,7 @@ func ResolveMirror(flag string) (string, error) {
 
 func checkMirrorURI(uri, from string) (string, error) {
 	if !strings.Contains(uri, ":") || strings.ContainsAny(uri, " \t\n\"[]") {
-		return "", fmt.Errorf("%s %q is not a URI such as http://mirror.example/debian", from, uri)
+		return "", fmt.Errorf("%s %q is not a URI: want scheme://host/path with scheme http, https or file", from, uri)
 	}
 	return strings.TrimRight(uri, "/"), nil
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"klab/results"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -384,29 +385,10 @@ func addAliasIfMissing(kdir, key, dir string) error {
 	return addAlias(kdir, key, dir)
 }
 
+// writeFileAtomic replaces path with data (mode 0644) so that readers
+// never see a partial file.
 func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
+	return results.WriteFileAtomic(path, data, 0o644)
 }
 
 // lockDir takes an exclusive lock on dir/.lock, waiting (and saying so)

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"klab/internal/filehash"
+	"klab/results"
 	"os"
 	"path/filepath"
 	"sort"
@@ -283,22 +284,10 @@ func tryLock(path string) (unlock func(), ok bool) {
 	return func() { f.Close() }, true
 }
 
+// writeFileAtomic replaces path with data (mode 0644) so that readers
+// never see a partial file.
 func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(f.Name(), 0o644)); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
+	return results.WriteFileAtomic(path, data, 0o644)
 }
 
 func copyFile(src, dst string) error {
