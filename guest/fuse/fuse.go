@@ -1,7 +1,8 @@
 // Package fuse starts and stops klab's FUSE servers: it turns a Config (or
 // a proto.FUSEStep) into a mounted Session — a server kind (passthrough,
 // stuck, interrupt, or libfuse's passthrough_ll as an external process)
-// over a transport (/dev/fuse today) — and tears it down so that a broken
+// over a transport (/dev/fuse or FUSE-over-io_uring) — and tears it down so
+// that a broken
 // server never leaves a hung mount behind.
 //
 // The agent's fuse step, `klab fuse serve` on the host and
@@ -9,7 +10,8 @@
 //
 // The pieces live in sub-packages: abi (wire format), dispatch (the
 // transport-neutral core that owns INIT and INTERRUPT), devfuse (the
-// /dev/fuse transport and mount plumbing), fs (per-opcode interfaces),
+// /dev/fuse transport and mount plumbing), ringfuse (the io_uring
+// transport), fs (per-opcode interfaces),
 // passthrough, stuck and intr (the servers), check (client-side checks of
 // kernel behaviour) and cli (the command lines).
 package fuse
@@ -34,6 +36,7 @@ import (
 	"klab/guest/fuse/fs"
 	"klab/guest/fuse/intr"
 	"klab/guest/fuse/passthrough"
+	"klab/guest/fuse/ringfuse"
 	"klab/guest/fuse/stuck"
 	"klab/guest/proto"
 )
@@ -56,13 +59,19 @@ const (
 type Config struct {
 	// Server is the server kind; empty means passthrough.
 	Server string
-	// Transport is dev (the default); uring is not implemented yet.
+	// Transport is dev (the default) or uring (FUSE-over-io_uring; Start
+	// sets the fuse module's enable_uring when it is off).
 	Transport string
 	// Mountpoint and Backing are created when missing.
 	Mountpoint, Backing string
-	// Threads is the number of server workers; 0 means 1 (for
-	// passthrough_ll: libfuse's default).
+	// Threads is the number of server threads: /dev/fuse workers over
+	// dev (0 means 1), ring threads over uring (0 means one per queue,
+	// that is per possible CPU), libfuse's max_threads for passthrough_ll
+	// (0 means libfuse's default).
 	Threads int
+	// QueueDepth is the number of io_uring entries per queue over uring;
+	// 0 means ringfuse.DefaultDepth.
+	QueueDepth int
 	// MountOptions are FUSE mount options (see devfuse.MountOptions).
 	MountOptions []string
 	// AttrTimeout and EntryTimeout are the kernel's cache times.
@@ -124,11 +133,7 @@ func ConfigFromStep(s *proto.FUSEStep) (Config, error) {
 	}
 	c.Mountpoint, c.Backing = s.Mountpoint, s.Backing
 	c.Threads = s.Threads
-	if s.Server == ServerLibfusePassthroughLL && s.Threads == 0 {
-		c.Threads = 0
-	} else if s.Threads == 0 {
-		c.Threads = 1
-	}
+	c.QueueDepth = s.QueueDepth
 	c.MountOptions = s.MountOptions
 	if p := s.Passthrough.AttrTimeoutMs; p != nil {
 		c.AttrTimeout = time.Duration(*p) * time.Millisecond
@@ -184,10 +189,18 @@ func (c *Config) Validate() error {
 	}
 	switch c.Transport {
 	case "", TransportDev:
+		if c.QueueDepth != 0 {
+			errs = append(errs, errors.New("queue depth is for transport uring only"))
+		}
 	case TransportURing:
-		errs = append(errs, errors.New("transport uring: FUSE-over-io_uring is not implemented yet; use dev"))
+		if c.Server == ServerLibfusePassthroughLL {
+			errs = append(errs, errors.New("transport uring: libfuse-passthrough_ll serves /dev/fuse only (libfuse's io_uring is in passthrough_hp of libfuse 3.18+)"))
+		}
+		if c.QueueDepth < 0 || c.QueueDepth > ringfuse.MaxDepth {
+			errs = append(errs, fmt.Errorf("queue depth: %d is out of range, want 1..%d (0: %d)", c.QueueDepth, ringfuse.MaxDepth, ringfuse.DefaultDepth))
+		}
 	default:
-		errs = append(errs, fmt.Errorf("transport %q: want dev", c.Transport))
+		errs = append(errs, fmt.Errorf("transport %q: want dev or uring", c.Transport))
 	}
 	if c.Mountpoint == "" {
 		errs = append(errs, errors.New("mountpoint: missing"))
@@ -196,7 +209,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("backing: missing (the directory the server mirrors)"))
 	}
 	if c.Threads < 0 || c.Threads > 1024 {
-		errs = append(errs, fmt.Errorf("threads: %d is out of range, want 1..1024 (0: the server's default)", c.Threads))
+		errs = append(errs, fmt.Errorf("threads: %d is out of range, want 1..1024 (0: the transport's default)", c.Threads))
 	}
 	if c.MaxWrite != 0 && (c.MaxWrite < 4096 || c.MaxWrite > 16<<20) {
 		errs = append(errs, fmt.Errorf("max_write: %d is out of range, want 4096..16777216", c.MaxWrite))
@@ -240,11 +253,14 @@ type Session struct {
 	mount devfuse.MountInfo
 
 	// klab's servers
-	conn  *dispatch.Conn
-	dev   *devfuse.Device
-	pfs   *passthrough.FS
-	stuck *stuck.Server
-	intr  *intr.Server
+	conn *dispatch.Conn
+	dev  *devfuse.Device
+	ring *ringfuse.Transport // over uring
+	// uringEnabled says Start set enable_uring.
+	uringEnabled bool
+	pfs          *passthrough.FS
+	stuck        *stuck.Server
+	intr         *intr.Server
 
 	// passthrough_ll
 	cmd *exec.Cmd
@@ -264,7 +280,7 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.Transport == "" {
 		cfg.Transport = TransportDev
 	}
-	if cfg.Threads == 0 && cfg.Server != ServerLibfusePassthroughLL {
+	if cfg.Threads == 0 && cfg.Server != ServerLibfusePassthroughLL && cfg.Transport == TransportDev {
 		cfg.Threads = 1
 	}
 	if cfg.InitTimeout <= 0 {
@@ -287,6 +303,16 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	if cfg.Server == ServerLibfusePassthroughLL {
 		return s, s.startLibfuse(ctx)
+	}
+	if cfg.Transport == TransportURing {
+		changed, err := ringfuse.EnableURing()
+		if err != nil {
+			return nil, fmt.Errorf("fuse: transport uring: %w", err)
+		}
+		if changed {
+			s.uringEnabled = true
+			s.log.Info("fuse: set " + ringfuse.EnableURingPath + " to Y")
+		}
 	}
 	return s, s.start(ctx)
 }
@@ -321,7 +347,7 @@ func (s *Session) start(ctx context.Context) error {
 		return err
 	}
 	s.dev = dev
-	t, err := transportFor(cfg, dev)
+	t, err := s.transportFor(dev)
 	if err != nil {
 		dev.Close()
 		pfs.Close()
@@ -346,6 +372,20 @@ func (s *Session) start(ctx context.Context) error {
 			_ = s.Teardown(context.Background(), true)
 			return err
 		}
+		if s.ring != nil {
+			// Requests block until every queue has an entry; a ring that
+			// cannot register must fail the start, not hang the mount.
+			select {
+			case <-s.ring.Ready():
+				if err := s.ring.ReadyErr(); err != nil {
+					_ = s.Teardown(context.Background(), true)
+					return fmt.Errorf("fuse: transport uring: %w", err)
+				}
+			case <-timer.C:
+				_ = s.Teardown(context.Background(), true)
+				return fmt.Errorf("fuse: transport uring: the rings did not register within %v", cfg.InitTimeout)
+			}
+		}
 		if err := triggerPollHack(cfg.Mountpoint, 2*time.Second); err != nil {
 			s.log.Warn("fuse: could not turn FUSE_POLL off; Go code in this process that opens files on the mount may deadlock with the server", "err", err)
 		}
@@ -361,16 +401,28 @@ func (s *Session) start(ctx context.Context) error {
 	}
 }
 
-// transportFor returns the transport cfg asks for over dev. This is the one
-// place a new transport (FUSE-over-io_uring) plugs in: it implements
-// dispatch.Transport (and dispatch.InitHook to add FUSE_OVER_IO_URING to
-// INIT); the servers do not change.
-func transportFor(cfg Config, dev *devfuse.Device) (dispatch.Transport, error) {
+// transportFor returns the transport the session's config asks for over
+// dev. Transports implement dispatch.Transport (and dispatch.InitHook to
+// add FUSE_OVER_IO_URING to INIT); the servers do not change.
+func (s *Session) transportFor(dev *devfuse.Device) (dispatch.Transport, error) {
+	cfg := s.cfg
 	switch cfg.Transport {
 	case TransportDev, "":
 		return devfuse.NewTransport(dev, cfg.Threads), nil
+	case TransportURing:
+		t, err := ringfuse.New(dev, ringfuse.Options{
+			Depth: cfg.QueueDepth, Threads: cfg.Threads, Log: s.log,
+			// A ring that cannot serve would leave every request blocked:
+			// end the connection instead.
+			OnFatal: func(error) { go s.Abort() },
+		})
+		if err != nil {
+			return nil, fmt.Errorf("fuse: transport uring: %w", err)
+		}
+		s.ring = t
+		return t, nil
 	default:
-		return nil, fmt.Errorf("fuse: transport %q is not implemented", cfg.Transport)
+		return nil, fmt.Errorf("fuse: transport %q: want dev or uring", cfg.Transport)
 	}
 }
 
@@ -583,6 +635,10 @@ type Stats struct {
 	RequestTimeout uint16 `json:"request_timeout,omitempty"`
 	// Conn are the dispatcher's counters (klab's servers).
 	Conn *dispatch.Stats `json:"conn,omitempty"`
+	// Ring are the io_uring transport's counters.
+	Ring *ringfuse.Stats `json:"ring,omitempty"`
+	// URingEnabled says the session set fuse's enable_uring.
+	URingEnabled bool `json:"uring_enabled,omitempty"`
 	// Stuck are the stuck server's holds.
 	Stuck []stuck.Event `json:"stuck,omitempty"`
 	// Interrupt are the interrupt server's held requests.
@@ -600,6 +656,11 @@ func (s *Session) Stats() Stats {
 			st.RequestTimeout = in.Out.RequestTimeout
 		}
 	}
+	if s.ring != nil {
+		rs := s.ring.Stats()
+		st.Ring = &rs
+	}
+	st.URingEnabled = s.uringEnabled
 	if s.stuck != nil {
 		st.Stuck = s.stuck.Events()
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"klab/guest/fuse/ringfuse"
 	"klab/internal/testenv"
 )
 
@@ -29,6 +30,16 @@ func requireFUSE(t testing.TB) {
 	testenv.RequiresRoot(t)
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("needs /dev/fuse (the fuse module)")
+	}
+}
+
+// requireURing skips unless this kernel can serve FUSE over io_uring (it
+// sets enable_uring when it is off, as Start does).
+func requireURing(t testing.TB) {
+	t.Helper()
+	requireFUSE(t)
+	if _, err := ringfuse.EnableURing(); err != nil {
+		t.Skipf("needs FUSE-over-io_uring: %v", err)
 	}
 }
 

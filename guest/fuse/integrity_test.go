@@ -26,6 +26,12 @@ func integrityVariants() map[string]func(*Config) {
 		"writeback":         func(c *Config) { c.Writeback = true; c.Threads = 2 },
 		"kernelpassthrough": func(c *Config) { c.KernelPassthrough = true },
 		"maxwrite64k":       func(c *Config) { c.MaxWrite = 64 << 10 },
+		// The same checks over FUSE-over-io_uring.
+		"uring":                   func(c *Config) { c.Transport = TransportURing },
+		"uring-depth1-thread1":    func(c *Config) { c.Transport, c.QueueDepth, c.Threads = TransportURing, 1, 1 },
+		"uring-writeback":         func(c *Config) { c.Transport, c.Writeback, c.Threads = TransportURing, true, 2 },
+		"uring-kernelpassthrough": func(c *Config) { c.Transport, c.KernelPassthrough = TransportURing, true },
+		"uring-maxwrite64k":       func(c *Config) { c.Transport, c.MaxWrite = TransportURing, 64<<10 },
 	}
 }
 
@@ -35,6 +41,9 @@ func forEachVariant(t *testing.T, fn func(t *testing.T, s *Session)) {
 		t.Run(name, func(t *testing.T) {
 			cfg := DefaultConfig()
 			vary(&cfg)
+			if cfg.Transport == TransportURing {
+				requireURing(t)
+			}
 			fn(t, mount(t, cfg))
 		})
 	}

@@ -17,6 +17,11 @@ func posixVariants() map[string]func(*Config) {
 		"kernelpassthrough": func(c *Config) { c.KernelPassthrough = true },
 		"nocache":           func(c *Config) { c.AttrTimeout, c.EntryTimeout = 0, 0 },
 		"xattr":             func(c *Config) { c.Xattr = true },
+		// The same pass over FUSE-over-io_uring.
+		"uring":                   func(c *Config) { c.Transport = TransportURing },
+		"uring-depth1-thread1":    func(c *Config) { c.Transport, c.QueueDepth, c.Threads = TransportURing, 1, 1 },
+		"uring-writeback":         func(c *Config) { c.Transport, c.Writeback = TransportURing, true },
+		"uring-kernelpassthrough": func(c *Config) { c.Transport, c.KernelPassthrough = TransportURing, true },
 	}
 }
 
@@ -44,6 +49,9 @@ func TestPOSIX(t *testing.T) {
 					}
 					cfg := DefaultConfig()
 					vary(&cfg)
+					if cfg.Transport == TransportURing {
+						requireURing(t)
+					}
 					s := mount(t, cfg)
 					posixtest.All[n](t, s.Mountpoint())
 				})

@@ -24,7 +24,8 @@ const (
 	// FUSETransportDev serves the connection by reading and writing
 	// /dev/fuse.
 	FUSETransportDev = "dev"
-	// FUSETransportURing is FUSE-over-io_uring (not implemented yet).
+	// FUSETransportURing is FUSE-over-io_uring (Linux 6.14+): the agent
+	// sets the fuse module's enable_uring when it is off.
 	FUSETransportURing = "uring"
 )
 
@@ -37,8 +38,11 @@ type FUSEStep struct {
 	// or libfuse-passthrough_ll.
 	Server string `json:"server,omitempty"`
 	// Transport is how klab's servers talk to the kernel: dev (default)
-	// or, later, uring.
+	// or uring.
 	Transport string `json:"transport,omitempty"`
+	// QueueDepth is the number of io_uring entries per queue (per
+	// possible CPU) over uring; 0 means 8.
+	QueueDepth int `json:"queue_depth,omitempty"`
 	// Mountpoint is where to mount; it is created when missing.
 	Mountpoint string `json:"mountpoint"`
 	// Backing is the directory the server mirrors; it is created when
@@ -47,8 +51,9 @@ type FUSEStep struct {
 	// MountOptions are FUSE mount options: allow_other,
 	// default_permissions, max_read=N, ro, noatime, fsname=NAME, ...
 	MountOptions []string `json:"mount_options,omitempty"`
-	// Threads is the number of server threads (workers); 0 means 1 for
-	// klab's servers and libfuse's default for passthrough_ll.
+	// Threads is the number of server threads: /dev/fuse workers over
+	// dev (0 means 1), ring threads over uring (0 means one per queue),
+	// libfuse's max_threads for passthrough_ll (0 means its default).
 	Threads int `json:"threads,omitempty"`
 	// Passthrough holds the file system knobs, for every server kind.
 	Passthrough FUSEPassthroughOptions `json:"passthrough,omitempty"`

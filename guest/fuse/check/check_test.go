@@ -3,9 +3,12 @@ package check
 import (
 	"context"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"klab/guest/fuse/ringfuse"
 	"klab/internal/testenv"
 )
 
@@ -17,12 +20,25 @@ func requireFUSE(t *testing.T) {
 	}
 }
 
+// requireURing skips unless this kernel serves FUSE over io_uring.
+func requireURing(t *testing.T) {
+	t.Helper()
+	if _, err := ringfuse.EnableURing(); err != nil {
+		t.Skipf("needs FUSE-over-io_uring: %v", err)
+	}
+}
+
 func TestInterrupt(t *testing.T) {
 	requireFUSE(t)
-	for _, p := range []string{"cancel", "eagain:1", "eagain:3", "ignore", "enosys"} {
+	for _, p := range []string{"cancel", "eagain:1", "eagain:3", "ignore", "enosys",
+		"cancel@uring", "eagain:1@uring", "ignore@uring", "enosys@uring"} {
 		t.Run(p, func(t *testing.T) {
+			policy, transport, _ := strings.Cut(p, "@")
+			if transport == "uring" {
+				requireURing(t)
+			}
 			t.Parallel()
-			r, err := Interrupt(context.Background(), InterruptOptions{Policy: p, Hold: time.Second, Dir: t.TempDir()})
+			r, err := Interrupt(context.Background(), InterruptOptions{Policy: policy, Transport: transport, Hold: time.Second, Dir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,9 +61,31 @@ func TestTimeout(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/fs/fuse/default_request_timeout"); err != nil {
 		t.Skip("the kernel has no FUSE request timeouts (Linux 6.14 or later)")
 	}
-	rs, err := TimeoutAll(context.Background(), TimeoutOptions{Timeout: 1, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
+	transports := []string{"dev"}
+	if _, err := ringfuse.EnableURing(); err == nil {
+		transports = append(transports, "uring")
+	} else {
+		t.Logf("timeouts over io_uring not checked: %v", err)
+	}
+	var mu sync.Mutex
+	var rs []*Result
+	var wg sync.WaitGroup
+	for _, tr := range transports {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := TimeoutAll(context.Background(), TimeoutOptions{Timeout: 1, Transport: tr, Dir: t.TempDir()})
+			if err != nil {
+				t.Errorf("%s: %v", tr, err)
+			}
+			mu.Lock()
+			rs = append(rs, r...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(rs) != 3*len(transports) {
+		t.Fatalf("%d results, want %d", len(rs), 3*len(transports))
 	}
 	for _, r := range rs {
 		t.Log(r)

@@ -27,6 +27,8 @@ type KillOptions struct {
 	// MOUNTPOINT". Empty means this executable's "fuse serve" (klab and
 	// klab-agent both have it).
 	ServerArgv []string
+	// Transport is the server's transport: dev (default) or uring.
+	Transport string
 	// ServerEnv is extra environment for the server process.
 	ServerEnv []string
 	// Stuck is how many client threads block in LOOKUPs the server never
@@ -95,7 +97,7 @@ func Kill(ctx context.Context, o KillOptions) (*Result, error) {
 	}
 	defer cleanup()
 	d := &KillDetails{ClientErrs: map[string]int{}}
-	res := &Result{Name: "kill", Details: d}
+	res := &Result{Name: "kill" + transportSuffix(o.Transport), Details: d}
 	mnt, back := filepath.Join(dir, "mnt"), filepath.Join(dir, "backing")
 	for _, p := range []string{mnt, back} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
@@ -103,7 +105,7 @@ func Kill(ctx context.Context, o KillOptions) (*Result, error) {
 		}
 	}
 
-	argv := append(append([]string(nil), o.ServerArgv...), "--server", "stuck", "--rule", "lookup:stuck*=never", "--threads", "2", "--backing", back, mnt)
+	argv := append(append([]string(nil), o.ServerArgv...), "--server", "stuck", "--rule", "lookup:stuck*=never", "--threads", "2", "--transport", transportOr(o.Transport), "--backing", back, mnt)
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), o.ServerEnv...)
@@ -248,6 +250,7 @@ func Kill(ctx context.Context, o KillOptions) (*Result, error) {
 
 	// The guest still mounts and serves FUSE.
 	cfg := fuse.DefaultConfig()
+	cfg.Transport = transportOr(o.Transport)
 	cfg.Mountpoint, cfg.Backing = filepath.Join(dir, "mnt2"), back
 	cfg.Log = log
 	d.Remount = "ok"

@@ -7,6 +7,7 @@ import (
 
 	"klab/guest/fuse/check"
 	"klab/guest/fuse/cli"
+	"klab/guest/fuse/ringfuse"
 	"klab/internal/testenv"
 )
 
@@ -30,16 +31,26 @@ func TestKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := check.Kill(context.Background(), check.KillOptions{
-		ServerArgv: []string{exe, "fuse", "serve"},
-		ServerEnv:  []string{serveEnv + "=1"},
-		Dir:        t.TempDir(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log(r)
-	if !r.Pass {
-		t.Error(r.Problems)
+	for _, transport := range []string{"dev", "uring"} {
+		t.Run(transport, func(t *testing.T) {
+			if transport == "uring" {
+				if _, err := ringfuse.EnableURing(); err != nil {
+					t.Skipf("needs FUSE-over-io_uring: %v", err)
+				}
+			}
+			r, err := check.Kill(context.Background(), check.KillOptions{
+				ServerArgv: []string{exe, "fuse", "serve"},
+				ServerEnv:  []string{serveEnv + "=1"},
+				Transport:  transport,
+				Dir:        t.TempDir(),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Log(r)
+			if !r.Pass {
+				t.Error(r.Problems)
+			}
+		})
 	}
 }

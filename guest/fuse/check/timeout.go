@@ -57,14 +57,16 @@ type TimeoutOptions struct {
 	// Slack is added to the upper bound for scheduling delays; 0 means
 	// 5 s.
 	Slack time.Duration
+	// Transport is the server's transport: dev (default) or uring.
+	Transport string
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
-
-	// sysctlMu, when set, serializes the window from changing the sysctls
-	// to restoring them after INIT, so that concurrent variants do not see
-	// each other's settings.
-	sysctlMu sync.Locker
 }
+
+// sysctlMu serializes the window from changing the timeout sysctls to
+// restoring them after INIT, so that concurrent checks in this process do
+// not see each other's settings.
+var sysctlMu sync.Mutex
 
 // TimeoutDetails are Timeout's measurements.
 type TimeoutDetails struct {
@@ -132,7 +134,7 @@ func Timeout(ctx context.Context, o TimeoutOptions) (*Result, error) {
 	defer cleanup()
 
 	d := &TimeoutDetails{Via: o.Via, Configured: o.Timeout, Effective: max(o.Timeout, int(TimerPeriod/time.Second))}
-	res := &Result{Name: "timeout/" + o.Via, Details: d}
+	res := &Result{Name: "timeout/" + o.Via + transportSuffix(o.Transport), Details: d}
 	// The kernel compares ages in jiffies: allow one jiffy (at HZ=100) and
 	// some measurement noise below the bound.
 	d.LowerBound = time.Duration(d.Effective)*time.Second - jiffySlack
@@ -140,6 +142,7 @@ func Timeout(ctx context.Context, o TimeoutOptions) (*Result, error) {
 
 	cfg := fuse.DefaultConfig()
 	cfg.Server = fuse.ServerStuck
+	cfg.Transport = transportOr(o.Transport)
 	cfg.Mountpoint, cfg.Backing = filepath.Join(dir, "mnt"), filepath.Join(dir, "backing")
 	cfg.Stuck = []stuck.Rule{{Select: match.Selector{Op: abi.OpLookup, Name: "stuck"}, Action: stuck.AfterAbort}}
 	cfg.Log = log
@@ -151,10 +154,8 @@ func Timeout(ctx context.Context, o TimeoutOptions) (*Result, error) {
 	// kernel fixes the connection's timeout when it processes the INIT
 	// reply.
 	sess, err := func() (*fuse.Session, error) {
-		if o.sysctlMu != nil {
-			o.sysctlMu.Lock()
-			defer o.sysctlMu.Unlock()
-		}
+		sysctlMu.Lock()
+		defer sysctlMu.Unlock()
 		want := map[string]string{sysctlDefault: "0", sysctlMax: "0"}
 		switch o.Via {
 		case ViaDefault:
@@ -247,8 +248,15 @@ func Timeout(ctx context.Context, o TimeoutOptions) (*Result, error) {
 			d.LateReplyErr = lastErrno(ev.ReplyErr)
 		}
 	}
-	if d.LateReplyErr != "ENOENT" {
-		res.notef("late reply after the abort got %q (the kernel documents ENOENT)", d.LateReplyErr)
+	// A late reply written to /dev/fuse gets ENOENT; over io_uring the
+	// entry was released at the abort, and the transport refuses the
+	// reply with ENOTCONN, as the kernel would refuse its COMMIT.
+	wantLate := "ENOENT"
+	if transportOr(o.Transport) == fuse.TransportURing {
+		wantLate = "ENOTCONN"
+	}
+	if d.LateReplyErr != wantLate {
+		res.notef("late reply after the abort got %q (expected %s)", d.LateReplyErr, wantLate)
 	}
 	res.notef("stuck call: %s after %.1fs (timeout %ds, effective %ds, INIT request_timeout %d, waiting %d)",
 		d.StuckErr, d.StuckElapsed.Seconds(), d.Configured, d.Effective, d.Negotiated, d.Waiting)
@@ -257,7 +265,6 @@ func Timeout(ctx context.Context, o TimeoutOptions) (*Result, error) {
 
 // TimeoutAll runs Timeout for init, default and max concurrently.
 func TimeoutAll(ctx context.Context, o TimeoutOptions) ([]*Result, error) {
-	var mu sync.Mutex
 	vias := []string{ViaInit, ViaDefault, ViaMax}
 	out := make([]*Result, len(vias))
 	errs := make([]error, len(vias))
@@ -268,7 +275,6 @@ func TimeoutAll(ctx context.Context, o TimeoutOptions) ([]*Result, error) {
 			defer wg.Done()
 			oo := o
 			oo.Via = via
-			oo.sysctlMu = &mu
 			if o.Dir != "" {
 				oo.Dir = filepath.Join(o.Dir, via)
 			}

@@ -36,6 +36,7 @@ type ServeOptions struct {
 	Server            string        // --server
 	Transport         string        // --transport
 	Threads           int           // --threads
+	QueueDepth        int           // --queue-depth
 	Backing           string        // --backing
 	Options           []string      // --option/-o, mount options
 	AttrTimeout       time.Duration // --attr-timeout
@@ -56,8 +57,9 @@ type ServeOptions struct {
 // AddFlags binds o to f, except Verbose (callers bind their own).
 func (o *ServeOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.Server, "server", fuse.ServerPassthrough, "server: passthrough, stuck, interrupt or libfuse-passthrough_ll")
-	f.StringVar(&o.Transport, "transport", fuse.TransportDev, "transport: dev (/dev/fuse)")
-	f.IntVar(&o.Threads, "threads", 1, "server worker threads (passthrough_ll: max_threads; 0 = libfuse's default)")
+	f.StringVar(&o.Transport, "transport", fuse.TransportDev, "transport: dev (/dev/fuse) or uring (FUSE-over-io_uring; sets fuse's enable_uring when off)")
+	f.IntVar(&o.Threads, "threads", 0, "server threads: /dev/fuse workers (dev; 0 = 1), ring threads (uring; 0 = one per possible CPU), max_threads (passthrough_ll; 0 = libfuse's default)")
+	f.IntVar(&o.QueueDepth, "queue-depth", 0, "io_uring entries per queue with --transport uring (0 = 8)")
 	f.StringVar(&o.Backing, "backing", "", "backing directory the server mirrors (required)")
 	f.StringArrayVarP(&o.Options, "option", "o", nil, "mount option, e.g. allow_other, default_permissions, ro (repeatable, comma lists)")
 	f.DurationVar(&o.AttrTimeout, "attr-timeout", time.Second, "attribute cache time")
@@ -79,7 +81,7 @@ func (o *ServeOptions) AddFlags(f *pflag.FlagSet) {
 func (o *ServeOptions) Config(mountpoint string) (fuse.Config, error) {
 	c := fuse.DefaultConfig()
 	var errs []error
-	c.Server, c.Transport, c.Threads = o.Server, o.Transport, o.Threads
+	c.Server, c.Transport, c.Threads, c.QueueDepth = o.Server, o.Transport, o.Threads, o.QueueDepth
 	c.Mountpoint, c.Backing = mountpoint, o.Backing
 	c.MountOptions = o.Options
 	c.AttrTimeout, c.EntryTimeout = o.AttrTimeout, o.EntryTimeout
@@ -139,6 +141,9 @@ func Serve(ctx context.Context, o *ServeOptions, mountpoint string, stdout, stde
 		return err
 	}
 	desc := fmt.Sprintf("%s server over %s with %d thread(s)", cfg.Server, cfg.Transport, cfg.Threads)
+	if st := s.Stats(); st.Ring != nil {
+		desc = fmt.Sprintf("%s server over io_uring (%d queues x %d entries, %d ring thread(s))", cfg.Server, st.Ring.Queues, st.Ring.Depth, st.Ring.Threads)
+	}
 	if cfg.Server == fuse.ServerLibfusePassthroughLL {
 		desc = fmt.Sprintf("%s (%s)", cfg.Server, cfg.LibfusePath)
 	}
@@ -165,9 +170,10 @@ func Serve(ctx context.Context, o *ServeOptions, mountpoint string, stdout, stde
 // CheckOptions are the flags of `fuse check`; AddFlags says what each
 // means.
 type CheckOptions struct {
-	JSON    bool   // --json
-	Dir     string // --dir
-	Verbose bool   // --verbose, bound by the caller
+	JSON      bool   // --json
+	Dir       string // --dir
+	Transport string // --transport
+	Verbose   bool   // --verbose, bound by the caller
 
 	Timeout int           // timeout: --timeout, seconds
 	Via     string        // timeout: --via
@@ -189,6 +195,7 @@ func Checks() []string { return []string{"timeout", "interrupt", "kill"} }
 func (o *CheckOptions) AddFlags(f *pflag.FlagSet, what string) {
 	f.BoolVar(&o.JSON, "json", false, "print results as JSON")
 	f.StringVar(&o.Dir, "dir", "", "scratch directory for mounts (default: a new temporary directory)")
+	f.StringVar(&o.Transport, "transport", fuse.TransportDev, "server transport: dev (/dev/fuse) or uring (FUSE-over-io_uring)")
 	switch what {
 	case "timeout":
 		f.IntVar(&o.Timeout, "timeout", 1, "request timeout in seconds (the kernel uses at least 15)")
@@ -215,7 +222,7 @@ func Check(ctx context.Context, what string, o *CheckOptions, stdout, stderr io.
 	var err error
 	switch what {
 	case "timeout":
-		to := check.TimeoutOptions{Timeout: o.Timeout, Via: o.Via, Dir: o.Dir, Slack: o.Slack, Log: log}
+		to := check.TimeoutOptions{Timeout: o.Timeout, Via: o.Via, Dir: o.Dir, Slack: o.Slack, Transport: o.Transport, Log: log}
 		if o.Via == "all" {
 			rs, err = check.TimeoutAll(ctx, to)
 		} else {
@@ -225,7 +232,7 @@ func Check(ctx context.Context, what string, o *CheckOptions, stdout, stderr io.
 			}
 		}
 	case "interrupt":
-		iopt := check.InterruptOptions{Policy: o.Policy, Hold: o.Hold, Dir: o.Dir, Log: log}
+		iopt := check.InterruptOptions{Policy: o.Policy, Hold: o.Hold, Dir: o.Dir, Transport: o.Transport, Log: log}
 		if o.Policy == "all" {
 			rs, err = check.InterruptAll(ctx, iopt)
 		} else {
@@ -236,7 +243,7 @@ func Check(ctx context.Context, what string, o *CheckOptions, stdout, stderr io.
 		}
 	case "kill":
 		var r *check.Result
-		if r, err = check.Kill(ctx, check.KillOptions{Stuck: o.Stuck, Writers: o.Writers, Bound: o.Bound, Dir: o.Dir, Log: log}); r != nil {
+		if r, err = check.Kill(ctx, check.KillOptions{Stuck: o.Stuck, Writers: o.Writers, Bound: o.Bound, Dir: o.Dir, Transport: o.Transport, Log: log}); r != nil {
 			rs = append(rs, r)
 		}
 	default:

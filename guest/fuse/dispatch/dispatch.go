@@ -57,6 +57,15 @@ type Replier interface {
 	WriteReply(hdr abi.OutHeader, out, data []byte) error
 }
 
+// Finisher is implemented by Repliers that must know when a request has
+// fully ended, e.g. to hand its buffer back to the kernel (an io_uring
+// entry is re-armed only then). ReplyDone runs once per request, after
+// the reply was written (or the request dropped) and after the Request
+// stopped touching its own state, from whichever goroutine ended it.
+type Finisher interface {
+	ReplyDone(r *Request)
+}
+
 // Backer is implemented by Repliers whose transport can register FUSE
 // passthrough backing files (FUSE_DEV_IOC_BACKING_OPEN on /dev/fuse).
 type Backer interface {
@@ -733,7 +742,11 @@ func (r *Request) finish() {
 	if r.registered && r.conn != nil {
 		r.conn.unregister(r)
 	}
+	f, _ := r.rep.(Finisher)
 	r.state.Store(stateDone)
+	if f != nil {
+		f.ReplyDone(r)
+	}
 }
 
 // ReplyErr returns the error of r's reply once r is Done (nil when the

@@ -1,0 +1,762 @@
+//go:build linux
+
+// Package ringfuse is the FUSE-over-io_uring transport of klab's FUSE
+// servers (Linux 6.14 and later, behind fuse's enable_uring parameter).
+//
+// A connection keeps its /dev/fuse readers: INIT, FORGET, INTERRUPT and
+// notifications always travel there. Once INIT granted
+// FUSE_OVER_IO_URING, every other request arrives in an io_uring entry:
+// the kernel has one queue per possible CPU, and a client's request goes to
+// the queue of the CPU it runs on. The transport registers Depth entries
+// on every queue (the kernel blocks all requests until each queue has
+// one), then runs the COMMIT_AND_FETCH loop: a completion means a request
+// sits in an entry's buffers; the reply goes back into the same buffers,
+// and one COMMIT_AND_FETCH both commits it and re-arms the entry.
+//
+// Each ring is owned by one goroutine locked to its OS thread, because
+// the kernel delivers requests to the thread that submitted the command
+// and cancels them when that thread exits. A ring serves one or more
+// queues (Options.Threads). Handlers that reply later, from another
+// goroutine, hand the entry back through a list and an eventfd the ring
+// also waits on.
+//
+// Teardown follows the kernel: on unmount or abort, entries waiting in
+// the kernel complete with ENOTCONN and entries held by the server are
+// released without a completion. The transport stops committing once the
+// /dev/fuse readers see the connection end, reaps until no entry is left
+// in the kernel (bounded), and only then closes its rings.
+package ringfuse
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"klab/guest/fuse/abi"
+	"klab/guest/fuse/devfuse"
+	"klab/guest/fuse/dispatch"
+	"klab/guest/iouring"
+)
+
+// FUSE io_uring commands (include/uapi/linux/fuse.h, enum fuse_uring_cmd).
+const (
+	cmdRegister       = 1
+	cmdCommitAndFetch = 2
+)
+
+// Layout of struct fuse_uring_req_header and its parts.
+const (
+	reqHeaderSize = 288 // in_out[128], op_in[128], ring_ent_in_out[32]
+	opInOff       = 128
+	opInMax       = 128
+	entOff        = 256 // struct fuse_uring_ent_in_out
+	entCommitID   = entOff + 8
+	entPayloadSz  = entOff + 16
+
+	// cmd area of the SQE: struct fuse_uring_cmd_req
+	cmdCommitIDOff = 8
+	cmdQIDOff      = 16
+
+	// headroom precedes each payload buffer, so that the in header and
+	// the op header can be copied in front of the payload and a request
+	// reaches the server in the classic contiguous /dev/fuse layout
+	// without copying its payload.
+	headroom = abi.InHeaderSize + opInMax + 88
+)
+
+// DefaultDepth is the number of entries per queue when Options.Depth is
+// 0, as libfuse's passthrough_hp --uring-q-depth.
+const DefaultDepth = 8
+
+// MaxDepth bounds Options.Depth.
+const MaxDepth = 1024
+
+// Options configure a Transport.
+type Options struct {
+	// Depth is the number of entries per queue; 0 means DefaultDepth.
+	// A queue serves at most Depth requests from its CPU at once.
+	Depth int
+	// Threads is the number of ring threads; 0 means one per queue.
+	// Queues are spread over the threads round-robin.
+	Threads int
+	// DevWorkers is the number of /dev/fuse readers; 0 means 1.
+	DevWorkers int
+	// OnFatal is called (once, from a ring thread) when the ring cannot
+	// serve the connection, e.g. REGISTER is refused. The kernel would
+	// then block every request until the request timeout, so the caller
+	// should abort the connection.
+	OnFatal func(error)
+	// Log receives transport messages; nil discards them.
+	Log *slog.Logger
+}
+
+// ErrUnsupported is wrapped by every error that says the running kernel
+// cannot serve FUSE over io_uring.
+var ErrUnsupported = errors.New("unsupported by this kernel")
+
+func unsupported(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrUnsupported, fmt.Sprintf(format, args...))
+}
+
+// PossibleCPUs returns the number of possible CPUs, which is the number of
+// queues the kernel creates (num_possible_cpus(), not the online ones).
+func PossibleCPUs() (int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
+	if err != nil {
+		return 0, err
+	}
+	return parseCPUList(strings.TrimSpace(string(b)))
+}
+
+// parseCPUList counts the CPUs in a list such as "0-3,6,8-9".
+func parseCPUList(s string) (int, error) {
+	n := 0
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return 0, fmt.Errorf("cpu list %q: bad entry %q", s, part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return 0, fmt.Errorf("cpu list %q: bad range %q", s, part)
+			}
+		}
+		n += b - a + 1
+	}
+	if n == 0 || n > 1<<16 {
+		return 0, fmt.Errorf("cpu list %q: %d CPUs", s, n)
+	}
+	return n, nil
+}
+
+// Transport serves a connection over io_uring, with /dev/fuse readers for
+// what the kernel keeps there. It implements dispatch.Transport and
+// dispatch.InitHook.
+type Transport struct {
+	dev     *devfuse.Device
+	opts    Options
+	log     *slog.Logger
+	nQueues int
+	rings   []*ring
+
+	start     chan struct{} // closed by Initialized
+	startOnce sync.Once
+	payload   int // payload buffer size, set before start is closed
+
+	ready     chan struct{} // closed when every ring registered or failed
+	readyErr  error         // set before ready is closed
+	readyLeft atomic.Int32
+	readyOnce sync.Once
+
+	stopping  atomic.Bool
+	stopCh    chan struct{}
+	fatalOnce sync.Once
+	conn      *dispatch.Conn
+
+	stats counters
+}
+
+type counters struct {
+	requests, commits, asyncCommits, registerRetries, enotconn atomic.Uint64
+}
+
+// Stats are a Transport's counters.
+type Stats struct {
+	// Queues and Depth describe the rings; Threads is the number of ring
+	// threads.
+	Queues  int `json:"queues"`
+	Depth   int `json:"depth"`
+	Threads int `json:"threads"`
+	// Requests counts requests received over the rings.
+	Requests uint64 `json:"requests"`
+	// Commits counts COMMIT_AND_FETCHes; AsyncCommits those of replies
+	// sent from another goroutine.
+	Commits      uint64 `json:"commits"`
+	AsyncCommits uint64 `json:"async_commits"`
+	// RegisterRetries counts REGISTERs repeated after EAGAIN.
+	RegisterRetries uint64 `json:"register_retries"`
+	// ENOTCONN counts entries the kernel returned at teardown.
+	ENOTCONN uint64 `json:"enotconn"`
+}
+
+// New sets up the rings for a connection on dev. It fails early, with an
+// error wrapping ErrUnsupported, when this kernel cannot create them.
+func New(dev *devfuse.Device, o Options) (*Transport, error) {
+	if o.Depth == 0 {
+		o.Depth = DefaultDepth
+	}
+	if o.Depth < 1 || o.Depth > MaxDepth {
+		return nil, fmt.Errorf("queue depth %d is out of range, want 1..%d", o.Depth, MaxDepth)
+	}
+	if o.Threads < 0 {
+		return nil, fmt.Errorf("ring threads %d: want >= 0 (0: one per queue)", o.Threads)
+	}
+	nq, err := PossibleCPUs()
+	if err != nil {
+		return nil, fmt.Errorf("io_uring queues: %w", err)
+	}
+	threads := o.Threads
+	if threads == 0 || threads > nq {
+		threads = nq
+	}
+	t := &Transport{
+		dev: dev, opts: o, log: o.Log, nQueues: nq,
+		start: make(chan struct{}), ready: make(chan struct{}), stopCh: make(chan struct{}),
+	}
+	if t.log == nil {
+		t.log = slog.New(slog.DiscardHandler)
+	}
+	for i := 0; i < threads; i++ {
+		r := &ring{t: t, id: i, efd: -1}
+		for q := i; q < nq; q += threads {
+			r.qids = append(r.qids, uint16(q))
+		}
+		n := uint32(len(r.qids)*o.Depth + 2)
+		r.ring, err = iouring.New(n, iouring.SetupSQE128)
+		if err != nil {
+			t.closeRings()
+			if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) {
+				return nil, unsupported("cannot create an io_uring with 128-byte SQEs: %v (see kernel.io_uring_disabled)", err)
+			}
+			return nil, err
+		}
+		if r.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC); err != nil {
+			t.closeRings()
+			return nil, fmt.Errorf("eventfd: %w", err)
+		}
+		t.rings = append(t.rings, r)
+	}
+	t.readyLeft.Store(int32(len(t.rings)))
+	return t, nil
+}
+
+func (t *Transport) closeRings() {
+	for _, r := range t.rings {
+		r.close()
+	}
+}
+
+// Queues returns the number of queues (possible CPUs).
+func (t *Transport) Queues() int { return t.nQueues }
+
+// Stats returns the transport's counters.
+func (t *Transport) Stats() Stats {
+	return Stats{
+		Queues: t.nQueues, Depth: t.opts.Depth, Threads: len(t.rings),
+		Requests: t.stats.requests.Load(), Commits: t.stats.commits.Load(), AsyncCommits: t.stats.asyncCommits.Load(),
+		RegisterRetries: t.stats.registerRetries.Load(), ENOTCONN: t.stats.enotconn.Load(),
+	}
+}
+
+// NegotiateInit asks for FUSE_OVER_IO_URING. It implements
+// dispatch.InitHook; a kernel that does not offer the flag fails the mount
+// with an error wrapping ErrUnsupported.
+func (t *Transport) NegotiateInit(in *dispatch.Init) error {
+	if in.Offered&abi.InitOverIOUring == 0 || in.Offered&abi.InitExt == 0 {
+		return unsupported("the kernel did not offer FUSE_OVER_IO_URING in INIT (FUSE %d.%d; needs 7.42+ with CONFIG_FUSE_IO_URING and /sys/module/fuse/parameters/enable_uring=Y)",
+			in.Kernel.Major, in.Kernel.Minor)
+	}
+	in.Want |= abi.InitOverIOUring | abi.InitExt
+	return nil
+}
+
+// Initialized starts registering the entries, now that the INIT reply is
+// out (a REGISTER before it fails with EAGAIN). It implements
+// dispatch.InitHook.
+func (t *Transport) Initialized(in *dispatch.Init) {
+	// The kernel needs a payload buffer of at least max(8192, max_write,
+	// max_pages * page size); without FUSE_MAX_PAGES it uses 32 pages.
+	pages := int(in.Out.MaxPages)
+	if in.Granted()&abi.InitMaxPages == 0 || pages == 0 {
+		pages = 32
+	}
+	t.payload = max(8192, int(in.Out.MaxWrite), pages*os.Getpagesize())
+	t.startOnce.Do(func() { close(t.start) })
+}
+
+// Ready is closed when every ring registered its entries, or failed.
+func (t *Transport) Ready() <-chan struct{} { return t.ready }
+
+// ReadyErr is why the rings could not register, once Ready is closed.
+func (t *Transport) ReadyErr() error {
+	select {
+	case <-t.ready:
+		return t.readyErr
+	default:
+		return nil
+	}
+}
+
+func (t *Transport) ringReady(err error) {
+	if err != nil {
+		t.readyOnce.Do(func() {
+			t.readyErr = err
+			close(t.ready)
+		})
+		return
+	}
+	if t.readyLeft.Add(-1) == 0 {
+		t.readyOnce.Do(func() { close(t.ready) })
+	}
+}
+
+func (t *Transport) fatal(err error) {
+	t.fatalOnce.Do(func() {
+		t.log.Error("fuse: io_uring transport failed", "err", err)
+		t.ringReady(err)
+		if t.opts.OnFatal != nil {
+			t.opts.OnFatal(err)
+		}
+	})
+}
+
+// Serve implements dispatch.Transport: it runs the /dev/fuse readers and
+// the ring threads until the kernel ends the connection, then stops the
+// rings in order and returns the readers' error (ENODEV after an unmount,
+// an abort or a request timeout).
+func (t *Transport) Serve(c *dispatch.Conn) error {
+	t.conn = c
+	var wg sync.WaitGroup
+	for _, r := range t.rings {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.run(c)
+		}()
+	}
+	err := devfuse.NewTransport(t.dev, max(t.opts.DevWorkers, 1)).Serve(c)
+	t.stopping.Store(true)
+	close(t.stopCh)
+	t.startOnce.Do(func() { close(t.start) })
+	// Poke the rings until they are gone: each checks its deadline when
+	// woken.
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, r := range t.rings {
+			r.wake()
+		}
+		select {
+		case <-done:
+			t.readyOnce.Do(func() {
+				t.readyErr = err
+				close(t.ready)
+			})
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+// Entry states.
+const (
+	entKernel   uint32 = iota // registered: the kernel owns the buffers
+	entDispatch               // the ring thread is dispatching the request
+	entHeld                   // a handler holds the request
+	entReplied                // replied during dispatch; the ring thread commits
+	entDead                   // returned by the kernel at teardown
+)
+
+// entry is one ring entry: the header and payload buffers the kernel
+// copies requests into, and the Request they become.
+type entry struct {
+	r     *ring
+	idx   int
+	qid   uint16
+	state atomic.Uint32
+	wrote bool // WriteReply filled the buffers for the current request
+
+	hdr     []byte // fuse_uring_req_header
+	buf     []byte // headroom + payload
+	payload []byte // buf[headroom:]
+	iov     [2]unix.Iovec
+	req     *dispatch.Request
+	scratch []byte
+}
+
+// ring is one io_uring and the thread that owns it.
+type ring struct {
+	t    *Transport
+	id   int
+	qids []uint16
+	ring *iouring.Ring
+	ents []*entry
+
+	efd    int
+	efdBuf [8]byte
+
+	mu    sync.Mutex // guards async and dead
+	async []*entry
+	dead  bool
+
+	inKernel  int // entries with a command the kernel has not completed
+	reRegs    []*entry
+	regTries  int
+	readyDone bool
+	closed    bool
+}
+
+const efdUserData = ^uint64(0)
+
+func (r *ring) close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	if r.ring != nil {
+		r.ring.Close()
+	}
+	if r.efd >= 0 {
+		unix.Close(r.efd)
+	}
+}
+
+// wake makes the ring thread look at its async list and at stopping.
+func (r *ring) wake() {
+	r.mu.Lock()
+	dead := r.dead
+	r.mu.Unlock()
+	if dead {
+		return
+	}
+	var one = [8]byte{1}
+	_, _ = unix.Write(r.efd, one[:])
+}
+
+// run is the ring thread.
+func (r *ring) run(c *dispatch.Conn) {
+	// The kernel ties every registered entry to this thread: it must not
+	// change while the ring serves, and it ends with the goroutine.
+	runtime.LockOSThread()
+	defer func() {
+		r.mu.Lock()
+		r.dead = true
+		r.async = nil
+		r.mu.Unlock()
+		r.close()
+	}()
+	<-r.t.start
+	if r.t.stopping.Load() {
+		r.t.ringReady(nil)
+		return
+	}
+	size := r.t.payload
+	for _, q := range r.qids {
+		for i := 0; i < r.t.opts.Depth; i++ {
+			e := &entry{r: r, idx: len(r.ents), qid: q, req: new(dispatch.Request)}
+			e.hdr = make([]byte, reqHeaderSize)
+			e.buf = make([]byte, headroom+size)
+			e.payload = e.buf[headroom:]
+			e.iov[0].Base = &e.hdr[0]
+			e.iov[0].SetLen(len(e.hdr))
+			e.iov[1].Base = &e.payload[0]
+			e.iov[1].SetLen(len(e.payload))
+			r.ents = append(r.ents, e)
+		}
+	}
+	r.armEventfd()
+	for _, e := range r.ents {
+		r.register(e)
+	}
+	if err := r.loop(c); err != nil {
+		r.t.fatal(err)
+	}
+}
+
+func (r *ring) sqe() iouring.SQE {
+	s, err := r.ring.GetSQE()
+	if err != nil {
+		// Every entry has at most one command in flight and the ring has
+		// room for all of them plus the eventfd read.
+		panic(fmt.Sprintf("ringfuse: %v", err))
+	}
+	return s
+}
+
+func (r *ring) armEventfd() {
+	s := r.sqe()
+	s.SetOpcode(iouring.OpRead)
+	s.SetFd(int32(r.efd))
+	s.SetAddr(uintptr(unsafe.Pointer(&r.efdBuf[0])))
+	s.SetLen(8)
+	s.SetUserData(efdUserData)
+}
+
+func (r *ring) register(e *entry) {
+	s := r.sqe()
+	s.SetOpcode(iouring.OpURingCmd)
+	s.SetFd(int32(r.t.dev.Fd()))
+	s.SetCmdOp(cmdRegister)
+	s.SetAddr(uintptr(unsafe.Pointer(&e.iov[0])))
+	s.SetLen(2)
+	s.SetUserData(uint64(e.idx))
+	cmd := s.Cmd()
+	*(*uint16)(unsafe.Pointer(&cmd[cmdQIDOff])) = e.qid
+	e.state.Store(entKernel)
+	r.inKernel++
+}
+
+func (r *ring) commit(e *entry) {
+	if !e.wrote {
+		// The handler dropped the request without a reply; the entry
+		// must still go back, with an error the kernel accepts.
+		e.writeHeader(-int32(syscall.EIO), e.req.Header.Unique, 0)
+	}
+	commitID := *(*uint64)(unsafe.Pointer(&e.hdr[entCommitID]))
+	s := r.sqe()
+	s.SetOpcode(iouring.OpURingCmd)
+	s.SetFd(int32(r.t.dev.Fd()))
+	s.SetCmdOp(cmdCommitAndFetch)
+	s.SetUserData(uint64(e.idx))
+	cmd := s.Cmd()
+	*(*uint64)(unsafe.Pointer(&cmd[cmdCommitIDOff])) = commitID
+	*(*uint16)(unsafe.Pointer(&cmd[cmdQIDOff])) = e.qid
+	e.state.Store(entKernel)
+	r.inKernel++
+	r.t.stats.commits.Add(1)
+}
+
+// loop submits and reaps until the connection ended and no entry is left
+// in the kernel.
+func (r *ring) loop(c *dispatch.Conn) error {
+	var stopDeadline time.Time
+	for {
+		wait := uint32(1)
+		if len(r.reRegs) > 0 || !r.readyDone {
+			// Registering: collect the REGISTERs' immediate failures
+			// without waiting for a request.
+			wait = 0
+		}
+		if _, err := r.ring.Submit(wait); err != nil {
+			return err
+		}
+		for {
+			cqe, ok := r.ring.PeekCQE()
+			if !ok {
+				break
+			}
+			if err := r.complete(c, cqe); err != nil {
+				return err
+			}
+		}
+		if len(r.reRegs) > 0 {
+			r.regTries++
+			r.t.stats.registerRetries.Add(uint64(len(r.reRegs)))
+			if r.regTries > 2000 {
+				return unsupported("REGISTER kept failing with EAGAIN for %d tries: the connection never became ready for io_uring", r.regTries)
+			}
+			time.Sleep(time.Millisecond)
+			regs := r.reRegs
+			r.reRegs = nil
+			for _, e := range regs {
+				r.register(e)
+			}
+			continue
+		}
+		if !r.readyDone {
+			r.readyDone = true
+			r.t.ringReady(nil)
+		}
+		if r.t.stopping.Load() {
+			if stopDeadline.IsZero() {
+				stopDeadline = time.Now().Add(2 * time.Second)
+			}
+			if r.inKernel == 0 {
+				return nil
+			}
+			if time.Now().After(stopDeadline) {
+				r.t.log.Debug("fuse: ring entries still in the kernel at teardown; closing the ring cancels them", "ring", r.id, "entries", r.inKernel)
+				return nil
+			}
+		}
+	}
+}
+
+// complete handles one CQE.
+func (r *ring) complete(c *dispatch.Conn, cqe iouring.CQE) error {
+	if cqe.UserData == efdUserData {
+		if !r.t.stopping.Load() {
+			r.mu.Lock()
+			async := r.async
+			r.async = nil
+			r.mu.Unlock()
+			for _, e := range async {
+				r.commit(e)
+				r.t.stats.asyncCommits.Add(1)
+			}
+		}
+		r.armEventfd()
+		return nil
+	}
+	if cqe.UserData >= uint64(len(r.ents)) {
+		return fmt.Errorf("ringfuse: completion for unknown entry %d", cqe.UserData)
+	}
+	e := r.ents[cqe.UserData]
+	r.inKernel--
+	switch {
+	case cqe.Res == 0:
+	case cqe.Res == -int32(unix.EAGAIN):
+		// The connection is not initialized yet (REGISTER raced INIT).
+		r.reRegs = append(r.reRegs, e)
+		return nil
+	case cqe.Res == -int32(unix.ENOTCONN) || cqe.Res == -int32(unix.ENODEV) || cqe.Res == -int32(unix.ECANCELED):
+		e.state.Store(entDead)
+		r.t.stats.enotconn.Add(1)
+		return nil
+	case cqe.Res == -int32(unix.EOPNOTSUPP):
+		return unsupported("the kernel refused io_uring commands on this connection (EOPNOTSUPP: enable_uring is off or io_uring was not negotiated)")
+	default:
+		if r.t.stopping.Load() {
+			e.state.Store(entDead)
+			return nil
+		}
+		return fmt.Errorf("ringfuse: queue %d entry %d: %w", e.qid, e.idx, unix.Errno(-cqe.Res))
+	}
+	if r.t.stopping.Load() {
+		// A request landed while the connection ends; it was aborted.
+		e.state.Store(entDead)
+		return nil
+	}
+	r.t.stats.requests.Add(1)
+	return r.dispatch(c, e)
+}
+
+// dispatch turns the entry's buffers into a Request and serves it.
+func (r *ring) dispatch(c *dispatch.Conn, e *entry) error {
+	h := abi.View[abi.InHeader](e.hdr)
+	payloadSz := int(*(*uint32)(unsafe.Pointer(&e.hdr[entPayloadSz])))
+	opSz := int(h.Len) - abi.InHeaderSize - payloadSz
+	if opSz < 0 || opSz > opInMax || payloadSz > len(e.payload) {
+		return fmt.Errorf("ringfuse: malformed request %s: len %d, payload %d", h.Opcode, h.Len, payloadSz)
+	}
+	// Rebuild the /dev/fuse layout in the headroom: in header, op
+	// header, then the payload where the kernel put it.
+	start := headroom - opSz - abi.InHeaderSize
+	copy(e.buf[start:], e.hdr[:abi.InHeaderSize])
+	copy(e.buf[headroom-opSz:], e.hdr[opInOff:opInOff+opSz])
+	scratch := e.scratch
+	switch h.Opcode {
+	case abi.OpRead, abi.OpReaddir, abi.OpReaddirplus, abi.OpReadlink:
+		// These carry nothing in the payload: the reply is built in it
+		// directly, and WriteReply finds it in place.
+		scratch = e.payload
+	}
+	e.wrote = false
+	e.state.Store(entDispatch)
+	if err := e.req.Reset(e.buf[start:headroom+payloadSz], e, scratch); err != nil {
+		return err
+	}
+	c.Dispatch(e.req)
+	if e.state.CompareAndSwap(entDispatch, entHeld) {
+		return nil
+	}
+	// Replied (and finished) during Dispatch.
+	r.commit(e)
+	return nil
+}
+
+// writeHeader fills the reply's out header and payload size.
+func (e *entry) writeHeader(errno int32, unique uint64, payloadSz int) {
+	oh := (*abi.OutHeader)(unsafe.Pointer(&e.hdr[0]))
+	oh.Len = uint32(abi.OutHeaderSize + payloadSz)
+	oh.Error = errno
+	oh.Unique = unique
+	*(*uint32)(unsafe.Pointer(&e.hdr[entPayloadSz])) = uint32(payloadSz)
+}
+
+// WriteReply copies a reply into the entry's buffers. The commit happens
+// when the request is done (ReplyDone). It implements dispatch.Replier.
+func (e *entry) WriteReply(hdr abi.OutHeader, out, data []byte) error {
+	n := len(out) + len(data)
+	if n > len(e.payload) {
+		e.writeHeader(-int32(syscall.EIO), hdr.Unique, 0)
+		e.wrote = true
+		return fmt.Errorf("reply of %d bytes does not fit the %d-byte ring buffer: %w", n, len(e.payload), syscall.EFBIG)
+	}
+	// data may already sit at the start of the payload (Scratch for
+	// READ); move it first, then put out in front of it.
+	copy(e.payload[len(out):], data)
+	copy(e.payload, out)
+	if hdr.Error != 0 {
+		n = 0
+	}
+	e.writeHeader(hdr.Error, hdr.Unique, n)
+	e.wrote = true
+	if e.r.t.stopping.Load() {
+		return syscall.ENOTCONN
+	}
+	return nil
+}
+
+// ReplyDone hands the entry back: the ring thread commits it, at once when
+// the reply came during dispatch, else through the async list. It
+// implements dispatch.Finisher.
+func (e *entry) ReplyDone(*dispatch.Request) {
+	if e.state.CompareAndSwap(entDispatch, entReplied) {
+		return
+	}
+	r := e.r
+	// The entry was held: a fresh Request serves its next use, because
+	// the old one belongs to the handler until it returns.
+	e.req = new(dispatch.Request)
+	r.mu.Lock()
+	if r.dead {
+		r.mu.Unlock()
+		return
+	}
+	r.async = append(r.async, e)
+	r.mu.Unlock()
+	r.wake()
+}
+
+// OpenBacking registers a passthrough backing file on the connection's
+// device. It implements dispatch.Backer.
+func (e *entry) OpenBacking(fd int) (int32, error) { return e.r.t.dev.OpenBacking(fd) }
+
+// CloseBacking drops a backing ID. It implements dispatch.Backer.
+func (e *entry) CloseBacking(id int32) error { return e.r.t.dev.CloseBacking(id) }
+
+// EnableURingPath is fuse's module parameter that gates FUSE-over-io_uring.
+const EnableURingPath = "/sys/module/fuse/parameters/enable_uring"
+
+// EnableURing makes sure the kernel offers FUSE-over-io_uring, setting
+// enable_uring when it is off (which needs root). It reports whether it
+// changed the parameter. Errors wrap ErrUnsupported.
+func EnableURing() (changed bool, err error) {
+	b, err := os.ReadFile(EnableURingPath)
+	if errors.Is(err, os.ErrNotExist) {
+		if _, serr := os.Stat("/sys/module/fuse"); serr != nil {
+			return false, unsupported("the fuse module is not loaded (no /sys/module/fuse)")
+		}
+		return false, unsupported("no %s: the kernel was built without CONFIG_FUSE_IO_URING, or is older than 6.14", EnableURingPath)
+	}
+	if err != nil {
+		return false, unsupported("cannot read %s: %v", EnableURingPath, err)
+	}
+	switch strings.TrimSpace(string(b)) {
+	case "Y", "1":
+		return false, nil
+	}
+	if err := os.WriteFile(EnableURingPath, []byte("Y"), 0); err != nil {
+		return false, unsupported("%s is off and cannot be set: %v", EnableURingPath, err)
+	}
+	return true, nil
+}
