@@ -60,6 +60,13 @@ func mount(t testing.TB, cfg Config) *Session {
 		t.Fatalf("start %s server: %v", cfg.Server, err)
 	}
 	t.Cleanup(func() {
+		if cfg.Transport == TransportURing {
+			// The kernel falls back to /dev/fuse when the ring is not
+			// used: make sure it was.
+			if st := s.Stats(); st.Ring == nil || st.Ring.Requests == 0 {
+				t.Errorf("no request travelled over io_uring: %+v", st.Ring)
+			}
+		}
 		if err := s.Close(); err != nil {
 			t.Errorf("teardown: %v", err)
 		}
