@@ -278,4 +278,3 @@ func (c *stressClient) verifyAll() error {
 	}
 	return nil
 }
-
