@@ -1,0 +1,546 @@
+package images
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"klab/internal/proc"
+)
+
+// libfuse's passthrough_hp with FUSE-over-io_uring, for comparing klab's
+// io_uring gain with libfuse's on the same host. Debian's own libfuse3
+// (3.14 in bookworm) has no io_uring, and sid's binary packages are built
+// without liburing, so BuildPassthroughHP builds libfuse from sid's fuse3
+// source package instead: the sources are fetched with `apt-get source
+// --download-only` through a private apt configuration under
+// <cache>/apt-src (deb-src lines for sid only, the mirror taken from the
+// host's apt sources as for kernels), and libfuse is built with meson as a
+// static library with io_uring, linked statically against liburing and
+// libnuma, so that the binary needs only libc and libstdc++ at run time.
+//
+// Cache layout, under <cache>/libfuse-hp:
+//
+//	aliases.json                    "sid" (or "sid=<version>") -> directory
+//	fuse3_<version>/passthrough_hp  the server
+//	fuse3_<version>/build.json      what was built, from what, with what
+//
+// A reference built once is answered from the cache with no apt call and
+// no network unless Refresh is set.
+//
+// In libfuse 3.18 the server takes io_uring as mount options:
+//
+//	passthrough_hp --nopassthrough -o io_uring -o io_uring_q_depth=8 SRC MNT
+//
+// (the --uring flags of 3.17's passthrough_hp are gone). Without
+// --nopassthrough, reads and writes of open files bypass the server
+// through the kernel's FUSE passthrough and never reach either transport.
+// The kernel only offers io_uring when fuse's enable_uring module
+// parameter is Y; otherwise libfuse quietly serves /dev/fuse.
+
+const (
+	// libfuseHPPackage is the Debian source package of libfuse 3.
+	libfuseHPPackage = "fuse3"
+	// libfuseHPSuite is the suite whose fuse3 source is built: the first
+	// with a libfuse (3.18) whose example server speaks io_uring.
+	libfuseHPSuite = "sid"
+	// libfuseHPHint says what to install when the build cannot run.
+	libfuseHPHint = "install the build tools: apt-get install meson ninja-build g++ pkg-config liburing-dev libnuma-dev"
+)
+
+// PassthroughHPOptions tunes BuildPassthroughHP.
+type PassthroughHPOptions struct {
+	// Mirror, CacheDir, Refresh and Progress are used as by FetchDebian;
+	// Flavour is ignored.
+	DebianOptions
+	// Version pins the fuse3 source package version (e.g. "3.18.3-1");
+	// empty means the newest in sid.
+	Version string
+}
+
+// PassthroughHPBuild is build.json: what a cached passthrough_hp is.
+type PassthroughHPBuild struct {
+	// Package and Version name the Debian source package, e.g. fuse3
+	// 3.18.3-1; Suite is where it came from.
+	Package string `json:"package"`
+	Version string `json:"version"`
+	Suite   string `json:"suite"`
+	// Orig is the upstream tarball and OrigSHA256 its SHA-256 as the
+	// .dsc lists it (apt checked it against the signed Sources index).
+	Orig       string `json:"orig"`
+	OrigSHA256 string `json:"orig_sha256"`
+	// Patches are the Debian patches applied, in order.
+	Patches []string `json:"patches,omitempty"`
+	// Binary is the file name of the server in the build directory.
+	Binary string `json:"binary"`
+	// Toolchain: the versions that built it.
+	Compiler string `json:"compiler"`
+	Meson    string `json:"meson"`
+	Liburing string `json:"liburing"`
+	Numa     string `json:"numa"`
+	// BuildSeconds is how long download and build took.
+	BuildSeconds float64 `json:"build_seconds"`
+	// Built is when, in RFC 3339 UTC.
+	Built string `json:"built"`
+}
+
+// BuildPassthroughHP returns the path of a runnable passthrough_hp built
+// with FUSE-over-io_uring from Debian sid's fuse3 source package, and that
+// package's version, building it into the cache when needed (see the
+// comment at the top of this file).
+func BuildPassthroughHP(ctx context.Context, o PassthroughHPOptions) (path, version string, err error) {
+	key := libfuseHPSuite
+	if o.Version != "" {
+		if strings.ContainsAny(o.Version, " \t\n/=") {
+			return "", "", fmt.Errorf("bad fuse3 version %q", o.Version)
+		}
+		key += "=" + o.Version
+	}
+	do := &o.DebianOptions
+	cache := do.cacheDir()
+	hdir := filepath.Join(cache, "libfuse-hp")
+	if !o.Refresh {
+		if b, p, ok := lookupHPAlias(hdir, key); ok {
+			return p, b.Version, nil
+		}
+	}
+	if err := checkHPTools(); err != nil {
+		return "", "", err
+	}
+	mirror, err := ResolveMirror(o.Mirror)
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.MkdirAll(hdir, 0o755); err != nil {
+		return "", "", fmt.Errorf("passthrough_hp cache: %w", err)
+	}
+	unlock, err := lockDir(ctx, hdir, do)
+	if err != nil {
+		return "", "", err
+	}
+	defer unlock()
+	if !o.Refresh {
+		if b, p, ok := lookupHPAlias(hdir, key); ok {
+			return p, b.Version, nil
+		}
+	}
+	removeStaleTemps(hdir)
+
+	apt, err := newAptEnv(filepath.Join(cache, "apt-src"), mirror, debianKeyring(mirror))
+	if err != nil {
+		return "", "", err
+	}
+	suites := []string{libfuseHPSuite}
+	if err := apt.ensureSourceLists(ctx, suites, o.Refresh, do); err != nil {
+		return "", "", err
+	}
+	out, err := apt.run(ctx, 5*time.Minute, "", "apt-cache", "madison", libfuseHPPackage)
+	if err != nil {
+		return "", "", fmt.Errorf("looking up source package %s: %w", libfuseHPPackage, err)
+	}
+	best, err := pickSourcePackage(parseMadisonSources(out), libfuseHPPackage, o.Version, suites)
+	if err != nil {
+		return "", "", err
+	}
+	final := filepath.Join(hdir, libfuseHPPackage+"_"+strings.ReplaceAll(best.version, ":", "%3a"))
+	b, p, err := loadHPDir(final)
+	if err != nil {
+		b, p, err = buildPassthroughHP(ctx, apt, hdir, final, best, do)
+		if err != nil {
+			return "", "", err
+		}
+	}
+	if err := addAlias(hdir, key, filepath.Base(final)); err != nil {
+		return "", "", err
+	}
+	return p, b.Version, nil
+}
+
+// checkHPTools fails early, with the packages to install, when a build
+// tool or library is missing.
+func checkHPTools() error {
+	var missing []string
+	for _, tool := range []string{"meson", "ninja", "c++", "pkg-config", "tar", "apt-get"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if len(missing) == 0 {
+		for _, lib := range []string{"liburing", "numa"} {
+			if _, err := proc.Run(context.Background(), proc.Opts{Timeout: time.Minute}, "pkg-config", "--exists", lib); err != nil {
+				missing = append(missing, "pkg-config "+lib)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("build passthrough_hp: missing %s: %s", strings.Join(missing, ", "), libfuseHPHint)
+	}
+	return nil
+}
+
+// lookupHPAlias answers a reference from the alias index of hdir.
+func lookupHPAlias(hdir, key string) (*PassthroughHPBuild, string, bool) {
+	dir, ok := readAliases(hdir)[key]
+	if !ok || dir == "" || strings.ContainsAny(dir, `/\`) || strings.HasPrefix(dir, ".") {
+		return nil, "", false
+	}
+	b, p, err := loadHPDir(filepath.Join(hdir, dir))
+	if err != nil {
+		return nil, "", false
+	}
+	return b, p, true
+}
+
+// loadHPDir reads dir/build.json and returns it with the binary's path.
+func loadHPDir(dir string) (*PassthroughHPBuild, string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "build.json"))
+	if err != nil {
+		return nil, "", err
+	}
+	var b PassthroughHPBuild
+	if err := json.Unmarshal(data, &b); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", filepath.Join(dir, "build.json"), err)
+	}
+	if b.Binary == "" || strings.ContainsAny(b.Binary, `/\`) || b.Version == "" {
+		return nil, "", fmt.Errorf("%s: bad build record", filepath.Join(dir, "build.json"))
+	}
+	p := filepath.Join(dir, b.Binary)
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, "", err
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return nil, "", fmt.Errorf("%s is not an executable file", p)
+	}
+	return &b, p, nil
+}
+
+// sourceListsFiles returns the suites that have a Sources list.
+func (a *aptEnv) sourceListsFiles(suites []string) map[string]bool {
+	have := map[string]bool{}
+	des, _ := os.ReadDir(a.path("lists"))
+	for _, de := range des {
+		for _, s := range suites {
+			if strings.Contains(de.Name(), "_dists_"+s+"_main_source_Sources") {
+				have[s] = true
+			}
+		}
+	}
+	return have
+}
+
+// debSrcList is a private sources.list with deb-src lines for suites.
+func (a *aptEnv) debSrcList(suites []string) string {
+	opts := ""
+	if a.keyring != "" {
+		opts = " [signed-by=" + a.keyring + "]"
+	}
+	var b strings.Builder
+	b.WriteString("# Written by klab: the Debian suites searched for source packages.\n")
+	for _, s := range suites {
+		fmt.Fprintf(&b, "deb-src%s %s %s main\n", opts, a.mirror, s)
+	}
+	return b.String()
+}
+
+// ensureSourceLists is ensureLists for an apt directory of deb-src lines:
+// it writes the configuration and runs `apt-get update` when the Sources
+// lists are missing, older than listsMaxAge, made for another mirror, or
+// force is set.
+func (a *aptEnv) ensureSourceLists(ctx context.Context, suites []string, force bool, o *DebianOptions) error {
+	if _, err := os.Stat(a.path("status")); err != nil {
+		if err := writeFileAtomic(a.path("status"), nil); err != nil {
+			return fmt.Errorf("apt configuration: %w", err)
+		}
+	}
+	if _, err := writeIfChanged(a.path("apt.conf"), a.aptConf()); err != nil {
+		return fmt.Errorf("apt configuration: %w", err)
+	}
+	changed, err := writeIfChanged(a.path("sources.list"), a.debSrcList(suites))
+	if err != nil {
+		return fmt.Errorf("apt configuration: %w", err)
+	}
+	stamp := a.path("lists.stamp")
+	if !force && !changed && len(a.sourceListsFiles(suites)) == len(suites) {
+		if fi, err := os.Stat(stamp); err == nil && time.Since(fi.ModTime()) < listsMaxAge {
+			return nil
+		}
+	}
+	os.Remove(stamp)
+	o.logf("updating source package lists for %s from %s...", strings.Join(suites, " "), a.mirror)
+	start := time.Now()
+	_, err = a.run(ctx, 15*time.Minute, "", "apt-get", "-q", "update")
+	have := a.sourceListsFiles(suites)
+	if err != nil {
+		if ctx.Err() != nil || len(have) == 0 {
+			return fmt.Errorf("updating Debian source package lists: %w", err)
+		}
+		o.logf("warning: apt-get update failed, continuing with the source lists of %s: %v", strings.Join(sortedKeys(have), " "), err)
+		return nil
+	}
+	if len(have) == 0 {
+		return fmt.Errorf("updating Debian source package lists from %s: no suite of %s has a Sources list", a.mirror, strings.Join(suites, " "))
+	}
+	o.logf("source package lists updated in %.1fs", time.Since(start).Seconds())
+	return writeFileAtomic(stamp, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"))
+}
+
+// parseMadisonSources returns the source package lines of apt-cache
+// madison ("name | version | uri suite/component Sources").
+func parseMadisonSources(out []byte) []madisonLine {
+	var ls []madisonLine
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "|")
+		if len(f) != 3 {
+			continue
+		}
+		src := strings.Fields(f[2])
+		if len(src) < 3 || src[len(src)-1] != "Sources" {
+			continue // a binary package line
+		}
+		suite := src[1]
+		if i := strings.LastIndexByte(suite, '/'); i >= 0 {
+			suite = suite[:i]
+		}
+		ls = append(ls, madisonLine{strings.TrimSpace(f[0]), strings.TrimSpace(f[1]), suite})
+	}
+	return ls
+}
+
+// pickSourcePackage chooses the newest version of pkg in suites (the one
+// pinned, when pin is set).
+func pickSourcePackage(lines []madisonLine, pkg, pin string, suites []string) (madisonLine, error) {
+	var cands []madisonLine
+	var versions []string
+	for _, l := range lines {
+		if l.name != pkg || !contains(suites, l.suite) {
+			continue
+		}
+		versions = append(versions, l.version)
+		if pin == "" || l.version == pin {
+			cands = append(cands, l)
+		}
+	}
+	if len(cands) == 0 {
+		if pin != "" && len(versions) > 0 {
+			return madisonLine{}, fmt.Errorf("no source package %s version %s in %s; there are: %s",
+				pkg, pin, strings.Join(suites, " "), strings.Join(versions, " "))
+		}
+		return madisonLine{}, fmt.Errorf("no source package %s in %s", pkg, strings.Join(suites, " "))
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		return compareDebianVersions(cands[i].version, cands[j].version) > 0
+	})
+	return cands[0], nil
+}
+
+// dscFile is one file a .dsc lists.
+type dscFile struct{ Name, SHA256 string }
+
+// parseDscFiles returns the Checksums-Sha256 entries of a .dsc (which may
+// be clear-signed).
+func parseDscFiles(dsc []byte) []dscFile {
+	var files []dscFile
+	in := false
+	for _, line := range strings.Split(string(dsc), "\n") {
+		line = strings.TrimRight(line, "\r")
+		switch {
+		case strings.HasPrefix(line, "Checksums-Sha256:"):
+			in = true
+		case in && (strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t")):
+			if f := strings.Fields(line); len(f) == 3 {
+				files = append(files, dscFile{Name: f[2], SHA256: f[0]})
+			}
+		default:
+			in = false
+		}
+	}
+	return files
+}
+
+// sourceTarballs picks from a .dsc's files the main tarball (the upstream
+// .orig.tar.*, or the whole tarball of a native package) and the Debian
+// tarball (empty for a native package). Signatures and component
+// tarballs (.orig-NAME.tar.*) are left out.
+func sourceTarballs(files []dscFile) (main dscFile, debian string, err error) {
+	var native dscFile
+	for _, f := range files {
+		switch {
+		case strings.HasSuffix(f.Name, ".asc"):
+		case strings.Contains(f.Name, ".orig.tar."):
+			main = f
+		case strings.Contains(f.Name, ".debian.tar."):
+			debian = f.Name
+		case strings.Contains(f.Name, ".tar.") && !strings.Contains(f.Name, ".orig-"):
+			native = f
+		}
+	}
+	if main.Name == "" {
+		main = native
+		debian = ""
+	}
+	if main.Name == "" {
+		return dscFile{}, "", errors.New("the .dsc lists no source tarball")
+	}
+	return main, debian, nil
+}
+
+// parseSeries returns the patch names of a quilt series file.
+func parseSeries(data []byte) []string {
+	var ps []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		if f := strings.Fields(line); len(f) > 0 {
+			ps = append(ps, f[0])
+		}
+	}
+	return ps
+}
+
+// buildPassthroughHP downloads the source package l, builds
+// passthrough_hp and installs it at final, through a temporary directory
+// renamed into place.
+func buildPassthroughHP(ctx context.Context, a *aptEnv, hdir, final string, l madisonLine, o *DebianOptions) (*PassthroughHPBuild, string, error) {
+	tmp, err := os.MkdirTemp(hdir, ".tmp-")
+	if err != nil {
+		return nil, "", fmt.Errorf("passthrough_hp cache: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	dl, src, build, out := filepath.Join(tmp, "dl"), filepath.Join(tmp, "src"), filepath.Join(tmp, "build"), filepath.Join(tmp, "out")
+	for _, d := range []string{dl, src, out} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return nil, "", fmt.Errorf("passthrough_hp cache: %w", err)
+		}
+	}
+	start := time.Now()
+	o.logf("downloading source package %s %s (%s)...", l.name, l.version, l.suite)
+	if _, err := a.run(ctx, 30*time.Minute, dl, "apt-get", "-q", "source", "--download-only", l.name+"="+l.version); err != nil {
+		return nil, "", fmt.Errorf("downloading source package %s %s: %w", l.name, l.version, err)
+	}
+	dscs, _ := filepath.Glob(filepath.Join(dl, globEscape(l.name)+"_*.dsc"))
+	if len(dscs) != 1 {
+		return nil, "", fmt.Errorf("downloading source package %s: apt-get source left %d .dsc files in %s", l.name, len(dscs), dl)
+	}
+	dsc, err := os.ReadFile(dscs[0])
+	if err != nil {
+		return nil, "", err
+	}
+	orig, debTar, err := sourceTarballs(parseDscFiles(dsc))
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", filepath.Base(dscs[0]), err)
+	}
+
+	o.logf("unpacking %s...", orig.Name)
+	untar := func(name string, extra ...string) error {
+		argv := append([]string{"tar", "-xf", filepath.Join(dl, name), "-C", src}, extra...)
+		if _, err := proc.Run(ctx, proc.Opts{Timeout: 5 * time.Minute}, argv...); err != nil {
+			return fmt.Errorf("unpacking %s: %w", name, err)
+		}
+		return nil
+	}
+	if err := untar(orig.Name, "--strip-components=1"); err != nil {
+		return nil, "", err
+	}
+	var patches []string
+	if debTar != "" {
+		if err := untar(debTar); err != nil {
+			return nil, "", err
+		}
+		if series, err := os.ReadFile(filepath.Join(src, "debian", "patches", "series")); err == nil {
+			patches = parseSeries(series)
+		}
+	}
+	for _, p := range patches {
+		if strings.Contains(p, "..") {
+			return nil, "", fmt.Errorf("%s: bad patch name %q in debian/patches/series", l.name, p)
+		}
+		if _, err := proc.Run(ctx, proc.Opts{Dir: src, Timeout: time.Minute},
+			"patch", "-p1", "-N", "-s", "-i", filepath.Join("debian", "patches", p)); err != nil {
+			return nil, "", fmt.Errorf("applying Debian patch %s: %w", p, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(src, "meson.build")); err != nil {
+		return nil, "", fmt.Errorf("%s %s: no meson.build at the top of %s: not a libfuse 3 source", l.name, l.version, orig.Name)
+	}
+
+	o.logf("configuring libfuse with io_uring (meson)...")
+	setup := []string{"meson", "setup", build, src,
+		"--wrap-mode=nodownload",
+		// libfuse, liburing and libnuma linked in: the binary runs on
+		// hosts without any of them installed.
+		"-Ddefault_library=static", "-Dprefer_static=true",
+		"-Denable-io-uring=true", "-Dexamples=true",
+		"-Dutils=false", "-Dtests=false", "-Duseroot=false", "-Dinitscriptdir=",
+	}
+	if _, err := proc.Run(ctx, proc.Opts{Dir: tmp, Timeout: 5 * time.Minute}, setup...); err != nil {
+		return nil, "", fmt.Errorf("configuring libfuse: %w (%s)", err, libfuseHPHint)
+	}
+	if cfg, err := os.ReadFile(filepath.Join(build, "fuse_config.h")); err != nil || !bytes.Contains(cfg, []byte("#define HAVE_URING")) {
+		return nil, "", fmt.Errorf("libfuse %s was configured without io_uring: meson found no liburing with IORING_SETUP_SQE128 or no libnuma (see %s); %s",
+			l.version, "meson-logs/meson-log.txt", libfuseHPHint)
+	}
+	o.logf("building passthrough_hp (ninja)...")
+	if _, err := proc.Run(ctx, proc.Opts{Dir: tmp, Timeout: 30 * time.Minute}, "ninja", "-C", build, "example/passthrough_hp"); err != nil {
+		return nil, "", fmt.Errorf("building passthrough_hp: %w", err)
+	}
+	bin := filepath.Join(out, "passthrough_hp")
+	if err := os.Rename(filepath.Join(build, "example", "passthrough_hp"), bin); err != nil {
+		return nil, "", fmt.Errorf("building passthrough_hp: %w", err)
+	}
+	help, err := proc.Run(ctx, proc.Opts{Timeout: time.Minute}, bin, "--help")
+	if err != nil {
+		return nil, "", fmt.Errorf("the built passthrough_hp does not run: %w", err)
+	}
+	if !bytes.Contains(help, []byte("io_uring")) {
+		return nil, "", fmt.Errorf("the built passthrough_hp offers no io_uring option; --help says:\n%s", help)
+	}
+
+	b := &PassthroughHPBuild{
+		Package: l.name, Version: l.version, Suite: l.suite,
+		Orig: orig.Name, OrigSHA256: orig.SHA256, Patches: patches,
+		Binary:   "passthrough_hp",
+		Compiler: toolVersion(ctx, "c++", "--version"),
+		Meson:    toolVersion(ctx, "meson", "--version"),
+		Liburing: toolVersion(ctx, "pkg-config", "--modversion", "liburing"),
+		Numa:     toolVersion(ctx, "pkg-config", "--modversion", "numa"),
+		Built:    time.Now().UTC().Format(time.RFC3339),
+	}
+	b.BuildSeconds = float64(time.Since(start).Milliseconds()) / 1000
+	data, err := json.MarshalIndent(b, "", "  ")
+	if err != nil {
+		return nil, "", fmt.Errorf("build.json: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(out, "build.json"), append(data, '\n')); err != nil {
+		return nil, "", fmt.Errorf("build.json: %w", err)
+	}
+	if err := os.RemoveAll(final); err != nil {
+		return nil, "", fmt.Errorf("passthrough_hp cache: %w", err)
+	}
+	if err := os.Rename(out, final); err != nil {
+		return nil, "", fmt.Errorf("passthrough_hp cache: %w", err)
+	}
+	o.logf("built libfuse %s passthrough_hp with io_uring (liburing %s) in %.1fs", l.version, b.Liburing, b.BuildSeconds)
+	return b, filepath.Join(final, b.Binary), nil
+}
+
+// toolVersion returns the first line a version query prints, or "".
+func toolVersion(ctx context.Context, argv ...string) string {
+	out, err := proc.Run(ctx, proc.Opts{Timeout: time.Minute}, argv...)
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(line)
+}
