@@ -684,7 +684,11 @@ func seriesOf(kver string) string {
 // line of apt-cache madison.
 type madisonLine struct{ name, version, suite string }
 
-func parseMadison(out []byte) []madisonLine {
+func parseMadison(out []byte) []madisonLine { return parseMadisonIndex(out, "Packages") }
+
+// parseMadisonIndex returns the lines of apt-cache madison whose index is
+// index: "Packages" for binary packages, "Sources" for source packages.
+func parseMadisonIndex(out []byte, index string) []madisonLine {
 	var ls []madisonLine
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
@@ -693,8 +697,8 @@ func parseMadison(out []byte) []madisonLine {
 			continue
 		}
 		src := strings.Fields(f[2])
-		if len(src) < 2 || !strings.HasSuffix(strings.TrimSpace(f[2]), "Packages") {
-			continue // a Sources line
+		if len(src) < 3 || src[len(src)-1] != index {
+			continue
 		}
 		suite := src[1]
 		if i := strings.LastIndexByte(suite, '/'); i >= 0 {

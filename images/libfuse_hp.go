@@ -1,7 +1,6 @@
 package images
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -296,26 +295,7 @@ func (a *aptEnv) ensureSourceLists(ctx context.Context, suites []string, force b
 
 // parseMadisonSources returns the source package lines of apt-cache
 // madison ("name | version | uri suite/component Sources").
-func parseMadisonSources(out []byte) []madisonLine {
-	var ls []madisonLine
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Split(sc.Text(), "|")
-		if len(f) != 3 {
-			continue
-		}
-		src := strings.Fields(f[2])
-		if len(src) < 3 || src[len(src)-1] != "Sources" {
-			continue // a binary package line
-		}
-		suite := src[1]
-		if i := strings.LastIndexByte(suite, '/'); i >= 0 {
-			suite = suite[:i]
-		}
-		ls = append(ls, madisonLine{strings.TrimSpace(f[0]), strings.TrimSpace(f[1]), suite})
-	}
-	return ls
-}
+func parseMadisonSources(out []byte) []madisonLine { return parseMadisonIndex(out, "Sources") }
 
 // pickSourcePackage chooses the newest version of pkg in suites (the one
 // pinned, when pin is set).
