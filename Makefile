@@ -5,6 +5,7 @@
 #   make bench  end-to-end figures: boot-to-agent time against bare QEMU, initramfs build times, RSS
 #   make bench-build  kernel builds from source: cold build against bare make, rebuild, cache hit, boot
 #   make bench-fidelity  klab's Go workload engine against fio, job by job, in one debian:7.3 guest
+#   make bench-fuse  FUSE over /dev/fuse against io_uring (the seed's tables), in a debian:7.3 guest and on the host
 
 GO       ?= go
 KERNEL   ?= debian:7.3
@@ -17,7 +18,7 @@ APT_PKGS := qemu-system-x86 dpkg apt ca-certificates xz-utils libfuse3-dev gcc p
 BUILD_NEED_CMDS := make flex bison bc git patch cpio depmod
 NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio mke2fs $(BUILD_NEED_CMDS)
 
-.PHONY: all deps build run test test-unit test-e2e bench bench-build bench-fidelity fmt vet clean
+.PHONY: all deps build run test test-unit test-e2e bench bench-build bench-fidelity bench-fuse fmt vet clean
 
 all: build
 
@@ -58,6 +59,7 @@ test-unit:
 
 bench: deps build
 	$(GO) run ./cmd/klab-bench -klab $(BIN)
+	$(MAKE) --no-print-directory bench-fuse
 
 # Two cold kernel builds (klab's and a bare make's): about 15 minutes on 2 cores.
 bench-build: deps build
@@ -68,6 +70,15 @@ bench-build: deps build
 FIDELITY_FLAGS ?=
 bench-fidelity: deps
 	$(GO) run ./cmd/klab-bench/fidelity -kernel $(KERNEL) $(FIDELITY_FLAGS)
+
+# klab's passthrough server over /dev/fuse against FUSE-over-io_uring, in
+# the shape of the seed's tables: about 5 minutes in one guest under TCG,
+# and 4 on the host (as root; skipped otherwise). BENCH_FUSE_FLAGS passes
+# options (--where, --rounds, --seconds, --jobs, --libfuse-hp PATH; see
+# `go run ./cmd/klab-bench-fuse --help`).
+BENCH_FUSE_FLAGS ?=
+bench-fuse: deps
+	$(GO) run ./cmd/klab-bench-fuse --kernel $(KERNEL) $(BENCH_FUSE_FLAGS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"klab/guest/proto"
+)
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags([]string{"--where", "host", "--jobs", "4,1,2,1", "--workloads", "creates,paged-1m", "--host-size", "8G"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.jobs; len(got) != 3 || got[0] != 1 || got[2] != 4 {
+		t.Errorf("jobs = %v, want [1 2 4]", got)
+	}
+	if len(o.workloads) != 2 || o.workloads[0].Key != "paged-1m" || o.workloads[1].Key != "creates" {
+		t.Errorf("workloads = %v, want paged-1m, creates in table order", workloadKeys(o.workloads))
+	}
+	if o.hostSize != 8<<30 || o.devThreads != 4 {
+		t.Errorf("host size %d, dev threads %d", o.hostSize, o.devThreads)
+	}
+	_, err = parseFlags([]string{"--where", "moon", "--jobs", "0", "--workloads", "nope", "--rounds", "0"})
+	if err == nil {
+		t.Fatal("bad flags accepted")
+	}
+	for _, want := range []string{"--where", "--jobs", "--workloads", "--rounds"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}
+
+func TestPlanAlternates(t *testing.T) {
+	vs := []variant{{serverKlab, transportDev}, {serverKlab, transportRing}}
+	p := makePlan(allWorkloads[:1], []int{1, 2}, 2, vs)
+	var got []string
+	for _, c := range p {
+		got = append(got, c.V.Transport)
+	}
+	want := "dev uring dev uring uring dev uring dev"
+	if strings.Join(got, " ") != want {
+		t.Errorf("order %v, want %s", got, want)
+	}
+}
+
+func TestMediansAndTable(t *testing.T) {
+	w := allWorkloads[2] // dio-1m
+	cell := func(tr string, round int, v float64, check, errMsg string) Cell {
+		return Cell{Where: "host", Server: serverKlab, Transport: tr, Workload: w.Key, Jobs: 1, Round: round, Value: v, Unit: "MB/s", Check: check, Error: errMsg}
+	}
+	cells := []Cell{
+		cell("dev", 0, 100, "ok", ""), cell("uring", 0, 300, "ok", ""),
+		cell("uring", 1, 200, "ok", ""), cell("dev", 1, 120, "cached", ""),
+		cell("dev", 2, 110, "ok", ""), cell("uring", 2, 0, "", "boom"),
+	}
+	ms := medians(cells)
+	if len(ms) != 2 {
+		t.Fatalf("%d medians, want 2", len(ms))
+	}
+	for _, m := range ms {
+		switch m.Transport {
+		case "dev":
+			if m.Median != 110 || m.Flag != "*" {
+				t.Errorf("dev median %v flag %q, want 110 *", m.Median, m.Flag)
+			}
+		case "uring":
+			if m.Median != 250 || m.Flag != "!" || len(m.Values) != 2 {
+				t.Errorf("uring median %v flag %q values %v, want 250 ! (the failed cell left out)", m.Median, m.Flag, m.Values)
+			}
+		}
+	}
+	out := renderPart("host", cells, []wdef{w}, []int{1, 2})
+	for _, want := range []string{
+		"dio reads (1024K), MB/s\n-----------------------\n",
+		"jobs   /dev/fuse   uring   gain\n",
+		"   1        110*    250!   2.27\n",
+		"   2           -       -      -\n",
+		"  ! dio-1m jobs=1 klab/uring round 3: boom",
+		"  * dio-1m jobs=1 klab/dev round 2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestTableGroups(t *testing.T) {
+	tb := table{Title: "paged reads", First: "jobs", Groups: []tgroup{
+		{Label: "128K IO size", Cols: []string{"/dev/fuse", "uring", "gain"}},
+		{Label: "1024K IO size", Cols: []string{"/dev/fuse", "uring", "gain"}},
+	}, Rows: []trow{{Label: "1", Cells: []string{"1117", "1921", "1.72", "1902", "1942", "1.02"}}}}
+	want := "paged reads\n" +
+		"-----------\n" +
+		"            128K IO size              1024K IO size\n" +
+		"jobs   /dev/fuse   uring   gain   /dev/fuse   uring   gain\n" +
+		"   1        1117    1921   1.72        1902    1942   1.02\n"
+	if got := tb.render(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestFinishChecks(t *testing.T) {
+	paged := allWorkloads[0]
+	mmap := allWorkloads[3]
+	m := &proto.Metrics{Ops: 100, Bytes: 1 << 30, BytesPerSec: 500e6}
+	cases := []struct {
+		name      string
+		w         wdef
+		c         Cell
+		inProcess bool
+		want      string
+	}{
+		{"served", paged, Cell{Server: serverKlab, Transport: transportDev, ServerRchar: 1<<30 + 4096}, false, "ok"},
+		{"cached", paged, Cell{Server: serverKlab, Transport: transportDev, ServerRchar: 1 << 20}, false, "cached"},
+		// In the guest the client's reads are in the agent's rchar too.
+		{"guest served", paged, Cell{Server: serverKlab, Transport: transportDev, ServerRchar: 2 << 30}, true, "ok"},
+		{"guest cached", paged, Cell{Server: serverKlab, Transport: transportDev, ServerRchar: 1<<30 + 1<<20}, true, "cached"},
+		// mmap copies do not count in the client's rchar.
+		{"guest mmap", mmap, Cell{Server: serverKlab, Transport: transportDev, ServerRchar: 1 << 30}, true, "ok"},
+		{"no ring requests", paged, Cell{Server: serverKlab, Transport: transportRing, ServerRchar: 1 << 30}, false, "cached"},
+		{"ring", paged, Cell{Server: serverKlab, Transport: transportRing, ServerRchar: 1 << 30, RingRequests: 1024}, false, "ok"},
+		{"libfuse splices", paged, Cell{Server: serverLibfuse, Transport: transportDev}, false, "unverified"},
+	}
+	for _, tc := range cases {
+		c := tc.c
+		c.Metrics = m
+		c.finish(tc.w, tc.inProcess, true)
+		if c.Check != tc.want {
+			t.Errorf("%s: check %q (%s), want %q", tc.name, c.Check, c.Warning, tc.want)
+		}
+		if c.Value != 500 {
+			t.Errorf("%s: value %v, want 500 MB/s", tc.name, c.Value)
+		}
+	}
+}
+
+func TestGuestParsing(t *testing.T) {
+	out := "-rw-r--r-- root 0 17179869184 rd.0.0\nKBF-IO 0\nrchar: 42795\nwchar: 1264\nKBF-IO 1\nrchar: 228806506\nwchar: 1\n"
+	got := parseIOMarkers(out)
+	if got[0] != 42795 || got[1] != 228806506 || len(got) != 2 {
+		t.Errorf("markers %v", got)
+	}
+	mnt, st, _, ok := parseStopLog(`fuse: passthrough server on /tmp/kbf/m3 stopped: {"server":"passthrough","transport":"uring","conn_id":39,"ring":{"queues":2,"depth":8,"threads":2,"requests":453,"commits":450,"async_commits":0,"register_retries":0,"enotconn":16}}`)
+	if !ok || mnt != "/tmp/kbf/m3" || st.Ring == nil || st.Ring.Requests != 453 {
+		t.Errorf("stop log: %v %q %+v", ok, mnt, st)
+	}
+	if _, _, _, ok := parseStopLog("fuse: passthrough server over dev mounted on /tmp/kbf/m0 (backing /tmp/kbf/b)"); ok {
+		t.Error("a mount log parsed as a stop log")
+	}
+	s := boundaryScript([]planned{{W: allWorkloads[4]}, {W: allWorkloads[0]}}, 1)
+	if want := "umount -l /tmp/kbf/c0; echo KBF-IO 1; cat /proc/$PPID/io"; s != want {
+		t.Errorf("boundary %q, want %q", s, want)
+	}
+}
+
+func TestURingArgsFromHelp(t *testing.T) {
+	a, err := uringArgsFromHelp("    -o io_uring            enable io-uring\n    -o io_uring_q_depth=<n> io-uring queue depth\n", 8)
+	if err != nil || strings.Join(a, " ") != "-o io_uring -o io_uring_q_depth=8" {
+		t.Errorf("3.18: %v %v", a, err)
+	}
+	a, err = uringArgsFromHelp("  --uring   use uring\n  --uring-q-depth=N\n", 16)
+	if err != nil || strings.Join(a, " ") != "--uring --uring-q-depth=16" {
+		t.Errorf("3.17: %v %v", a, err)
+	}
+	if _, err := uringArgsFromHelp("usage: passthrough_hp [options]", 8); err == nil {
+		t.Error("no io_uring option accepted")
+	}
+}
+
+func TestParseRcharAndSize(t *testing.T) {
+	if n, err := parseRchar("rchar: 12\nwchar: 3\n"); err != nil || n != 12 {
+		t.Errorf("rchar %d %v", n, err)
+	}
+	for in, want := range map[string]int64{"64G": 64 << 30, "512m": 512 << 20, "4096": 4096} {
+		if n, err := parseSize(in); err != nil || n != want {
+			t.Errorf("parseSize(%q) = %d %v, want %d", in, n, err, want)
+		}
+	}
+	if _, err := parseSize("lots"); err == nil {
+		t.Error("parseSize accepted lots")
+	}
+}
