@@ -119,6 +119,8 @@ func stress(t *testing.T, mnt string, clients int, d time.Duration) (uint64, []e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A client that stopped is not waiting for a reply.
+			defer last[c].Store(0)
 			runtime.LockOSThread()
 			cl := &stressClient{dir: filepath.Join(mnt, "c"+strconv.Itoa(c)), rng: rand.New(rand.NewPCG(uint64(c), 7)), files: map[string][]byte{}}
 			if err := os.Mkdir(cl.dir, 0o755); err != nil {
@@ -168,6 +170,11 @@ func stress(t *testing.T, mnt string, clients int, d time.Duration) (uint64, []e
 	return ops.Load(), errs
 }
 
+// stressMaxFiles bounds each client's directory: the server holds a
+// descriptor for every inode the kernel remembers, and the clients share
+// the process's open file limit with it.
+const stressMaxFiles = 300
+
 // stressClient works in its own directory and remembers what it holds.
 type stressClient struct {
 	dir   string
@@ -192,7 +199,7 @@ func (c *stressClient) pick() (string, bool) {
 
 func (c *stressClient) step() error {
 	switch op := c.rng.IntN(10); {
-	case op < 3 || len(c.files) < 4: // create and write
+	case (op < 3 || len(c.files) < 4) && len(c.files) < stressMaxFiles: // create and write
 		c.n++
 		prefix := "f"
 		if c.n%3 == 0 {

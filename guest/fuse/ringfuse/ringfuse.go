@@ -90,6 +90,9 @@ type Options struct {
 	// Threads is the number of ring threads; 0 means one per queue.
 	// Queues are spread over the threads round-robin.
 	Threads int
+	// NoPin leaves ring threads free to run on any CPU; by default each
+	// is bound to the CPUs of the queues it serves.
+	NoPin bool
 	// DevWorkers is the number of /dev/fuse readers; 0 means 1.
 	DevWorkers int
 	// OnFatal is called (once, from a ring thread) when the ring cannot
@@ -193,7 +196,9 @@ type Stats struct {
 }
 
 // New sets up the rings for a connection on dev. It fails early, with an
-// error wrapping ErrUnsupported, when this kernel cannot create them.
+// error wrapping ErrUnsupported, when this kernel cannot create them. It
+// raises GOMAXPROCS, when lower, to the ring threads plus the /dev/fuse
+// readers plus one, so that a ring thread back from the kernel finds a P.
 func New(dev *devfuse.Device, o Options) (*Transport, error) {
 	if o.Depth == 0 {
 		o.Depth = DefaultDepth
@@ -240,6 +245,13 @@ func New(dev *devfuse.Device, o Options) (*Transport, error) {
 		t.rings = append(t.rings, r)
 	}
 	t.readyLeft.Store(int32(len(t.rings)))
+	// Ring threads hold their Ps while they serve a request inline and
+	// hand them back in io_uring_enter; with every P taken, a thread
+	// coming back from the kernel waits for one. Leave room for the ring
+	// threads plus the /dev/fuse readers and the runtime.
+	if want := len(t.rings) + max(o.DevWorkers, 1) + 1; runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
 	return t, nil
 }
 
@@ -453,6 +465,7 @@ func (r *ring) run(c *dispatch.Conn) {
 		r.mu.Unlock()
 		r.close()
 	}()
+	r.pin()
 	<-r.t.start
 	if r.t.stopping.Load() {
 		r.t.ringReady(nil)
@@ -478,6 +491,23 @@ func (r *ring) run(c *dispatch.Conn) {
 	}
 	if err := r.loop(c); err != nil {
 		r.t.fatal(err)
+	}
+}
+
+// pin binds the ring thread to the CPUs of its queues, as libfuse does: a
+// request is queued on the CPU its client runs on, so serving it there
+// spares a cross-CPU wake-up. CPUs that are offline are left out; when
+// none is online the thread stays unbound.
+func (r *ring) pin() {
+	if r.t.opts.NoPin {
+		return
+	}
+	var set unix.CPUSet
+	for _, q := range r.qids {
+		set.Set(int(q))
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		r.t.log.Debug("fuse: cannot pin the ring thread to its queues' CPUs", "ring", r.id, "err", err)
 	}
 }
 
