@@ -14,11 +14,14 @@ BIN      := bin/klab
 # What `klab kernels build` needs to build kernels from source.
 BUILD_APT_PKGS := build-essential flex bison bc libelf-dev libssl-dev cpio kmod git patch
 APT_PKGS := qemu-system-x86 dpkg apt ca-certificates xz-utils libfuse3-dev gcc pkg-config fio e2fsprogs $(BUILD_APT_PKGS)
+# What make bench-fuse needs to build libfuse 3.18's passthrough_hp with
+# io_uring for the side-by-side comparison.
+BENCH_APT_PKGS := meson ninja-build g++ pkg-config liburing-dev libnuma-dev
 # Commands that prove each package is there.
 BUILD_NEED_CMDS := make flex bison bc git patch cpio depmod
 NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio mke2fs $(BUILD_NEED_CMDS)
 
-.PHONY: all deps build run test test-unit test-e2e bench bench-build bench-fidelity bench-fuse fmt vet clean
+.PHONY: all deps build run test test-unit test-e2e bench bench-build bench-fidelity bench-fuse bench-deps fmt vet clean
 
 all: build
 
@@ -74,11 +77,28 @@ bench-fidelity: deps
 # klab's passthrough server over /dev/fuse against FUSE-over-io_uring, in
 # the shape of the seed's tables: about 5 minutes in one guest under TCG,
 # and 4 on the host (as root; skipped otherwise). BENCH_FUSE_FLAGS passes
-# options (--where, --rounds, --seconds, --jobs, --libfuse-hp PATH; see
+# options (--where, --rounds, --seconds, --jobs, --libfuse-hp PATH|none; see
 # `go run ./cmd/klab-bench-fuse --help`).
 BENCH_FUSE_FLAGS ?=
-bench-fuse: deps
+bench-fuse: deps bench-deps
 	$(GO) run ./cmd/klab-bench-fuse --kernel $(KERNEL) $(BENCH_FUSE_FLAGS)
+
+# bench-deps installs what building libfuse's passthrough_hp needs (when
+# root); without it bench-fuse measures klab alone and says why.
+bench-deps:
+	@missing=""; \
+	for c in meson ninja g++ pkg-config; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	[ -f /usr/include/liburing.h ] || missing="$$missing liburing-dev"; \
+	[ -f /usr/include/numa.h ] || missing="$$missing libnuma-dev"; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "klab: installing $(BENCH_APT_PKGS) (missing:$$missing)"; \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BENCH_APT_PKGS) >/dev/null || exit 1; \
+		else \
+			echo "klab: missing for the libfuse comparison:$$missing (sudo apt-get install -y $(BENCH_APT_PKGS))"; \
+		fi; \
+	fi
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -65,6 +65,7 @@ import (
 	"klab/guest/fuse/devfuse"
 	"klab/guest/proto"
 	"klab/guest/workload"
+	"klab/images"
 	"klab/internal/paths"
 	"klab/lab"
 	"klab/results"
@@ -90,7 +91,7 @@ Examples:
   klab-bench-fuse                                   # guest and host, 2 rounds of 3 s cells
   klab-bench-fuse --where host --rounds 3 --seconds 5
   klab-bench-fuse --where guest --jobs 1,2 --workloads paged-1m,creates
-  klab-bench-fuse --where host --libfuse-hp ~/.cache/klab/libfuse-hp/fuse3_3.18.3-1/passthrough_hp
+  klab-bench-fuse --where host --libfuse-hp none   # klab only, no libfuse build
   make bench-fuse BENCH_FUSE_FLAGS='--where host --rounds 3'
 
 Workloads: paged-128k, paged-1m (sequential buffered reads), dio-1m
@@ -162,7 +163,7 @@ func parseFlags(args []string) (options, error) {
 	jobs := fs.String("jobs", "1,2,4", "comma-separated job counts")
 	wl := fs.String("workloads", "paged-128k,paged-1m,dio-1m,mmap-4k,creates", "comma-separated workloads")
 	fs.StringVar(&o.jsonPath, "json", "", "write the raw samples here (default: bench-fuse.json in a new run directory under --runs-dir)")
-	fs.StringVar(&o.libfuseHP, "libfuse-hp", "", "libfuse's passthrough_hp binary: also measure it on the host, with and without io_uring")
+	fs.StringVar(&o.libfuseHP, "libfuse-hp", "auto", "libfuse's passthrough_hp binary to measure on the host with and without io_uring; auto: build libfuse 3.18 from Debian sid's source into the cache (skipped with a note when that fails); none: klab only")
 	hpArgs := fs.String("libfuse-hp-args", "", "extra passthrough_hp arguments, space-separated (e.g. --nosplice)")
 	fs.StringVar(&o.kernel, "kernel", "debian:7.3", "guest kernel")
 	fs.IntVar(&o.memMB, "memory", 2048, "guest memory in MiB")
@@ -230,7 +231,10 @@ func parseFlags(args []string) (options, error) {
 	if o.hostCreates < 1 || o.guestCreates < 1 {
 		errs = append(errs, errors.New("--host-creates and --guest-creates must be positive"))
 	}
-	if o.libfuseHP != "" {
+	if o.libfuseHP == "none" || (o.libfuseHP == "auto" && o.where == "guest") {
+		o.libfuseHP = ""
+	}
+	if o.libfuseHP != "" && o.libfuseHP != "auto" {
 		if fi, err := os.Stat(o.libfuseHP); err != nil {
 			errs = append(errs, fmt.Errorf("--libfuse-hp: %w", err))
 		} else if fi.IsDir() || fi.Mode()&0o111 == 0 {
@@ -638,6 +642,17 @@ func run(ctx context.Context, o options) error {
 		}
 		printReport(&rep, o, o.fromJSON)
 		return nil
+	}
+	if o.libfuseHP == "auto" {
+		o.libfuseHP = ""
+		if os.Geteuid() != 0 {
+			fmt.Fprintln(os.Stderr, "klab-bench-fuse: not root: no host part, so libfuse's passthrough_hp is not built")
+		} else if p, v, err := images.BuildPassthroughHP(ctx, images.PassthroughHPOptions{DebianOptions: images.DebianOptions{CacheDir: o.cacheDir, Progress: os.Stderr}}); err != nil {
+			fmt.Fprintf(os.Stderr, "klab-bench-fuse: libfuse's passthrough_hp is not available, measuring klab only: %v\n", err)
+		} else {
+			fmt.Fprintf(os.Stderr, "klab-bench-fuse: libfuse %s passthrough_hp: %s\n", v, p)
+			o.libfuseHP = p
+		}
 	}
 	start := time.Now()
 	rep := &Report{Started: start, Command: os.Args, Options: map[string]any{
