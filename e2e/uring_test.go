@@ -32,7 +32,9 @@ const ringTests = "^(TestPOSIX|TestDataIntegrity|TestNamespaceOps|TestReaddirMan
 //  3. the interrupt check over the ring (replies to INTERRUPT fail with
 //     ENOENT there: EAGAIN does not requeue, ENOSYS does not stick);
 //  4. a server killed with requests in flight, then unmounted;
-//  5. the request timeout over the ring, set through INIT.
+//  5. the request timeout over the ring, set through INIT;
+//  6. mmap reads through klab's server over /dev/fuse and over the ring,
+//     with the workload in a child process of the agent.
 func TestFUSEURingInGuest(t *testing.T) {
 	testenv.E2E(t)
 	testenv.RequiresCommand(t, "go")
@@ -62,6 +64,20 @@ func TestFUSEURingInGuest(t *testing.T) {
 		exec(2*time.Minute, "klab-agent", "fuse", "check", "interrupt", "--transport", "uring", "--policy", "all", "--hold", "1s", "--json"),
 		exec(2*time.Minute, "klab-agent", "fuse", "check", "kill", "--transport", "uring", "--json"),
 		exec(3*time.Minute, "klab-agent", "fuse", "check", "timeout", "--transport", "uring", "--via", "init", "--json"),
+	}
+	// mmap reads through klab's server over each transport: the client
+	// faults on the mapping while the agent serves the mount. (The
+	// workload runs in a child process of the agent: in the agent's own
+	// runtime, a garbage collection waiting for a faulting thread would
+	// deadlock with the server.)
+	for _, tr := range []string{proto.FUSETransportDev, proto.FUSETransportURing} {
+		steps = append(steps, proto.Step{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{
+			Transport: tr, Mountpoint: "/tmp/mmap-" + tr, Backing: "/tmp/mmap-back-" + tr, Threads: 2,
+			Then: &proto.Step{Kind: proto.StepWorkload, TimeoutMs: 60000, Workload: &proto.WorkloadStep{
+				Pattern: proto.PatternMmapSeqRead, Dir: "/tmp/mmap-" + tr, Jobs: 2, BlockSize: 4096,
+				FileSize: 32 << 20, RuntimeMs: 2000, TimeBased: true, SampleMs: 500,
+			}},
+		}})
 	}
 	for i := range steps {
 		steps[i].ID = i + 1
@@ -145,6 +161,15 @@ func TestFUSEURingInGuest(t *testing.T) {
 	t.Logf("guest/fuse tests over io_uring in the guest: %d passed in %v", passed, time.Duration(res.Steps[1].Done.DurationNs).Round(time.Second))
 
 	// 3-5: the checks.
+	for _, s := range res.Steps[5:] {
+		d := s.Done
+		if d.ExitCode != 0 || d.Error != "" || d.Metrics == nil || d.Metrics.Ops == 0 {
+			t.Errorf("mmap reads over %s: %+v", s.Step.FUSE.Transport, d)
+			continue
+		}
+		t.Logf("mmap reads over %s: %.0f MB/s", s.Step.FUSE.Transport, d.Metrics.BytesPerSec/1e6)
+	}
+
 	for i, n := range map[int]int{3: 4, 4: 1, 5: 1} {
 		var rs []checkResult
 		if err := json.Unmarshal([]byte(out[i].String()), &rs); err != nil {

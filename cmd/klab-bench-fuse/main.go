@@ -9,8 +9,8 @@
 //
 //   - guest: one debian:7.3 guest (TCG on this machine) booted with
 //     lab.Boot, where every cell is a fuse step whose `then` runs the
-//     workload with klab's Go engine (the agent is both server and client),
-//     except mmap reads, which fio runs (see guestEngine);
+//     workload with klab's Go engine (the agent serves the mount and runs
+//     the engine in a child process), or fio with --guest-engine fio;
 //   - host: fuse.Start in this process, and the Go engine in a child
 //     process (this binary re-executed), so that the client and the server
 //     do not share a Go runtime. Needs root. With --libfuse-hp, libfuse's
@@ -172,7 +172,7 @@ func parseFlags(args []string) (options, error) {
 	guestSize := fs.String("guest-size", "16G", "size of each job's sparse read file in the guest")
 	fs.IntVar(&o.devThreads, "dev-threads", 0, "klab's /dev/fuse worker threads (0: the largest --jobs value)")
 	fs.IntVar(&o.queueDepth, "queue-depth", 8, "klab's io_uring entries per queue (and passthrough_hp's io_uring_q_depth)")
-	fs.StringVar(&o.guestEngine, "guest-engine", "auto", "client in the guest: go (klab's engine, in the agent), fio, or auto: go, but fio for mmap-4k (an mmap client in the agent, the server's own process, can deadlock it)")
+	fs.StringVar(&o.guestEngine, "guest-engine", "go", "client in the guest: go (klab's engine, in a child process of the agent) or fio")
 	fs.StringVar(&o.icount, "icount", "", "QEMU -icount for the guest (e.g. shift=0,sleep=off: guest time counts instructions); empty: real time")
 	fs.IntVar(&o.hostCreates, "host-creates", 200000, "most files one create cell makes on the host, over all jobs")
 	fs.IntVar(&o.guestCreates, "guest-creates", 10000, "most files one create cell makes in the guest, over all jobs")
@@ -188,6 +188,9 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
 	}
 	var errs []error
+	if o.guestEngine == "auto" {
+		o.guestEngine = "go"
+	}
 	switch o.guestEngine {
 	case "auto", "go", "fio":
 	default:
@@ -1681,23 +1684,12 @@ func parseStopLog(msg string) (mnt string, st *fuse.Stats, raw json.RawMessage, 
 	return mnt, &s, json.RawMessage(js), true
 }
 
-// guestEngine says who runs workload w in the guest. The agent is the
-// FUSE server there: a Go client in it that faults on a mapping of the
-// mount cannot be stopped by the Go runtime's stop-the-world while it
-// waits for the server, whose goroutines are already stopped, and the
-// agent deadlocks. So auto runs mmap workloads with fio, in a process of
-// its own.
+// guestEngine says who runs workload w in the guest.
 func guestEngine(choice string, w wdef) proto.Engine {
-	switch {
-	case choice == "fio":
+	if choice == "fio" {
 		return proto.EngineFio
-	case choice == "go":
-		return proto.EngineGo
-	case w.Pattern == proto.PatternMmapSeqRead || w.Pattern == proto.PatternMmapRandRead:
-		return proto.EngineFio
-	default:
-		return proto.EngineGo
 	}
+	return proto.EngineGo
 }
 
 func runGuest(ctx context.Context, o options) ([]Cell, *PartInfo, error) {

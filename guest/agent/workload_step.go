@@ -28,16 +28,20 @@ func (a *Agent) sampleSender(id int) func(proto.Sample) {
 }
 
 // RunWorkloadStep is the Handler of proto.StepWorkload: it runs the Go I/O
-// engine (guest/workload) for s.Workload, streams its samples while it
-// runs, and returns its Metrics in the Done. A failed or invalid workload
-// is exit code 1 with the error, and whatever metrics were measured.
+// engine (guest/workload) for s.Workload in a child process (see
+// runWorkloadChild), streams its samples while it runs, and returns its
+// Metrics in the Done. A failed or invalid workload is exit code 1 with the
+// error, and whatever metrics were measured.
 func RunWorkloadStep(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 	if s.Workload == nil {
 		return proto.Done{ExitCode: -1, Error: "workload step without its workload"}
 	}
+	if err := workload.Validate(s.Workload); err != nil {
+		return proto.Done{ExitCode: 1, Error: err.Error()}
+	}
 	ctx, cancel := stepContext(ctx, s)
 	defer cancel()
-	m, err := workload.Run(ctx, s.Workload, workload.Options{OnSample: a.sampleSender(s.ID), Version: Version})
+	m, err := runWorkloadChild(ctx, s.Workload, a.sampleSender(s.ID))
 	d := proto.Done{Metrics: m}
 	if err != nil {
 		d.ExitCode = 1

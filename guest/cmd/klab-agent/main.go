@@ -23,6 +23,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == agent.WorkloadChildArg { // one workload step, for the agent
+		os.Exit(agent.WorkloadChildMain(os.Stdin, os.Stdout))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "fuse" { // a guest CLI: klab-agent fuse serve|check ...
 		os.Exit(cli.Main("klab-agent", os.Args[2:], os.Stdout, os.Stderr))
 	}
