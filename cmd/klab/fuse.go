@@ -35,11 +35,18 @@ Servers:
   passthrough             loopback over DIR (passthrough_ll's knobs, plus --kernel-passthrough)
   stuck                   passthrough with --rule OP[:NAME]=never|after-abort|delay:DURATION
   interrupt               passthrough with --hold OP[:NAME]=DURATION and --interrupt-policy
-  libfuse-passthrough_ll  libfuse's example server (--libfuse PATH), for comparison`,
+  libfuse-passthrough_ll  libfuse's example server (--libfuse PATH), for comparison
+
+Transports (klab's servers):
+  dev     read and write /dev/fuse (the default)
+  uring   FUSE-over-io_uring (Linux 6.14+): one queue per possible CPU with
+          --queue-depth entries, one ring thread per queue; klab sets the fuse
+          module's enable_uring when it is off (as root)`,
 		Example: `  klab fuse serve --backing /srv/data /mnt/fuse
   klab fuse serve --threads 4 --writeback --backing /tmp/b /tmp/m
   klab fuse serve --server stuck --rule lookup:stuck=never --request-timeout 20 --backing /tmp/b /tmp/m
-  klab fuse serve --server interrupt --hold 'lookup:held*=5s' --interrupt-policy eagain:2 --backing /tmp/b /tmp/m`,
+  klab fuse serve --server interrupt --hold 'lookup:held*=5s' --interrupt-policy eagain:2 --backing /tmp/b /tmp/m
+  klab fuse serve --transport uring --queue-depth 16 --backing /srv/data /mnt/fuse`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Verbose = g.verbose
@@ -62,6 +69,9 @@ func newFuseCheckCommand(g *globalOptions) *cobra.Command {
              and the server reads ENODEV. Set through INIT and through both sysctls.
   interrupt  a signalled thread blocked in FUSE: EINTR (cancel), EAGAIN requeues,
              ENOSYS stops further interrupts, ignore lets the request finish.
+             With --transport uring: the kernel refuses every reply to an
+             INTERRUPT (ENOENT), so EAGAIN does not requeue and ENOSYS does not
+             stick; EINTR through the ring still works.
   kill       a server killed with requests in flight: clients return, the mount
              answers ENOTCONN, a lazy unmount and a new mount work.`,
 	}
