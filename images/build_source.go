@@ -126,12 +126,27 @@ func FetchDebianSource(ctx context.Context, ref string, o DebianOptions) (*Debia
 // pickSource chooses the newest version of pkg among madison lines from
 // klab's suites (the one pinned, when pin is set).
 func pickSource(lines []madisonLine, pkg, pin string) (madisonLine, error) {
+	best, versions, ok := newestIn(lines, pkg, pin, debianSuites())
+	if ok {
+		return best, nil
+	}
+	if pin != "" && len(versions) > 0 {
+		return madisonLine{}, fmt.Errorf("no %s version %s in %s; there are: %s", pkg, pin,
+			strings.Join(debianSuites(), " "), strings.Join(versions, " "))
+	}
+	return madisonLine{}, fmt.Errorf("no %s package in %s; Debian ships kernel sources for %s",
+		pkg, strings.Join(debianSuites(), " "), strings.Join(debianSourceSeries, ", "))
+}
+
+// newestIn returns the newest version of pkg among madison lines from
+// suites (the pinned one, when pin is set), an earlier suite winning a
+// tie, and every version of pkg seen there.
+func newestIn(lines []madisonLine, pkg, pin string, suites []string) (best madisonLine, versions []string, ok bool) {
 	rank := map[string]int{}
-	for i, s := range debianSuites() {
+	for i, s := range suites {
 		rank[s] = i + 1
 	}
 	var cands []madisonLine
-	var versions []string
 	for _, l := range lines {
 		if l.name != pkg || rank[l.suite] == 0 {
 			continue
@@ -142,12 +157,7 @@ func pickSource(lines []madisonLine, pkg, pin string) (madisonLine, error) {
 		}
 	}
 	if len(cands) == 0 {
-		if pin != "" && len(versions) > 0 {
-			return madisonLine{}, fmt.Errorf("no %s version %s in %s; there are: %s", pkg, pin,
-				strings.Join(debianSuites(), " "), strings.Join(versions, " "))
-		}
-		return madisonLine{}, fmt.Errorf("no %s package in %s; Debian ships kernel sources for %s",
-			pkg, strings.Join(debianSuites(), " "), strings.Join(debianSourceSeries, ", "))
+		return madisonLine{}, versions, false
 	}
 	sort.SliceStable(cands, func(i, j int) bool {
 		if c := compareDebianVersions(cands[i].version, cands[j].version); c != 0 {
@@ -155,7 +165,7 @@ func pickSource(lines []madisonLine, pkg, pin string) (madisonLine, error) {
 		}
 		return rank[cands[i].suite] < rank[cands[j].suite]
 	})
-	return cands[0], nil
+	return cands[0], versions, true
 }
 
 // lookupSourceAlias answers a reference from the alias index of sdir.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -300,28 +299,15 @@ func parseMadisonSources(out []byte) []madisonLine { return parseMadisonIndex(ou
 // pickSourcePackage chooses the newest version of pkg in suites (the one
 // pinned, when pin is set).
 func pickSourcePackage(lines []madisonLine, pkg, pin string, suites []string) (madisonLine, error) {
-	var cands []madisonLine
-	var versions []string
-	for _, l := range lines {
-		if l.name != pkg || !contains(suites, l.suite) {
-			continue
-		}
-		versions = append(versions, l.version)
-		if pin == "" || l.version == pin {
-			cands = append(cands, l)
-		}
+	best, versions, ok := newestIn(lines, pkg, pin, suites)
+	if ok {
+		return best, nil
 	}
-	if len(cands) == 0 {
-		if pin != "" && len(versions) > 0 {
-			return madisonLine{}, fmt.Errorf("no source package %s version %s in %s; there are: %s",
-				pkg, pin, strings.Join(suites, " "), strings.Join(versions, " "))
-		}
-		return madisonLine{}, fmt.Errorf("no source package %s in %s", pkg, strings.Join(suites, " "))
+	if pin != "" && len(versions) > 0 {
+		return madisonLine{}, fmt.Errorf("no source package %s version %s in %s; there are: %s",
+			pkg, pin, strings.Join(suites, " "), strings.Join(versions, " "))
 	}
-	sort.SliceStable(cands, func(i, j int) bool {
-		return compareDebianVersions(cands[i].version, cands[j].version) > 0
-	})
-	return cands[0], nil
+	return madisonLine{}, fmt.Errorf("no source package %s in %s", pkg, strings.Join(suites, " "))
 }
 
 // dscFile is one file a .dsc lists.

@@ -66,6 +66,8 @@ import (
 	"klab/guest/proto"
 	"klab/guest/workload"
 	"klab/images"
+	"klab/images/build"
+	"klab/internal/benchstat"
 	"klab/internal/paths"
 	"klab/lab"
 	"klab/results"
@@ -214,10 +216,10 @@ func parseFlags(args []string) (options, error) {
 	if o.workloads, err = parseWorkloads(*wl); err != nil {
 		errs = append(errs, err)
 	}
-	if o.hostSize, err = parseSize(*hostSize); err != nil {
+	if o.hostSize, err = build.ParseSize(*hostSize); err != nil {
 		errs = append(errs, fmt.Errorf("--host-size: %w", err))
 	}
-	if o.guestSize, err = parseSize(*guestSize); err != nil {
+	if o.guestSize, err = build.ParseSize(*guestSize); err != nil {
 		errs = append(errs, fmt.Errorf("--guest-size: %w", err))
 	}
 	for _, s := range []int64{o.hostSize, o.guestSize} {
@@ -277,32 +279,6 @@ func parseJobs(s string) ([]int, error) {
 	}
 	sort.Ints(out)
 	return out, nil
-}
-
-// parseSize parses "64G", "512M", "4096".
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	mult := int64(1)
-	if s != "" {
-		switch strings.ToUpper(s[len(s)-1:]) {
-		case "K":
-			mult = 1 << 10
-		case "M":
-			mult = 1 << 20
-		case "G":
-			mult = 1 << 30
-		case "T":
-			mult = 1 << 40
-		}
-		if mult != 1 {
-			s = s[:len(s)-1]
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%q is not a size like 64G", s)
-	}
-	return n * mult, nil
 }
 
 // wdef is one workload of the tables.
@@ -861,21 +837,9 @@ func medians(cells []Cell) []Median {
 		m.Values = append(m.Values, c.Value)
 	}
 	for i := range out {
-		out[i].Median = median(out[i].Values)
+		out[i].Median = benchstat.Stats(out[i].Values).Median()
 	}
 	return out
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	c := append([]float64(nil), v...)
-	sort.Float64s(c)
-	if len(c)%2 == 1 {
-		return c[len(c)/2]
-	}
-	return (c[len(c)/2-1] + c[len(c)/2]) / 2
 }
 
 // renderPart prints the tables of one part, and the cells' problems.

@@ -39,13 +39,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 
 	"klab/guest/proto"
 	"klab/guest/workload"
+	"klab/internal/benchstat"
 	"klab/internal/paths"
 	"klab/lab"
 )
@@ -391,17 +391,7 @@ func pprofTop(ctx context.Context, path string) (string, error) {
 	return b.String(), nil
 }
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	c := append([]float64(nil), v...)
-	sort.Float64s(c)
-	if len(c)%2 == 1 {
-		return c[len(c)/2]
-	}
-	return (c[len(c)/2-1] + c[len(c)/2]) / 2
-}
+func median(v []float64) float64 { return benchstat.Stats(v).Median() }
 
 func list(v []float64) string {
 	var s []string
