@@ -164,6 +164,11 @@ type Transport struct {
 	readyLeft atomic.Int32
 	readyOnce sync.Once
 
+	// registerEarly (tests), when not nil, starts REGISTER before the
+	// INIT reply and holds the reply until a ring closes it.
+	registerEarly chan struct{}
+	earlyOnce     sync.Once
+
 	stopping  atomic.Bool
 	stopCh    chan struct{}
 	fatalOnce sync.Once
@@ -282,21 +287,37 @@ func (t *Transport) NegotiateInit(in *dispatch.Init) error {
 			in.Kernel.Major, in.Kernel.Minor)
 	}
 	in.Want |= abi.InitOverIOUring | abi.InitExt
+	if t.registerEarly != nil {
+		// Tests: register before the INIT reply is out, which the kernel
+		// answers with EAGAIN until it processed the reply.
+		t.setPayload(in)
+		select {
+		case <-t.registerEarly:
+		case <-time.After(2 * time.Second):
+		}
+	}
 	return nil
 }
 
 // Initialized starts registering the entries, now that the INIT reply is
 // out (a REGISTER before it fails with EAGAIN). It implements
 // dispatch.InitHook.
-func (t *Transport) Initialized(in *dispatch.Init) {
-	// The kernel needs a payload buffer of at least max(8192, max_write,
-	// max_pages * page size); without FUSE_MAX_PAGES it uses 32 pages.
-	pages := int(in.Out.MaxPages)
-	if in.Granted()&abi.InitMaxPages == 0 || pages == 0 {
-		pages = 32
-	}
-	t.payload = max(8192, int(in.Out.MaxWrite), pages*os.Getpagesize())
-	t.startOnce.Do(func() { close(t.start) })
+func (t *Transport) Initialized(in *dispatch.Init) { t.setPayload(in) }
+
+// setPayload sizes the payload buffers from the INIT reply and lets the
+// ring threads register.
+func (t *Transport) setPayload(in *dispatch.Init) {
+	t.startOnce.Do(func() {
+		// The kernel needs a payload buffer of at least max(8192,
+		// max_write, max_pages * page size); without FUSE_MAX_PAGES it
+		// uses 32 pages.
+		pages := int(in.Out.MaxPages)
+		if in.Out.Flags64()&abi.InitMaxPages == 0 || pages == 0 {
+			pages = 32
+		}
+		t.payload = max(8192, int(in.Out.MaxWrite), pages*os.Getpagesize())
+		close(t.start)
+	})
 }
 
 // Ready is closed when every ring registered its entries, or failed.
@@ -586,6 +607,9 @@ func (r *ring) loop(c *dispatch.Conn) error {
 			if err := r.complete(c, cqe); err != nil {
 				return err
 			}
+		}
+		if r.t.registerEarly != nil {
+			r.t.earlyOnce.Do(func() { close(r.t.registerEarly) })
 		}
 		if len(r.reRegs) > 0 {
 			r.regTries++

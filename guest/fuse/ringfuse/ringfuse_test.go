@@ -4,10 +4,14 @@ package ringfuse
 
 import (
 	"errors"
+	"os"
+	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"klab/guest/fuse/abi"
+	"klab/guest/fuse/devfuse"
 	"klab/guest/fuse/dispatch"
 )
 
@@ -94,5 +98,77 @@ func TestReplyLayout(t *testing.T) {
 	}
 	if err := e.WriteReply(abi.OutHeader{Unique: 46}, nil, make([]byte, 9000)); err == nil || oh.Error != -5 {
 		t.Errorf("oversized reply: %v, error %d; want an error and EIO", err, oh.Error)
+	}
+}
+
+// TestRegisterBeforeInitRetries registers the entries before the INIT
+// reply is out, which the kernel refuses with EAGAIN: the transport must
+// retry until the connection is initialized, then serve over the ring.
+func TestRegisterBeforeInitRetries(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount FUSE")
+	}
+	if _, err := os.Stat(devfuse.DevicePath); err != nil {
+		t.Skip("needs /dev/fuse (the fuse module)")
+	}
+	if _, err := EnableURing(); err != nil {
+		t.Skipf("needs FUSE-over-io_uring: %v", err)
+	}
+	mnt := t.TempDir()
+	dev, err := devfuse.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(dev, Options{Depth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.registerEarly = make(chan struct{})
+	// A root directory and nothing else.
+	conn := dispatch.New(dispatch.Config{Handler: dispatch.HandlerFunc(func(r *dispatch.Request) {
+		if r.Header.Opcode != abi.OpGetattr {
+			_ = r.Reply(syscall.ENOSYS, nil)
+			return
+		}
+		out := abi.AttrOut{AttrValid: 1}
+		out.Attr.Ino, out.Attr.Mode, out.Attr.Nlink = 1, syscall.S_IFDIR|0o755, 2
+		_ = dispatch.ReplyStruct(r, &out)
+	})})
+	if err := devfuse.Mount(dev, mnt, devfuse.MountOptions{}); err != nil {
+		dev.Close()
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- conn.Serve(tr) }()
+	defer func() {
+		if err := devfuse.Unmount(mnt, true); err != nil {
+			t.Error(err)
+		}
+		select {
+		case <-served:
+		case <-time.After(10 * time.Second):
+			t.Error("the transport did not stop after the unmount")
+		}
+		dev.Close()
+	}()
+	select {
+	case <-tr.Ready():
+		if err := tr.ReadyErr(); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rings did not register")
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	s := tr.Stats()
+	t.Logf("%+v", s)
+	if s.RegisterRetries == 0 {
+		t.Error("no REGISTER was retried; the kernel accepted it before INIT")
+	}
+	if s.Requests == 0 {
+		t.Error("the stat did not travel over the ring")
 	}
 }
