@@ -170,9 +170,7 @@ type Transport struct {
 	earlyOnce     sync.Once
 
 	stopping  atomic.Bool
-	stopCh    chan struct{}
 	fatalOnce sync.Once
-	conn      *dispatch.Conn
 
 	stats counters
 }
@@ -224,7 +222,7 @@ func New(dev *devfuse.Device, o Options) (*Transport, error) {
 	}
 	t := &Transport{
 		dev: dev, opts: o, log: o.Log, nQueues: nq,
-		start: make(chan struct{}), ready: make(chan struct{}), stopCh: make(chan struct{}),
+		start: make(chan struct{}), ready: make(chan struct{}),
 	}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
@@ -361,7 +359,6 @@ func (t *Transport) fatal(err error) {
 // rings in order and returns the readers' error (ENODEV after an unmount,
 // an abort or a request timeout).
 func (t *Transport) Serve(c *dispatch.Conn) error {
-	t.conn = c
 	var wg sync.WaitGroup
 	for _, r := range t.rings {
 		wg.Add(1)
@@ -372,7 +369,6 @@ func (t *Transport) Serve(c *dispatch.Conn) error {
 	}
 	err := devfuse.NewTransport(t.dev, max(t.opts.DevWorkers, 1)).Serve(c)
 	t.stopping.Store(true)
-	close(t.stopCh)
 	t.startOnce.Do(func() { close(t.start) })
 	// Poke the rings until they are gone: each checks its deadline when
 	// woken.
@@ -436,7 +432,7 @@ type ring struct {
 	efd    int
 	efdBuf [8]byte
 
-	mu    sync.Mutex // guards async and dead
+	mu    sync.Mutex // guards async, dead and the eventfd's lifetime
 	async []*entry
 	dead  bool
 
@@ -463,11 +459,12 @@ func (r *ring) close() {
 }
 
 // wake makes the ring thread look at its async list and at stopping.
+// The lock keeps the eventfd from being closed (and its number reused)
+// under the write.
 func (r *ring) wake() {
 	r.mu.Lock()
-	dead := r.dead
-	r.mu.Unlock()
-	if dead {
+	defer r.mu.Unlock()
+	if r.dead {
 		return
 	}
 	var one = [8]byte{1}
@@ -483,8 +480,8 @@ func (r *ring) run(c *dispatch.Conn) {
 		r.mu.Lock()
 		r.dead = true
 		r.async = nil
-		r.mu.Unlock()
 		r.close()
+		r.mu.Unlock()
 	}()
 	r.pin()
 	<-r.t.start
