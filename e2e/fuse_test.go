@@ -107,7 +107,16 @@ func TestFUSEServerKilledInGuest(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rs); err != nil || len(rs) != 1 {
 		t.Fatalf("exit %d; output is not one JSON result (%v):\n%s", r.code, err, r.stdout)
 	}
-	c := rs[0]
+	checkKillRecovered(t, rs[0])
+}
+
+// checkKillRecovered demands what the kill check is for: every client
+// returned, the dead mount answers ENOTCONN, unmounts, and a new mount
+// works. Under TCG the kernel sometimes leaves the clients blocked after
+// the kill until the check aborts the connection through fusectl, over
+// either transport; that case is logged, not failed.
+func checkKillRecovered(t *testing.T, c checkResult) {
+	t.Helper()
 	t.Logf("%s pass=%v notes=%v problems=%v", c.Name, c.Pass, c.Notes, c.Problems)
 	var d struct {
 		ClientErrs map[string]int `json:"client_errs"`
@@ -125,13 +134,24 @@ func TestFUSEServerKilledInGuest(t *testing.T) {
 	if returned != 6 || d.AfterErr != "ENOTCONN" || d.Unmount != "ok" || d.Remount != "ok" {
 		t.Errorf("the guest did not recover from the killed server: %s", c.Details)
 	}
-	if !c.Pass {
-		if len(c.Problems) == 1 && strings.Contains(c.Problems[0], "aborting the connection") {
-			t.Logf("NOTE: the clients returned only after klab aborted the connection: %s", c.Problems[0])
-		} else {
-			t.Errorf("%v", c.Problems)
+	if c.Pass {
+		return
+	}
+	aborted := false
+	var other []string
+	for _, p := range c.Problems {
+		switch {
+		case strings.Contains(p, "aborting the connection"):
+			aborted = true
+		default:
+			other = append(other, p)
 		}
 	}
+	if !aborted || len(other) > 0 {
+		t.Errorf("%v", c.Problems)
+		return
+	}
+	t.Logf("NOTE: the clients returned only after klab aborted the connection: %v (client results %v)", c.Problems, d.ClientErrs)
 }
 
 // TestFUSEStepsInGuest runs fuse steps through lab.Boot: klab's
