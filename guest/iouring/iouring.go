@@ -48,6 +48,7 @@ const (
 
 	enterGetEvents = 1 << 0
 
+	registerFiles     = 2
 	registerEventfd   = 4
 	unregisterEventfd = 5
 )
@@ -321,6 +322,27 @@ func (r *Ring) WaitCQE() (CQE, error) {
 			return CQE{}, err
 		}
 	}
+}
+
+// SQE flags.
+const (
+	// SQEFixedFile says the SQE's fd is an index into the files
+	// registered with RegisterFiles.
+	SQEFixedFile = 1 << 0
+)
+
+// RegisterFiles registers fds with the ring, so that SQEs can name them by
+// index with SQEFixedFile and the kernel skips looking up and reference
+// counting the file on every submission.
+func (r *Ring) RegisterFiles(fds []int32) error {
+	if len(fds) == 0 {
+		return nil
+	}
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerFiles, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), 0, 0)
+	if errno != 0 {
+		return fmt.Errorf("io_uring_register(files): %w", errno)
+	}
+	return nil
 }
 
 // RegisterEventfd makes the kernel signal an eventfd on every completion
