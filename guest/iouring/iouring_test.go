@@ -119,6 +119,34 @@ func TestReadWriteFile(t *testing.T) {
 	}
 }
 
+// TestFixedFile reads through a registered file named by its index.
+func TestFixedFile(t *testing.T) {
+	r := newRing(t, 4, SetupSQE128)
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, []byte("fixed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := r.RegisterFiles([]int32{int32(f.Fd())}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	s, _ := r.GetSQE()
+	s.SetOpcode(OpRead)
+	s.SetFlags(SQEFixedFile)
+	s.SetFd(0)
+	s.SetAddr(uintptr(unsafe.Pointer(&buf[0])))
+	s.SetLen(uint32(len(buf)))
+	r.Submit(1)
+	if c, _ := r.WaitCQE(); c.Res != 5 || string(buf) != "fixed" {
+		t.Fatalf("CQE %+v, read %q", c, buf)
+	}
+}
+
 func TestErrorCQE(t *testing.T) {
 	r := newRing(t, 2, 0)
 	s, _ := r.GetSQE()
