@@ -11,18 +11,18 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"klab/results"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"klab/internal/flock"
 	"klab/internal/paths"
 	"klab/internal/proc"
+	"klab/results"
 )
 
 // Debian kernels: see FetchDebian for the references understood and the
@@ -394,31 +394,9 @@ func writeFileAtomic(path string, data []byte) error {
 // lockDir takes an exclusive lock on dir/.lock, waiting (and saying so)
 // while another klab holds it. The returned function releases it.
 func lockDir(ctx context.Context, dir string, o *DebianOptions) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("locking kernel cache: %w", err)
-	}
-	said := false
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("locking kernel cache: %w", err)
-		}
-		if !said {
-			o.logf("waiting for another klab to finish fetching into %s...", dir)
-			said = true
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return flock.Lock(ctx, filepath.Join(dir, ".lock"), func() {
+		o.logf("waiting for another klab to finish fetching into %s...", dir)
+	})
 }
 
 // removeStaleTemps removes temporary directories left by an interrupted

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"klab/images"
+	"klab/internal/flock"
 	"klab/internal/proc"
 )
 
@@ -376,7 +377,7 @@ func (bd *builder) one(ctx context.Context, name string, patches []Patch) (*imag
 	if err := os.MkdirAll(slot, 0o755); err != nil {
 		return nil, false, fmt.Errorf("work tree: %w", err)
 	}
-	unlock, err := flock(ctx, filepath.Join(slot, ".lock"), func() {
+	unlock, err := flock.Lock(ctx, filepath.Join(slot, ".lock"), func() {
 		bd.logf("waiting for another klab that is building in %s...", slot)
 	})
 	if err != nil {

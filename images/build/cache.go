@@ -1,7 +1,6 @@
 package build
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -10,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"klab/internal/filehash"
-	"klab/results"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,6 +18,9 @@ import (
 	"time"
 
 	"klab/images"
+	"klab/internal/filehash"
+	"klab/internal/flock"
+	"klab/results"
 )
 
 // The build cache lives in images.BuiltKernelsDir(cache):
@@ -240,50 +240,6 @@ func (st *slotState) save(path string) error {
 	return writeFileAtomic(path, data)
 }
 
-// flock takes an exclusive lock on path, waiting while another klab holds
-// it and saying so once through say. The returned function releases it.
-func flock(ctx context.Context, path string, say func()) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	said := false
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		if !said && say != nil {
-			say()
-			said = true
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
-// tryLock takes the lock on path if it is free; ok is false when another
-// klab holds it.
-func tryLock(path string) (unlock func(), ok bool) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
-	if err != nil {
-		return func() {}, true // no lock file: nobody is using it
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, false
-	}
-	return func() { f.Close() }, true
-}
-
 // writeFileAtomic replaces path with data (mode 0644) so that readers
 // never see a partial file.
 func writeFileAtomic(path string, data []byte) error {
@@ -430,7 +386,7 @@ func GC(o GCOptions) (*GCResult, error) {
 			break
 		}
 		if it.Kind == "work tree" {
-			unlock, ok := tryLock(filepath.Join(it.Path, ".lock"))
+			unlock, ok := flock.TryLock(filepath.Join(it.Path, ".lock"))
 			if !ok {
 				res.Busy = append(res.Busy, it.Path)
 				continue

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"klab/images"
+	"klab/internal/flock"
 )
 
 func TestCacheKeys(t *testing.T) {
@@ -105,7 +106,7 @@ func TestGCAndRemove(t *testing.T) {
 	busy := s.work("slot2")
 	writeTemp(t, busy, "src/big", strings.Repeat("z", 300<<10))
 	writeTemp(t, busy, ".lock", "")
-	unlock, ok := tryLock(filepath.Join(busy, ".lock"))
+	unlock, ok := flock.TryLock(filepath.Join(busy, ".lock"))
 	if !ok {
 		t.Fatal("cannot lock")
 	}
