@@ -209,15 +209,7 @@ func aggregate(r *run, jobs []*job, version string) *proto.Metrics {
 		m.CPU.SysNs += j.res.sysNs
 		h.Merge(&j.hist)
 	}
-	if m.RuntimeNs > 0 {
-		sec := float64(m.RuntimeNs) / 1e9
-		m.OpsPerSec = float64(m.Ops) / sec
-		m.BytesPerSec = float64(m.Bytes) / sec
-	}
-	if m.Ops > 0 {
-		m.CPU.PerOpNs = float64(m.CPU.UserNs+m.CPU.SysNs) / float64(m.Ops)
-		m.CPU.UserPerOpNs = float64(m.CPU.UserNs) / float64(m.Ops)
-	}
+	deriveRates(m)
 	m.Latency = h.Latency()
 	return m
 }
@@ -419,4 +411,18 @@ func quietThread() (restore func()) {
 func sigaddset(set *unix.Sigset_t, sig unix.Signal) {
 	bit := uint(sig) - 1
 	set.Val[bit/64] |= 1 << (bit % 64)
+}
+
+// deriveRates fills m's per-second and per-operation figures from its
+// totals, the same way for both engines.
+func deriveRates(m *proto.Metrics) {
+	if m.RuntimeNs > 0 {
+		sec := float64(m.RuntimeNs) / 1e9
+		m.OpsPerSec = float64(m.Ops) / sec
+		m.BytesPerSec = float64(m.Bytes) / sec
+	}
+	if m.Ops > 0 {
+		m.CPU.PerOpNs = float64(m.CPU.UserNs+m.CPU.SysNs) / float64(m.Ops)
+		m.CPU.UserPerOpNs = float64(m.CPU.UserNs) / float64(m.Ops)
+	}
 }

@@ -195,15 +195,7 @@ func (o *FioOutput) Metrics(name string) *proto.Metrics {
 		}
 	}
 	m.RuntimeNs = runtimeMs * int64(time.Millisecond)
-	if m.RuntimeNs > 0 {
-		sec := float64(m.RuntimeNs) / 1e9
-		m.OpsPerSec = float64(m.Ops) / sec
-		m.BytesPerSec = float64(m.Bytes) / sec
-	}
-	if m.Ops > 0 {
-		m.CPU.PerOpNs = float64(m.CPU.UserNs+m.CPU.SysNs) / float64(m.Ops)
-		m.CPU.UserPerOpNs = float64(m.CPU.UserNs) / float64(m.Ops)
-	}
+	deriveRates(m)
 	if busiest == nil {
 		return m
 	}
