@@ -271,9 +271,6 @@ short line
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseMountinfo = %q, %v; want %q", got, err, want)
 	}
-	if got := unescapeOctal(`a\134b\011c\`); got != "a\\b\tc\\" {
-		t.Errorf("unescapeOctal = %q", got)
-	}
 }
 
 func TestLoadModules(t *testing.T) {

@@ -7,13 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
 
 	"klab/guest/proto"
+	"klab/internal/procfs"
 )
 
 // ModulesDir is where the initramfs keeps the kernel modules to load, with
@@ -116,32 +116,12 @@ func ParseMountinfo(r io.Reader) ([]string, error) {
 		if len(f) < 5 {
 			continue
 		}
-		points = append(points, unescapeOctal(f[4]))
+		points = append(points, procfs.UnescapeMountinfo(f[4]))
 	}
 	if err := sc.Err(); err != nil {
 		return points, fmt.Errorf("mountinfo: %w", err)
 	}
 	return points, nil
-}
-
-// unescapeOctal undoes the kernel's \ooo escaping of spaces, tabs,
-// newlines and backslashes in mountinfo paths.
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // ModuleSpec is one line of the module order file: a module name and its

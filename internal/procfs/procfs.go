@@ -1,5 +1,5 @@
-// Package procfs reads the few process facts klab's tests and benchmarks
-// need from /proc: a process's children and whether it still lives.
+// Package procfs reads the few /proc facts klab needs: a process's
+// children, whether it still lives, and the escaping of mountinfo paths.
 package procfs
 
 import (

@@ -23,6 +23,7 @@ import (
 
 	"klab/guest/fuse/abi"
 	"klab/guest/fuse/dispatch"
+	"klab/internal/procfs"
 )
 
 // DevicePath is the FUSE device.
@@ -361,7 +362,7 @@ func FindMount(mountpoint string) (MountInfo, error) {
 		}
 		f := strings.Fields(pre)
 		g := strings.Fields(post)
-		if len(f) < 5 || len(g) < 2 || unescapeMount(f[4]) != abs {
+		if len(f) < 5 || len(g) < 2 || procfs.UnescapeMountinfo(f[4]) != abs {
 			continue
 		}
 		maj, min, ok := strings.Cut(f[2], ":")
@@ -373,31 +374,12 @@ func FindMount(mountpoint string) (MountInfo, error) {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		found = &MountInfo{Major: uint32(ma), Minor: uint32(mi), Mountpoint: abs, FSType: g[0], Source: unescapeMount(g[1])}
+		found = &MountInfo{Major: uint32(ma), Minor: uint32(mi), Mountpoint: abs, FSType: g[0], Source: procfs.UnescapeMountinfo(g[1])}
 	}
 	if found == nil {
 		return MountInfo{}, fmt.Errorf("%s is not a mount point: %w", abs, os.ErrNotExist)
 	}
 	return *found, nil
-}
-
-// unescapeMount undoes the octal escapes of mountinfo (\040 for space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // ensureFusectl mounts fusectl on ConnectionsDir unless it is there.

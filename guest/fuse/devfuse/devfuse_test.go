@@ -44,9 +44,6 @@ func TestFindMount(t *testing.T) {
 	if _, err := FindMount(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("FindMount of a plain directory: %v", err)
 	}
-	if got := unescapeMount(`/a\040b\011c`); got != "/a b\tc" {
-		t.Errorf("unescape: %q", got)
-	}
 	if (MountInfo{Major: 0, Minor: 42}).ConnID() != 42 {
 		t.Error("ConnID")
 	}
