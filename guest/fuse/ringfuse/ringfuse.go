@@ -90,9 +90,6 @@ type Options struct {
 	// Threads is the number of ring threads; 0 means one per queue.
 	// Queues are spread over the threads round-robin.
 	Threads int
-	// NoPin leaves ring threads free to run on any CPU; by default each
-	// is bound to the CPUs of the queues it serves.
-	NoPin bool
 	// DevWorkers is the number of /dev/fuse readers; 0 means 1.
 	DevWorkers int
 	// OnFatal is called (once, from a ring thread) when the ring cannot
@@ -408,7 +405,6 @@ const (
 	entDispatch               // the ring thread is dispatching the request
 	entHeld                   // a handler holds the request
 	entReplied                // replied during dispatch; the ring thread commits
-	entDead                   // returned by the kernel at teardown
 )
 
 // entry is one ring entry: the header and payload buffers the kernel
@@ -524,9 +520,6 @@ func (r *ring) run(c *dispatch.Conn) {
 // spares a cross-CPU wake-up. CPUs that are offline are left out; when
 // none is online the thread stays unbound.
 func (r *ring) pin() {
-	if r.t.opts.NoPin {
-		return
-	}
 	var set unix.CPUSet
 	for _, q := range r.qids {
 		set.Set(int(q))
@@ -678,21 +671,18 @@ func (r *ring) complete(c *dispatch.Conn, cqe iouring.CQE) error {
 		r.reRegs = append(r.reRegs, e)
 		return nil
 	case cqe.Res == -int32(unix.ENOTCONN) || cqe.Res == -int32(unix.ENODEV) || cqe.Res == -int32(unix.ECANCELED):
-		e.state.Store(entDead)
 		r.t.stats.enotconn.Add(1)
 		return nil
 	case cqe.Res == -int32(unix.EOPNOTSUPP):
 		return unsupported("the kernel refused io_uring commands on this connection (EOPNOTSUPP: enable_uring is off or io_uring was not negotiated)")
 	default:
 		if r.t.stopping.Load() {
-			e.state.Store(entDead)
 			return nil
 		}
 		return fmt.Errorf("ringfuse: queue %d entry %d: %w", e.qid, e.idx, unix.Errno(-cqe.Res))
 	}
 	if r.t.stopping.Load() {
 		// A request landed while the connection ends; it was aborted.
-		e.state.Store(entDead)
 		return nil
 	}
 	r.t.stats.requests.Add(1)
