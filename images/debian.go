@@ -346,6 +346,9 @@ func readAliases(kdir string) map[string]string {
 	if data, err := os.ReadFile(aliasFile(kdir)); err == nil {
 		_ = json.Unmarshal(data, &m) // a damaged index only costs a refetch
 	}
+	if m == nil { // the file held null
+		m = map[string]string{}
+	}
 	return m
 }
 

@@ -6,8 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -25,7 +28,10 @@ type globalOptions struct {
 }
 
 func newRootCommand() *cobra.Command {
-	g := &globalOptions{}
+	return newRootCommandWith(&globalOptions{})
+}
+
+func newRootCommandWith(g *globalOptions) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "klab",
 		Short: "Evaluate Linux kernel patches in QEMU guests",
@@ -60,20 +66,53 @@ to repeat it.`,
 }
 
 func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// run runs klab with args and returns its exit status. A panic never
+// reaches the user as a Go trace: it becomes an error naming what failed,
+// with status 125; the stack is printed with --verbose and saved to a file
+// otherwise.
+func run(args []string, stderr io.Writer) int {
+	g := &globalOptions{}
+	return runRoot(newRootCommandWith(g), g, args, stderr)
+}
+
+func runRoot(root *cobra.Command, g *globalOptions, args []string, stderr io.Writer) (code int) {
+	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCommand().ExecuteContext(ctx)
-	stop()
+	defer stop()
+	defer func() {
+		if r := recover(); r != nil {
+			code = lab.ExitInfra
+			stack := debug.Stack()
+			fmt.Fprintf(stderr, "klab: internal error: %v\n", r)
+			if g.verbose {
+				stderr.Write(stack)
+				return
+			}
+			if f, err := os.CreateTemp(g.cacheDir, "crash-*.log"); err == nil {
+				fmt.Fprintf(f, "klab %s\ninternal error: %v\n%s", strings.Join(args, " "), r, stack)
+				f.Close()
+				fmt.Fprintf(stderr, "klab: the stack is in %s (or run again with --verbose)\n", f.Name())
+			} else {
+				fmt.Fprintln(stderr, "klab: run again with --verbose to see the stack")
+			}
+		}
+	}()
+	err := root.ExecuteContext(ctx)
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
-				fmt.Fprintln(os.Stderr, "klab:", ee.msg)
+				fmt.Fprintln(stderr, "klab:", ee.msg)
 			}
-			os.Exit(ee.code)
+			return ee.code
 		}
-		fmt.Fprintln(os.Stderr, "klab:", err)
-		os.Exit(lab.ExitCode(err))
+		fmt.Fprintln(stderr, "klab:", err)
+		return lab.ExitCode(err)
 	}
+	return 0
 }
 
 // exitError ends klab with a given status, printing msg when not empty.

@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -386,11 +387,29 @@ func (bd *builder) one(ctx context.Context, name string, patches []Patch) (*imag
 	defer unlock()
 	touch(slot)
 	w := &work{bd: bd, dir: slot, src: filepath.Join(slot, "src"), out: filepath.Join(slot, "out"), name: name}
-	k, err := w.build(ctx, in, patches)
+	k, err := w.safeBuild(ctx, in, patches)
 	if err != nil {
 		return nil, false, err
 	}
 	return k, false, nil
+}
+
+// safeBuild runs w.build and turns a panic into an error: the stack goes
+// to the build log, and the work tree stays marked busy, so that the next
+// build recovers it.
+func (w *work) safeBuild(ctx context.Context, in Inputs, patches []Patch) (k *images.Kernel, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := debug.Stack()
+			where := w.dir
+			if w.log != nil {
+				fmt.Fprintf(w.log, "klab: internal error: %v\n%s", r, stack)
+				where = w.logPath()
+			}
+			k, err = nil, fmt.Errorf("internal error while building %s: %v (the stack is in %s)", w.name, r, where)
+		}
+	}()
+	return w.build(ctx, in, patches)
 }
 
 // work is one build in a work tree; the caller holds the tree's lock.
@@ -546,11 +565,29 @@ func (w *work) recoverKilledMake() {
 // it is new or was left in an unknown state.
 func (w *work) prepare(ctx context.Context) error {
 	st, err := readState(w.statePath())
-	if err == nil && !st.Busy && st.Base == w.bd.b.ID && exists(filepath.Join(w.src, "Makefile")) {
+	if err == nil && st.Base == w.bd.b.ID && exists(filepath.Join(w.src, "Makefile")) {
+		if !st.Busy {
+			w.st = st
+			return nil
+		}
+		// An interrupted build left src half-patched. Every file a
+		// patch can have touched is recorded (in Orig, or in git)
+		// before the first patch goes in, so reverting brings src back
+		// to the base tree and keeps out/ and its objects.
 		w.st = st
-		return nil
-	}
-	if err == nil && st.Busy {
+		if rerr := w.revert(ctx); rerr == nil {
+			st.Applied, st.Busy = nil, false
+			w.fixMtimes()
+			if err := st.save(w.statePath()); err != nil {
+				return fmt.Errorf("work tree state: %w", err)
+			}
+			w.bd.logf("the work tree %s was left half-patched by an interrupted build; reverted it to the base tree", w.dir)
+			return nil
+		} else {
+			w.bd.logf("the work tree %s was left half-patched by an interrupted build and cannot be reverted (%v); starting it again", w.dir, rerr)
+		}
+		w.st = nil
+	} else if err == nil && st.Busy {
 		w.bd.logf("the work tree %s was left half-patched by an interrupted build; starting it again", w.dir)
 	}
 	for _, d := range []string{"src", "out", "orig", "patches", "fragments", "state.json"} {

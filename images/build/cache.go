@@ -167,6 +167,9 @@ func (s *store) saveEstimate(cfgKey string, steps int) {
 	if data, err := os.ReadFile(p); err == nil {
 		_ = json.Unmarshal(data, &m)
 	}
+	if m == nil { // the file held null
+		m = map[string]int{}
+	}
 	m[cfgKey] = steps
 	if data, err := json.Marshal(m); err == nil {
 		_ = writeFileAtomic(p, data)
@@ -189,8 +192,10 @@ type slotState struct {
 	// when the content is the same again keeps make from recompiling it.
 	Files map[string]fileStamp `json:"files"`
 	// Orig holds the unpatched content's hash of every touched file of a
-	// tree that is not git (the content itself is in orig/).
-	Orig map[string]fileStamp `json:"orig,omitempty"`
+	// tree that is not git (the content itself is in orig/). Written
+	// even when empty, and made on load, so that a state written by one
+	// klab process is usable by the next.
+	Orig map[string]fileStamp `json:"orig"`
 	// ConfigFor is the key of the inputs the current out/.config was
 	// made from.
 	ConfigFor string `json:"config_for,omitempty"`
@@ -228,6 +233,9 @@ func readState(path string) (*slotState, error) {
 	}
 	if st.Files == nil {
 		st.Files = map[string]fileStamp{}
+	}
+	if st.Orig == nil {
+		st.Orig = map[string]fileStamp{}
 	}
 	return &st, nil
 }

@@ -169,6 +169,9 @@ func newHashMemo(path string) *hashMemo {
 	if data, err := os.ReadFile(path); err == nil {
 		_ = json.Unmarshal(data, &h.m) // a damaged memo only costs a re-hash
 	}
+	if h.m == nil { // the file held null
+		h.m = map[string]string{}
+	}
 	return h
 }
 
