@@ -2,20 +2,15 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"klab/guest/proto"
 	"klab/internal/proc"
 	"klab/results"
 	"klab/results/splat"
-	"klab/vm"
 )
 
 // Sysctl is one sysctl to write in the guest before the command runs.
@@ -68,6 +63,11 @@ type BootRequest struct {
 	IgnoreSplats bool
 	// Command is klab's own argv, for the manifest.
 	Command []string
+	// Prepare are steps a session may run later (through Guest.Run): the
+	// initramfs gets what they need (fio, libfuse). Boot ignores it.
+	Prepare []proto.Step
+	// RunKind names the run directory's kind ("boot" when empty).
+	RunKind string
 }
 
 // StepResult is one finished step.
@@ -101,352 +101,33 @@ type BootResult struct {
 	Diagnostics string
 }
 
-// Boot runs one boot request end to end and saves it. A kernel that panics,
+// Boot runs one boot request end to end and saves it: one session that
+// runs the sysctls, Steps and Argv, then closes. A kernel that panics,
 // hangs or never reaches the agent gives a *KernelError; the run is saved
 // either way.
 func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error) {
-	opt := o.withDefaults()
-	o = &opt
-	start := time.Now()
-	k, err := o.ResolveKernel(ctx, req.Kernel)
+	g, err := o.OpenSession(ctx, req)
 	if err != nil {
+		if g != nil {
+			res, _ := g.Close()
+			return res, err
+		}
 		return nil, err
 	}
-	extra, err := req.extraFiles()
-	if err != nil {
-		return nil, err
-	}
-	libfuse, err := o.libfuseFiles(ctx, &req)
-	if err != nil {
-		return nil, err
-	}
-	extra = dedupExtra(append(extra, libfuse...))
-	ir, err := o.InitramfsWith(ctx, k, extra)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := exec.LookPath(o.qemu()); err != nil {
-		return nil, &vm.QEMUMissingError{Binary: o.qemu()}
-	}
-	verdict, err := o.ChooseAccel(ctx, k, ir.Path)
-	if err != nil {
-		return nil, err
-	}
-	factor := verdict.Accel.Factor()
-	bootTimeout := scale(req.BootTimeout, 30*time.Second, factor)
-	stepTimeout := scale(req.StepTimeout, 10*time.Minute, factor)
-
-	store := results.Store{Root: o.RunsDir}
-	run, err := store.Create("boot")
-	if err != nil {
-		return nil, fmt.Errorf("create run: %w", err)
-	}
-	res := &BootResult{RunDir: run.Dir, ExitCode: -1}
-	man := newManifest(run, req.Command, k, ir, verdict)
-	man.Times.Start = start
-	res.Manifest = man
-
-	console, err := run.ConsoleWriter()
-	if err != nil {
-		return nil, err
-	}
-	events, err := run.Events()
-	if err != nil {
-		console.Close()
-		return nil, err
-	}
-	w := newWatch()
-	scanner := splat.NewScanner()
-	var scanMu sync.Mutex
-	fatal := make(chan splat.Report, 1)
-	var consoleOut io.Writer = console
-	if req.Console != nil {
-		consoleOut = io.MultiWriter(console, req.Console)
-	}
-
-	cfg := vm.Config{
-		QEMU: o.QEMU, Kernel: k.Image, Initrd: ir.Path, Cmdline: req.Cmdline,
-		Accel: verdict.Accel, MemMB: req.MemMB, CPUs: req.CPUs,
-		ExtraArgs: req.QEMUArgs, MultiThreadTCG: req.MultiThreadTCG,
-	}
-	o.progressf("booting %s (%s) under %s...", k.Name, k.Version, verdict.Accel)
-	m, err := vm.Start(ctx, cfg, vm.StartOptions{
-		Console: consoleOut,
-		OnConsoleLine: func(line string) {
-			w.console(line)
-			scanMu.Lock()
-			r := scanner.Line(line)
-			scanMu.Unlock()
-			if r != nil {
-				_ = events.Append(Event{Kind: "splat", Splat: &SplatEvent{Type: string(r.Type), Title: r.Title, Line: r.Line}})
-				if r.Fatal {
-					select {
-					case fatal <- *r:
-					default:
-					}
-				}
-			}
-		},
-	})
-	if err != nil {
-		man.Outcome = results.NewOutcome(results.StatusInfraError, err.Error(), 0)
-		o.finish(run, man, console, events, nil, start)
-		return nil, err
-	}
-	man.QEMU = results.QEMU{Binary: m.Argv()[0], Version: QEMUVersion(ctx, m.Argv()[0]), Argv: m.Argv()}
-
-	// From here on the run always ends by stopping QEMU and saving.
-	runErr := o.drive(ctx, m, req, res, man, events, fatal, w, factor, bootTimeout, stepTimeout)
-	m.Quit()
-	_ = m.Wait()
-	select {
-	case <-m.ConsoleDone():
-	case <-time.After(2 * time.Second):
-	}
-	scanMu.Lock()
-	res.Splats = scanner.Reports()
-	scanMu.Unlock()
-	if runErr == nil && !req.IgnoreSplats {
-		runErr = policyVerdict(req.Policy, res.Splats, man)
-	}
-	var ke *KernelError
-	if errors.As(runErr, &ke) {
-		ke.RunDir = run.Dir
-		if ke.Status == string(results.StatusKernelPanic) {
-			for _, r := range res.Splats {
-				if r.Fatal {
-					ke.Console = excerpt(r.Text, nil)
-					break
-				}
-			}
-		}
-		if len(ke.Console) == 0 {
-			ke.Console = m.LastConsoleLines(15)
-		}
-	}
-	if res.Diagnostics != "" {
-		if err := results.WriteFileAtomic(filepath.Join(run.Dir, "diagnostics.log"), []byte(res.Diagnostics), 0o644); err != nil {
-			o.progressf("warning: save diagnostics: %v", err)
-		}
-	}
-	if metrics := stepMetrics(res.Steps); len(metrics) > 0 {
-		if err := run.WriteJSON("metrics.json", metrics); err != nil {
-			o.progressf("warning: save metrics: %v", err)
-		}
-	}
-	o.finish(run, man, console, events, res.Splats, start)
-	res.Wall = time.Since(start)
-	return res, runErr
-}
-
-// drive waits for the agent, runs the steps and shuts the guest down. It
-// fills man.Outcome.
-func (o *Options) drive(ctx context.Context, m *vm.Machine, req BootRequest, res *BootResult, man *results.Manifest,
-	events *results.EventLog, fatal <-chan splat.Report, w *watch, factor float64, bootTimeout, stepTimeout time.Duration) error {
-	kernelFail := func(status results.Status, msg string, console []string) error {
-		man.Outcome = results.NewOutcome(status, msg, 0)
-		return &KernelError{Status: string(status), Msg: msg, Console: console}
-	}
-	panicked := func(r splat.Report) error {
-		// Let the rest of the report reach the console before QEMU goes.
-		select {
-		case <-m.Exited():
-		case <-time.After(5 * time.Second):
-		}
-		select {
-		case <-m.ConsoleDone():
-		case <-time.After(2 * time.Second):
-		}
-		// Boot fills in the console excerpt from the completed report.
-		return kernelFail(results.StatusKernelPanic, r.Title, nil)
-	}
-
-	// Boot to agent.
-	timer := time.NewTimer(bootTimeout)
-	defer timer.Stop()
-	var a *vm.Agent
-	select {
-	case a = <-m.AgentReady():
-	case r := <-fatal:
-		return panicked(r)
-	case data := <-m.Panicked():
-		return kernelFail(results.StatusKernelPanic, "guest panicked (pvpanic "+data+")", nil)
-	case <-m.Exited():
-		select {
-		case r := <-fatal:
-			return panicked(r)
-		case <-m.ConsoleDone():
-		case <-time.After(2 * time.Second):
-		}
-		select {
-		case r := <-fatal:
-			return panicked(r)
-		default:
-		}
-		msg := "the guest stopped before its agent started"
-		if out := strings.TrimSpace(m.QEMUOutput()); out != "" {
-			msg += "; qemu said: " + lastLine(out)
-		}
-		return kernelFail(results.StatusKernelError, msg, m.LastConsoleLines(15))
-	case <-timer.C:
-		return kernelFail(results.StatusBootTimeout, fmt.Sprintf("the kernel did not reach the klab agent within %s", bootTimeout), m.LastConsoleLines(15))
-	case <-ctx.Done():
-		man.Outcome = results.NewOutcome(results.StatusInfraError, "interrupted: "+ctx.Err().Error(), 0)
-		return ctx.Err()
-	}
-	res.BootToAgent = a.HelloAt.Sub(m.Started())
-	man.Times.BootToAgentMs = res.BootToAgent.Milliseconds()
-	_ = events.Append(Event{Kind: "hello", Hello: a.Hello})
-	o.progressf("agent %s ready after %.1fs on %s (guest %s, %d CPUs)", a.Hello.AgentVersion, res.BootToAgent.Seconds(), a.Channel(), a.Hello.Uname.Release, a.Hello.CPUs)
-	if a.Hello.AgentVersion != man.AgentVersion {
-		man.Outcome = results.NewOutcome(results.StatusInfraError, "agent version mismatch", 0)
-		return fmt.Errorf("the guest agent is %s but the initramfs was built with %s", a.Hello.AgentVersion, man.AgentVersion)
-	}
-
 	var steps []proto.Step
 	for _, s := range req.Sysctls {
 		steps = append(steps, proto.Step{Kind: proto.StepSysctl, Key: s.Key, Value: s.Value})
 	}
 	steps = append(steps, req.Steps...)
 	if len(req.Argv) > 0 {
-		steps = append(steps, proto.Step{Kind: proto.StepExec, Argv: req.Argv, TimeoutMs: stepTimeout.Milliseconds()})
+		steps = append(steps, proto.Step{Kind: proto.StepExec, Argv: req.Argv, TimeoutMs: g.StepTimeout().Milliseconds()})
 	}
-	stdout, stderr := req.Stdout, req.Stderr
-	if stdout == nil {
-		stdout = io.Discard
+	_, runErr := g.Run(ctx, steps)
+	res, err := g.Close()
+	if err != nil {
+		return res, err
 	}
-	if stderr == nil {
-		stderr = io.Discard
-	}
-	for i, s := range steps {
-		type result struct {
-			done *proto.Done
-			err  error
-		}
-		ch := make(chan result, 1)
-		stepCtx, cancel := context.WithCancel(ctx)
-		go func() {
-			d, err := a.Run(stepCtx, s, func(msg *proto.Message) {
-				w.touch()
-				switch msg.Kind {
-				case proto.KindOutput:
-					if msg.Output.Stream == proto.Stderr {
-						_, _ = stderr.Write(msg.Output.Data)
-					} else {
-						_, _ = stdout.Write(msg.Output.Data)
-					}
-					_ = events.Append(Event{Kind: "output", Output: msg.Output})
-				case proto.KindLog:
-					_ = events.Append(Event{Kind: "agent-log", Message: msg.Log.Msg})
-				case proto.KindSample:
-					_ = events.Append(Event{Kind: "sample", Sample: msg.Sample})
-				}
-				if req.OnMessage != nil {
-					req.OnMessage(msg)
-				}
-			})
-			ch <- result{d, err}
-		}()
-		var r result
-		// The agent enforces the step's own timeout. The guest is hung when
-		// the step has run past it and a grace period, and the console and
-		// the agent have both been silent for that grace period.
-		grace := time.Duration(float64(5*time.Second) * factor)
-		limit := stepTimeout
-		if s.TimeoutMs > 0 {
-			limit = time.Duration(s.TimeoutMs) * time.Millisecond
-		}
-		stepStart := time.Now()
-		w.touch()
-		hang := time.NewTicker(250 * time.Millisecond)
-	wait:
-		for {
-			select {
-			case r = <-ch:
-				break wait
-			case rep := <-fatal:
-				cancel()
-				hang.Stop()
-				return panicked(rep)
-			case data := <-m.Panicked():
-				cancel()
-				hang.Stop()
-				return kernelFail(results.StatusKernelPanic, "guest panicked (pvpanic "+data+")", nil)
-			case <-hang.C:
-				if time.Since(stepStart) < limit+grace || w.silence() < grace {
-					continue
-				}
-				cancel()
-				hang.Stop()
-				o.progressf("the guest is silent %.0fs past the step's timeout; asking it for task dumps (sysrq w, t)...", grace.Seconds())
-				diag, via := diagnose(m, a, w, factor)
-				res.Diagnostics = diag
-				msg := fmt.Sprintf("kernel hang: step %d (%s) ran past its %s timeout and the guest went silent; task dumps via %s saved to diagnostics.log", i+1, s.Kind, limit, via)
-				return kernelFail(results.StatusKernelHang, msg, blockedTasks(diag, 25, m.LastConsoleLines(15)))
-			case <-ctx.Done():
-				cancel()
-				hang.Stop()
-				man.Outcome = results.NewOutcome(results.StatusInfraError, "interrupted: "+ctx.Err().Error(), 0)
-				return ctx.Err()
-			}
-		}
-		cancel()
-		hang.Stop()
-		if r.err != nil {
-			// The channel died: most likely the kernel did.
-			select {
-			case rep := <-fatal:
-				return panicked(rep)
-			case <-time.After(3 * time.Second):
-			}
-			select {
-			case rep := <-fatal:
-				return panicked(rep)
-			default:
-			}
-			return kernelFail(results.StatusKernelError, "the agent channel closed during a step: "+r.err.Error(), m.LastConsoleLines(15))
-		}
-		_ = events.Append(Event{Kind: "done", Done: r.done})
-		res.Steps = append(res.Steps, StepResult{Step: s, Done: *r.done})
-		if r.done.Error != "" && s.Kind == proto.StepSysctl {
-			man.Outcome = results.NewOutcome(results.StatusInfraError, r.done.Error, r.done.ExitCode)
-			return fmt.Errorf("sysctl %s=%s: %s", s.Key, s.Value, r.done.Error)
-		}
-		if s.Kind != proto.StepExec && s.Kind != proto.StepSysctl && (r.done.Error != "" || r.done.ExitCode != 0) {
-			msg := fmt.Sprintf("%s step %d failed (exit %d): %s", s.Kind, i+1, r.done.ExitCode, r.done.Error)
-			man.Outcome = results.NewOutcome(results.StatusStepFailed, msg, r.done.ExitCode)
-			res.ExitCode = 1
-			return &StepError{Msg: msg}
-		}
-		if s.Kind == proto.StepExec {
-			res.ExitCode = r.done.ExitCode
-			if r.done.Error != "" {
-				fmt.Fprintf(stderr, "klab: %s\n", r.done.Error)
-			}
-			switch {
-			case r.done.TimedOut:
-				res.ExitCode = ExitTimeout
-			case res.ExitCode < 0 && strings.HasPrefix(r.done.Error, "killed by signal"):
-				res.ExitCode = 128 + 9
-			case res.ExitCode < 0:
-				res.ExitCode = ExitNotRun
-			}
-		}
-	}
-	if err := a.Shutdown(scale(5*time.Second, 0, 1)); err != nil {
-		o.progressf("warning: %v", err)
-	}
-	select {
-	case <-m.Exited():
-	case <-time.After(scale(10*time.Second, 0, 1)):
-	}
-	man.Outcome = results.NewOutcome(results.StatusOK, "", res.ExitCode)
-	select {
-	case rep := <-fatal:
-		return panicked(rep)
-	default:
-	}
-	return nil
+	return res, runErr
 }
 
 // finish closes the run's files and writes splats.json and the manifest.
