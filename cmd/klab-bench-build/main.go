@@ -31,9 +31,9 @@ import (
 	"time"
 
 	"klab/images"
-	"klab/internal/benchstat"
 	"klab/internal/proc"
 	"klab/results"
+	"klab/results/stats"
 )
 
 func main() {
@@ -113,7 +113,7 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 	// the machine's load hits both alike. Each klab build starts from an
 	// empty cache; the bare make's tree is unpacked before its clock
 	// starts, klab's unpacking is counted.
-	var bares, colds, bareCPU, coldCPU benchstat.Stats
+	var bares, colds, bareCPU, coldCPU []float64
 	for i := 0; i < pairs; i++ {
 		kinds := []string{"bare", "klab"}
 		if i%2 == 1 {
@@ -147,12 +147,12 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 				d.Seconds(), cpu.Seconds(), loadavg())
 		}
 	}
-	fmt.Printf("cold build through klab: %s; CPU %s\n", colds, coldCPU)
+	fmt.Printf("cold build through klab: %s; CPU %s\n", stats.Seconds(colds), stats.Seconds(coldCPU))
 	if len(bares) > 0 {
-		fmt.Printf("bare make:               %s; CPU %s\n", bares, bareCPU)
+		fmt.Printf("bare make:               %s; CPU %s\n", stats.Seconds(bares), stats.Seconds(bareCPU))
 		// Wall time swings with other users of the machine; CPU time
 		// (klab's and its children's, make's and its children's) does not.
-		fmt.Printf("klab / bare make (medians): wall %.3f, CPU %.3f\n", colds.Median()/bares.Median(), coldCPU.Median()/bareCPU.Median())
+		fmt.Printf("klab / bare make (medians): wall %.3f, CPU %.3f\n", stats.Median(colds)/stats.Median(bares), stats.Median(coldCPU)/stats.Median(bareCPU))
 	}
 	k, err := show(ctx, klab, cache, "build:bench")
 	if err != nil {
@@ -162,7 +162,7 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 		fmt.Printf("bzImage: %d bytes (%.2f MB), release %s\n", fi.Size(), float64(fi.Size())/(1<<20), k.Version)
 	}
 
-	var reb benchstat.Stats
+	var reb []float64
 	for i := 1; i <= rebuilds; i++ {
 		d, _, err := kbuild(patches[i], "bench")
 		if err != nil {
@@ -170,9 +170,9 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 		}
 		reb = append(reb, d.Seconds())
 	}
-	fmt.Printf("rebuild after a one-file patch change, end to end: %s\n", reb)
+	fmt.Printf("rebuild after a one-file patch change, end to end: %s\n", stats.Seconds(reb))
 
-	var hits benchstat.Stats
+	var hits []float64
 	for i := 0; i < n; i++ {
 		d, _, err := kbuild(patches[rebuilds], "bench")
 		if err != nil {
@@ -180,14 +180,14 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 		}
 		hits = append(hits, d.Seconds())
 	}
-	fmt.Printf("cache hit: %s\n", hits)
+	fmt.Printf("cache hit: %s\n", stats.Seconds(hits))
 
 	// Boot-to-agent, alternating the kernels so that noise hits both. The
 	// boots use the default cache (where debian:<series> and the initramfs
 	// parts usually are already), so the lab kernel goes by its path.
 	refs := []string{k.Image, "debian:" + series}
 	label := map[string]string{k.Image: "lab (build)", refs[1]: refs[1]}
-	b2a := map[string]benchstat.Stats{}
+	b2a := map[string][]float64{}
 	accel := ""
 	for i := 0; i < n; i++ {
 		for _, ref := range refs {
@@ -209,7 +209,7 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 		}
 	}
 	for _, ref := range refs {
-		fmt.Printf("boot-to-agent %-12s under %s: %s\n", label[ref], accel, b2a[ref])
+		fmt.Printf("boot-to-agent %-12s under %s: %s\n", label[ref], accel, stats.Seconds(b2a[ref]))
 	}
 	return nil
 }

@@ -67,10 +67,10 @@ import (
 	"klab/guest/workload"
 	"klab/images"
 	"klab/images/build"
-	"klab/internal/benchstat"
 	"klab/internal/paths"
 	"klab/lab"
 	"klab/results"
+	"klab/results/stats"
 )
 
 // clientEnv makes this binary the load generator: it reads a
@@ -837,7 +837,7 @@ func medians(cells []Cell) []Median {
 		m.Values = append(m.Values, c.Value)
 	}
 	for i := range out {
-		out[i].Median = benchstat.Stats(out[i].Values).Median()
+		out[i].Median = stats.Median(out[i].Values)
 	}
 	return out
 }

@@ -18,7 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"klab/internal/benchstat"
+	"klab/results/stats"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,7 +72,7 @@ func run(klab string, kernels []string, n int, skipCold bool) error {
 		if err := exec.Command(klab, "--runs-dir", runs, "boot", "--kernel", ref, "--", "true").Run(); err != nil {
 			return fmt.Errorf("warm-up boot of %s: %w", ref, err)
 		}
-		var kAgent, kWall, bInit, bWall, rAgent, rWall benchstat.Stats
+		var kAgent, kWall, bInit, bWall, rAgent, rWall []float64
 		for i := 0; i < n; i++ {
 			ba, bw, err := bareBoot(k.Image, bare)
 			if err != nil {
@@ -87,12 +87,12 @@ func run(klab string, kernels []string, n int, skipCold bool) error {
 			rAgent, rWall = append(rAgent, ka/ba), append(rWall, kw/bw)
 		}
 		fmt.Printf("\n%s (%s), TCG or KVM as klab decides, %d pairs:\n", ref, k.Version, n)
-		fmt.Printf("  boot to first guest line  bare qemu + static init: %s\n", bInit)
-		fmt.Printf("  boot to agent ready       klab:                    %s\n", kAgent)
-		fmt.Printf("  ratio klab/bare (pairwise median):                 %.3f×\n", rAgent.Median())
-		fmt.Printf("  whole process             bare qemu:               %s\n", bWall)
-		fmt.Printf("  whole `klab boot -- true` klab:                    %s\n", kWall)
-		fmt.Printf("  ratio klab/bare (pairwise median):                 %.3f×\n", rWall.Median())
+		fmt.Printf("  boot to first guest line  bare qemu + static init: %s\n", stats.Seconds(bInit))
+		fmt.Printf("  boot to agent ready       klab:                    %s\n", stats.Seconds(kAgent))
+		fmt.Printf("  ratio klab/bare (pairwise median):                 %.3f×\n", stats.Median(rAgent))
+		fmt.Printf("  whole process             bare qemu:               %s\n", stats.Seconds(bWall))
+		fmt.Printf("  whole `klab boot -- true` klab:                    %s\n", stats.Seconds(kWall))
+		fmt.Printf("  ratio klab/bare (pairwise median):                 %.3f×\n", stats.Median(rWall))
 	}
 
 	ref := kernels[len(kernels)-1]

@@ -45,9 +45,9 @@ import (
 
 	"klab/guest/proto"
 	"klab/guest/workload"
-	"klab/internal/benchstat"
 	"klab/internal/paths"
 	"klab/lab"
+	"klab/results/stats"
 )
 
 // options are the command's flags.
@@ -391,7 +391,7 @@ func pprofTop(ctx context.Context, path string) (string, error) {
 	return b.String(), nil
 }
 
-func median(v []float64) float64 { return benchstat.Stats(v).Median() }
+func median(v []float64) float64 { return stats.Median(v) }
 
 func list(v []float64) string {
 	var s []string
