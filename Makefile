@@ -13,13 +13,13 @@ BIN      := bin/klab
 # Debian/Ubuntu packages klab and its tests need on the host.
 # What `klab kernels build` needs to build kernels from source.
 BUILD_APT_PKGS := build-essential flex bison bc libelf-dev libssl-dev cpio kmod git patch
-APT_PKGS := qemu-system-x86 dpkg apt ca-certificates xz-utils libfuse3-dev gcc pkg-config fio e2fsprogs $(BUILD_APT_PKGS)
+APT_PKGS := qemu-system-x86 dpkg apt ca-certificates xz-utils libfuse3-dev gcc pkg-config fio e2fsprogs chromium $(BUILD_APT_PKGS)
 # What make bench-fuse needs to build libfuse 3.18's passthrough_hp with
 # io_uring for the side-by-side comparison.
 BENCH_APT_PKGS := meson ninja-build g++ pkg-config liburing-dev libnuma-dev
 # Commands that prove each package is there.
 BUILD_NEED_CMDS := make flex bison bc git patch cpio depmod
-NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio mke2fs $(BUILD_NEED_CMDS)
+NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio mke2fs chromium $(BUILD_NEED_CMDS)
 
 .PHONY: all deps build run test test-unit test-e2e bench bench-build bench-fidelity bench-fuse bench-deps fmt vet clean
 

@@ -21,6 +21,9 @@ func newManifest(run *results.Run, command []string, k *images.Kernel, ir *image
 	}
 }
 
+// ManifestKernel is the manifest's record of a kernel.
+func ManifestKernel(k *images.Kernel) results.Kernel { return manifestKernel(k) }
+
 // manifestKernel is the manifest's record of a kernel, with how it was
 // built when it was: tree, base commit, patches, fragments, config hash.
 func manifestKernel(k *images.Kernel) results.Kernel {

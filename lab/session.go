@@ -50,6 +50,17 @@ func (o *Options) Open(ctx context.Context, req BootRequest) (Guest, error) {
 	return s, err
 }
 
+// WithRunsDir returns a copy of o that saves runs in dir, with the
+// accelerator policy accel ("" keeps o's).
+func (o *Options) WithRunsDir(dir, accel string) Opener {
+	c := *o
+	c.RunsDir = dir
+	if accel != "" {
+		c.Accel = accel
+	}
+	return &c
+}
+
 // Session is one booted guest, from Open to Close.
 type Session struct {
 	o      *Options

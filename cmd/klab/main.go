@@ -39,7 +39,9 @@ func newRootCommandWith(g *globalOptions) *cobra.Command {
 u-root initramfs and a Go guest agent, runs commands in the guest, watches the
 console for kernel splats, and saves every run with a manifest that is enough
 to repeat it.`,
-		Example: `  klab kernels fetch debian:7.3
+		Example: `  klab run fuse-transport --kernel debian:7.3
+  klab run my-exp.yaml --kernel debian:7.3 --kernel build:fix
+  klab kernels fetch debian:7.3
   klab boot --kernel debian:7.3 -- uname -r
   klab boot --kernel ./arch/x86/boot/bzImage -- cat /proc/version
   klab shell --kernel debian:7.3
@@ -60,6 +62,12 @@ to repeat it.`,
 		newInitramfsCommand(g),
 		newFuseCommand(g),
 		newSplatsCommand(g),
+		newRunCommand(g),
+		newExperimentsCommand(),
+		newReportCommand(g),
+		newRunsCommand(g),
+		newCompareCommand(g),
+		newRerunCommand(g),
 		newVersionCommand(),
 	)
 	return root

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"klab/experiments"
+)
+
+func newExperimentsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "experiments",
+		Short: "List, show and validate experiment files",
+		Example: `  klab experiments list
+  klab experiments show fuse-transport
+  klab experiments validate experiments/*.yaml my-exp.yaml`,
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List klab's experiments",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			for _, n := range experiments.Shipped() {
+				f, err := experiments.Find(n)
+				if err != nil {
+					fmt.Fprintf(tw, "%s\t(invalid: %v)\n", n, err)
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\n", n, f.Spec.Description)
+			}
+			return tw.Flush()
+		},
+	}, &cobra.Command{
+		Use:     "show NAME|FILE",
+		Short:   "Print an experiment's spec",
+		Example: "  klab experiments show fuse-transport",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := experiments.Find(args[0])
+			if err != nil {
+				return badInput(err)
+			}
+			fmt.Printf("# %s (sha256 %.12s)\n", f.Path, f.SHA256)
+			_, err = os.Stdout.Write(f.Data)
+			return err
+		},
+	}, &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check experiment files and report every error with file:line:col",
+		Long: `Check experiment files without running them. Every problem of every file is
+reported, each with its file, line and column, what was found and what is
+allowed. Exit status 2 when any file is invalid.`,
+		Example: "  klab experiments validate experiments/*.yaml",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var msgs []string
+			for _, a := range args {
+				f, err := experiments.Find(a)
+				if err != nil {
+					var se *experiments.SpecError
+					if !errors.As(err, &se) {
+						err = fmt.Errorf("%s: %w", a, err)
+					}
+					msgs = append(msgs, err.Error())
+					continue
+				}
+				fmt.Printf("%s: ok (%s, %d point(s) in its matrix)\n", f.Path, f.Spec.Name, len(f.Points()))
+			}
+			if len(msgs) > 0 {
+				return &exitError{code: exitBadInput, msg: strings.Join(msgs, "\n")}
+			}
+			return nil
+		},
+	})
+	return cmd
+}

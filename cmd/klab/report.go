@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"klab/experiments"
+	"klab/results/report"
+)
+
+func newReportCommand(g *globalOptions) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "report RUN [--format text|md|json|junit|html]",
+		Short: "Print an experiment run's report",
+		Long: `Print the report of an experiment run (a run id, a run directory, or last):
+text to paste under a patch, Markdown, JSON (schema klab.report/v1), JUnit
+XML, or one self-contained HTML page with charts.`,
+		Example: `  klab report last
+  klab report last --format html > report.html
+  klab report 20261201-101500-exp-fuse-transport-a1b2c3 --format junit`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return badInput(err)
+			}
+			dir, err := findRun(g, args[0])
+			if err != nil {
+				return badInput(err)
+			}
+			if !experiments.IsRun(dir) {
+				return badInput(fmt.Errorf("%s is a boot run, not an experiment run; klab runs show prints it", dir))
+			}
+			s, err := experiments.Open(dir)
+			if err != nil {
+				return err
+			}
+			return report.Write(os.Stdout, s.Report(), format)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "one of "+strings.Join(report.Formats, ", "))
+	return cmd
+}
+
+func newCompareCommand(g *globalOptions) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "compare RUN_A RUN_B",
+		Short: "Compare two runs of the same experiment, side by side",
+		Long: `Compare two runs of the same experiment: every row's samples of run A against
+the same row's samples of run B, side by side (A's side and B's side of each
+run separately), with the same statistics as klab run.`,
+		Example: `  klab compare 20261201-101500-exp-fuse-transport-a1b2c3 last`,
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return badInput(err)
+			}
+			var saved [2]*experiments.Saved
+			for i, a := range args {
+				dir, err := findRun(g, a)
+				if err != nil {
+					return badInput(err)
+				}
+				if saved[i], err = experiments.Open(dir); err != nil {
+					return err
+				}
+			}
+			r, err := experiments.CompareRuns(saved[0], saved[1])
+			if err != nil {
+				return badInput(err)
+			}
+			return report.Write(os.Stdout, r, format)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "one of "+strings.Join(report.Formats, ", "))
+	return cmd
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"klab/experiments"
+	"klab/images"
+	"klab/results/report"
+)
+
+// ExitBadInput is klab run's status for a broken spec or bad flags.
+const exitBadInput = 2
+
+type runOptions struct {
+	kernels []string
+	sets    []string
+	rounds  int
+	compare string
+	order   string
+	seed    int64
+	cpus    int
+	memMB   int
+	accel   string
+	format  string
+	quiet   bool
+}
+
+func newRunCommand(g *globalOptions) *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run EXPERIMENT --kernel A [--kernel B] [flags]",
+		Short: "Run an experiment: A against B, with statistics and a report",
+		Long: `Run an experiment (a file, or the name of one of klab's: see 'klab experiments
+list') and compare A against B: two kernels (the default), or the two values
+of one parameter on one kernel (--compare NAME, or the spec's compare:).
+
+Rounds are interleaved A B B A (or --order random --seed S), each in a fresh
+guest of the same shape, so that drift on a noisy host hits both sides. Each
+table row gets the median with its 95% confidence interval per side, the
+relative change, a Mann-Whitney U p-value and a verdict at alpha 0.05.
+
+The run directory keeps the spec as run, the plan, every sample, each guest's
+console and events, and report.{txt,md,json,xml,html}. Ctrl-C stops cleanly
+and keeps what finished.
+
+Exit status: 0 when the run completed and nothing failed; 1 when a check
+failed, B printed a new kernel splat, or a metric regressed past its
+threshold; 2 for a broken spec or bad flags (nothing is run); 125 when klab
+failed; 130 when interrupted.`,
+		Example: `  klab run fuse-transport --kernel debian:7.3
+  klab run experiments/fuse-transport.yaml --kernel debian:7.3 --rounds 8
+  klab run my-exp.yaml --kernel debian:7.3 --kernel build:fix
+  klab run my-exp.yaml --kernel debian:7.3 --set jobs=1,4 --compare transport --order random --seed 7`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRun(cmd.Context(), g, o, args[0], os.Stdout, os.Stderr)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&o.kernels, "kernel", "k", nil, "kernel: debian:<series>, build:<name>, or a bzImage path (A first; repeatable)")
+	f.StringArrayVar(&o.sets, "set", nil, "override a parameter: NAME=V1[,V2...] (repeatable)")
+	f.IntVar(&o.rounds, "rounds", 0, "rounds per cell (default: the spec's, else 3)")
+	f.StringVar(&o.compare, "compare", "", "the A/B axis: kernel, or a parameter with two values (default: the spec's)")
+	f.StringVar(&o.order, "order", "", "round order: abba or random (default: the spec's, else abba)")
+	f.Int64Var(&o.seed, "seed", 0, "seed of --order random")
+	f.IntVar(&o.cpus, "cpus", 0, "guest vCPUs (default: the spec's, else 2)")
+	f.IntVarP(&o.memMB, "memory", "m", 0, "guest memory in MiB (default: the spec's, else 1024)")
+	f.StringVar(&o.accel, "accel", "", "accelerator: auto, kvm or tcg (default: the spec's, else auto)")
+	f.StringVar(&o.format, "format", "text", "report printed at the end: "+strings.Join(report.Formats, ", "))
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the report")
+	return cmd
+}
+
+func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, stdout, stderr io.Writer) error {
+	if err := checkFormat(o.format); err != nil {
+		return badInput(err)
+	}
+	if o.accel != "" {
+		if err := checkAccel(o.accel); err != nil {
+			return badInput(err)
+		}
+	}
+	f, err := experiments.Find(name)
+	if err != nil {
+		return badInput(err)
+	}
+	sets := map[string]string{}
+	for _, s := range o.sets {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return badInput(fmt.Errorf("--set %q: want NAME=V1[,V2...], e.g. --set jobs=1,4", s))
+		}
+		sets[k] = v
+	}
+	lo := g.labOptions()
+	ro := experiments.RunOptions{
+		PlanOptions: experiments.PlanOptions{Kernels: o.kernels, Compare: o.compare, Rounds: o.rounds, Order: o.order},
+		Sets:        sets, CPUs: o.cpus, MemMB: o.memMB, Accel: o.accel, RunsDir: g.runsDir,
+		Opener: &lo, Command: os.Args,
+		Resolve: func(ctx context.Context, ref string) (*images.Kernel, error) { return lo.ResolveKernel(ctx, ref) },
+	}
+	if o.order == "random" || o.seed != 0 {
+		ro.Seed = &o.seed
+	}
+	if !o.quiet {
+		ro.Progress = stderr
+	}
+	res, err := experiments.Run(ctx, f, ro)
+	var bad *experiments.BadInputError
+	if errors.As(err, &bad) {
+		return badInput(err)
+	}
+	if res == nil {
+		return err
+	}
+	code, rerr := finishRun(res.Dir, o.format, stdout, stderr)
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "klab: interrupted; what finished is in %s\n", res.Dir)
+			return &exitError{code: 130}
+		}
+		return fmt.Errorf("%w (what finished is in %s)", err, res.Dir)
+	}
+	if rerr != nil {
+		return rerr
+	}
+	if code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+// finishRun writes a run's reports, prints one in format, and returns 1
+// when the report has failures.
+func finishRun(dir, format string, stdout, stderr io.Writer) (int, error) {
+	saved, err := experiments.Open(dir)
+	if err != nil {
+		return 0, err
+	}
+	r := saved.Report()
+	if err := saved.WriteReports(r); err != nil {
+		return 0, fmt.Errorf("write reports: %w", err)
+	}
+	if err := report.Write(stdout, r, format); err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(stderr, "klab: run saved to %s (HTML report: %s)\n", dir, filepath.Join(dir, "report.html"))
+	if len(r.Failures) > 0 {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func checkFormat(f string) error {
+	for _, x := range report.Formats {
+		if f == x {
+			return nil
+		}
+	}
+	return fmt.Errorf("--format %q: want one of %s", f, strings.Join(report.Formats, ", "))
+}
+
+// badInput ends klab with status 2 and the error.
+func badInput(err error) error {
+	return &exitError{code: exitBadInput, msg: err.Error()}
+}
+

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"klab/experiments"
+	"klab/results"
+	"klab/results/report"
+)
+
+// runEntry is one saved run: a boot or an experiment.
+type runEntry struct {
+	ID         string    `json:"id"`
+	Dir        string    `json:"dir"`
+	Kind       string    `json:"kind"`
+	Start      time.Time `json:"start"`
+	Status     string    `json:"status"`
+	Experiment string    `json:"experiment,omitempty"`
+	Kernels    []string  `json:"kernels"`
+	Message    string    `json:"message,omitempty"`
+}
+
+func listRuns(root string) ([]runEntry, error) {
+	ents, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	var out []runEntry
+	for _, e := range ents {
+		if !e.IsDir() || !results.ValidName(e.Name()) {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		if ent, ok := readEntry(dir); ok {
+			out = append(out, ent)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func readEntry(dir string) (runEntry, bool) {
+	ent := runEntry{ID: filepath.Base(dir), Dir: dir, Kernels: []string{}}
+	if experiments.IsRun(dir) {
+		s, err := experiments.Open(dir)
+		ent.Kind = "experiment"
+		if err != nil {
+			ent.Status, ent.Message = "unreadable", err.Error()
+			return ent, true
+		}
+		m := s.Manifest
+		ent.Start, ent.Status, ent.Experiment, ent.Message = m.Start, m.Status, m.Experiment, m.Message
+		for _, k := range m.Kernels {
+			ent.Kernels = append(ent.Kernels, k.Ref)
+		}
+		return ent, true
+	}
+	m, err := results.ReadManifest(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return ent, false
+	}
+	ent.Kind = "boot"
+	if err != nil {
+		ent.Status, ent.Message = "unreadable", err.Error()
+		return ent, true
+	}
+	ent.Start, ent.Status, ent.Message = m.Times.Start, string(m.Outcome.Status), m.Outcome.Message
+	if ent.Status == "" {
+		ent.Status = "incomplete"
+	}
+	ent.Kernels = []string{m.Kernel.Name}
+	return ent, true
+}
+
+// findRun turns RUN (an id, a directory, or "last") into a directory.
+func findRun(g *globalOptions, arg string) (string, error) {
+	if arg == "last" || arg == "latest" {
+		runs, err := listRuns(g.runsDir)
+		if err != nil {
+			return "", err
+		}
+		if len(runs) == 0 {
+			return "", fmt.Errorf("no runs in %s", g.runsDir)
+		}
+		return runs[len(runs)-1].Dir, nil
+	}
+	if fi, err := os.Stat(arg); err == nil && fi.IsDir() && strings.ContainsRune(arg, os.PathSeparator) {
+		return arg, nil
+	}
+	if !results.ValidName(arg) {
+		return "", fmt.Errorf("run %q: want a run id (klab runs list), a run directory, or last", arg)
+	}
+	dir := filepath.Join(g.runsDir, arg)
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("no run %s in %s (klab runs list shows them)", arg, g.runsDir)
+	}
+	return dir, nil
+}
+
+func newRunsCommand(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List, show and remove saved runs",
+		Example: `  klab runs list
+  klab runs show last
+  klab runs rm 20261201-101500-exp-fuse-transport-a1b2c3
+  klab runs gc --keep 20`,
+	}
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List saved runs, oldest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			runs, err := listRuns(g.runsDir)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if runs == nil {
+					runs = []runEntry{}
+				}
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(runs)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tKIND\tSTATUS\tEXPERIMENT\tKERNELS")
+			for _, r := range runs {
+				exp := r.Experiment
+				if exp == "" {
+					exp = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Kind, r.Status, exp, strings.Join(r.Kernels, " "))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	show := &cobra.Command{
+		Use:   "show RUN",
+		Short: "Show a run: outcome, kernels, cells, splats and the guest's output",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := findRun(g, args[0])
+			if err != nil {
+				return badInput(err)
+			}
+			return showRun(os.Stdout, dir)
+		},
+	}
+	rm := &cobra.Command{
+		Use:   "rm RUN...",
+		Short: "Remove runs",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var dirs []string
+			for _, a := range args {
+				dir, err := findRun(g, a)
+				if err != nil {
+					return badInput(err)
+				}
+				dirs = append(dirs, dir)
+			}
+			for _, d := range dirs {
+				if err := os.RemoveAll(d); err != nil {
+					return err
+				}
+				fmt.Printf("removed %s\n", d)
+			}
+			return nil
+		},
+	}
+	var keep int
+	var older time.Duration
+	gc := &cobra.Command{
+		Use:   "gc --keep N | --older-than DURATION",
+		Short: "Remove old runs: all but the newest N, or those older than DURATION (e.g. 720h)",
+		Example: `  klab runs gc --keep 20
+  klab runs gc --older-than 720h`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if keep < 0 || (keep == 0 && older <= 0) {
+				return badInput(errors.New("give --keep N (N >= 0... at least 1) or --older-than DURATION (e.g. 720h)"))
+			}
+			runs, err := listRuns(g.runsDir)
+			if err != nil {
+				return err
+			}
+			n := 0
+			for i, r := range runs {
+				drop := keep > 0 && i < len(runs)-keep
+				if older > 0 && !r.Start.IsZero() && time.Since(r.Start) > older {
+					drop = true
+				}
+				if !drop {
+					continue
+				}
+				if err := os.RemoveAll(r.Dir); err != nil {
+					return err
+				}
+				n++
+			}
+			fmt.Printf("removed %d run(s), kept %d\n", n, len(runs)-n)
+			return nil
+		},
+	}
+	gc.Flags().IntVar(&keep, "keep", 0, "keep the newest N runs")
+	gc.Flags().DurationVar(&older, "older-than", 0, "remove runs that started longer ago than this")
+	cmd.AddCommand(list, show, rm, gc)
+	return cmd
+}
+
+// showRun prints a run: for an experiment its report, for a boot its
+// manifest's facts, splats and the guest's output, decoded.
+func showRun(w io.Writer, dir string) error {
+	if experiments.IsRun(dir) {
+		s, err := experiments.Open(dir)
+		if err != nil {
+			return err
+		}
+		m := s.Manifest
+		fmt.Fprintf(w, "run %s: experiment %s, %s", m.RunID, m.Experiment, m.Status)
+		if m.Message != "" {
+			fmt.Fprintf(w, " (%s)", cleanText(m.Message))
+		}
+		fmt.Fprintf(w, "\n%d guest(s):\n", len(m.Guests))
+		for _, gr := range m.Guests {
+			fmt.Fprintf(w, "  %s: %s, %s, boot-to-agent %.1fs, %d splat(s)\n", gr.Dir, m.Kernels[gr.Kernel].Ref, gr.Outcome.Status,
+				float64(gr.BootToAgentMs)/1000, len(gr.Splats))
+		}
+		fmt.Fprintln(w)
+		return report.Text(w, s.Report())
+	}
+	m, err := results.ReadManifest(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "run %s: %s", m.RunID, m.Outcome.Status)
+	if m.Outcome.Message != "" {
+		fmt.Fprintf(w, " (%s)", cleanText(m.Outcome.Message))
+	}
+	fmt.Fprintf(w, ", exit %d\nkernel %s %s (%s)\naccel %s, qemu %s\ncommand: %s\n", m.Outcome.ExitCode, m.Kernel.Name,
+		m.Kernel.Version, m.Kernel.ID, m.Accel, m.QEMU.Version, strings.Join(m.Command, " "))
+	var splats []struct {
+		Title string `json:"title"`
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "splats.json")); err == nil {
+		_ = json.Unmarshal(data, &splats)
+	}
+	fmt.Fprintf(w, "%d kernel splat(s)\n", len(splats))
+	for _, s := range splats {
+		fmt.Fprintf(w, "  %s\n", cleanText(s.Title))
+	}
+	out, err := guestOutput(filepath.Join(dir, "events.jsonl"), 64<<10)
+	if err == nil && out != "" {
+		fmt.Fprintf(w, "guest output:\n%s", out)
+		if !strings.HasSuffix(out, "\n") {
+			fmt.Fprintln(w)
+		}
+	}
+	return nil
+}
+
+// guestOutput decodes the guest command's output from events.jsonl, up to
+// limit bytes, with control characters other than newline and tab
+// removed.
+func guestOutput(path string, limit int) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var b strings.Builder
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() && b.Len() < limit {
+		var ev struct {
+			Kind   string `json:"kind"`
+			Output *struct {
+				Data string `json:"data"`
+			} `json:"output"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Kind != "output" || ev.Output == nil {
+			continue
+		}
+		data, err := base64.StdEncoding.DecodeString(ev.Output.Data)
+		if err != nil {
+			continue
+		}
+		b.WriteString(cleanText(string(data)))
+	}
+	s := b.String()
+	if len(s) > limit {
+		s = s[:limit] + "\n[output cut at " + fmt.Sprint(limit) + " bytes]\n"
+	}
+	return s, nil
+}
+
+// cleanText removes control characters other than newline and tab.
+func cleanText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || (r >= 0x20 && r != 0x7f && !(r >= 0x80 && r < 0xa0)) {
+			return r
+		}
+		return -1
+	}, s)
+}

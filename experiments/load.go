@@ -1,0 +1,583 @@
+package experiments
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// maxSpecSize bounds an experiment file.
+const maxSpecSize = 1 << 20
+
+// File is a loaded, valid experiment file.
+type File struct {
+	// Path is the file as given; Data its content, SHA256 its hash.
+	Path   string
+	Data   []byte
+	SHA256 string
+	// Spec is the spec with ${param} references left in place; Cell
+	// substitutes them.
+	Spec *Spec
+	root *yaml.Node
+}
+
+// Problem is one error in an experiment file, with where it is.
+type Problem struct {
+	File      string
+	Line, Col int
+	Msg       string
+}
+
+func (p Problem) Error() string {
+	switch {
+	case p.Line > 0 && p.Col > 0:
+		return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Msg)
+	case p.Line > 0:
+		return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Msg)
+	}
+	return fmt.Sprintf("%s: %s", p.File, p.Msg)
+}
+
+// SpecError is every problem of an invalid experiment file.
+type SpecError struct {
+	Problems []Problem
+}
+
+func (e *SpecError) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// problems collects a file's problems, each once.
+type problems struct {
+	file string
+	list []Problem
+	seen map[string]bool
+}
+
+func (ps *problems) add(line, col int, format string, args ...any) {
+	p := Problem{File: ps.file, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
+	if ps.seen == nil {
+		ps.seen = map[string]bool{}
+	}
+	if k := p.Error(); !ps.seen[k] {
+		ps.seen[k] = true
+		ps.list = append(ps.list, p)
+	}
+}
+
+func (ps *problems) at(n *yaml.Node, format string, args ...any) {
+	if n == nil {
+		ps.add(0, 0, format, args...)
+		return
+	}
+	ps.add(n.Line, n.Column, format, args...)
+}
+
+func (ps *problems) err() error {
+	if len(ps.list) == 0 {
+		return nil
+	}
+	sort.SliceStable(ps.list, func(i, j int) bool {
+		a, b := ps.list[i], ps.list[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+	return &SpecError{Problems: ps.list}
+}
+
+// LoadFile reads and validates an experiment file.
+func LoadFile(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(ioLimit(f, maxSpecSize+1)); err != nil {
+		return nil, fmt.Errorf("experiment %s: %w", path, err)
+	}
+	if buf.Len() > maxSpecSize {
+		return nil, &SpecError{Problems: []Problem{{File: path, Msg: fmt.Sprintf("larger than %d bytes", maxSpecSize)}}}
+	}
+	return Load(path, buf.Bytes())
+}
+
+// Load validates an experiment file's content; path names it in errors.
+// Every problem is reported at once, in a *SpecError.
+func Load(path string, data []byte) (*File, error) {
+	ps := &problems{file: path}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		ps.add(yamlLine(err), 0, "%s", strings.TrimPrefix(yamlMsg(err), "yaml: "))
+		return nil, ps.err()
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		ps.add(1, 1, "an experiment file is a YAML mapping (name:, workloads:, ...)")
+		return nil, ps.err()
+	}
+	root := doc.Content[0]
+	params := parseParams(ps, root)
+	checkFields(ps, root, reflect.TypeOf(Spec{}), "")
+	refs := checkRefs(ps, root, params)
+	for _, p := range params {
+		if !refs[p.Name] {
+			ps.add(p.line, p.col, "params: %s is used by no step (write ${%s} where it goes)", p.Name, p.Name)
+		}
+	}
+	structural := len(ps.list)
+	f := &File{Path: path, Data: data, root: root, Spec: &Spec{Params: params}}
+	sum := sha256.Sum256(data)
+	f.SHA256 = hex.EncodeToString(sum[:])
+	first, err := f.substitute(f.Points()[0])
+	if err != nil {
+		typeProblems(ps, root, err)
+		return nil, ps.err()
+	}
+	if structural > 0 {
+		validate(ps, root, first, params)
+		return nil, ps.err()
+	}
+	f.Spec = first
+	// Every point of the matrix must decode and validate.
+	points := f.Points()
+	if len(points) > 4096 {
+		ps.add(0, 0, "params: %d points in the matrix, want at most 4096", len(points))
+		return nil, ps.err()
+	}
+	for _, pt := range points {
+		s, err := f.substitute(pt)
+		if err != nil {
+			typeProblems(ps, root, err)
+			continue
+		}
+		validate(ps, root, s, params)
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Points is the parameter matrix: every combination of the values, the
+// first parameter varying slowest.
+func (f *File) Points() []map[string]string {
+	pts := []map[string]string{{}}
+	for _, p := range f.Spec.Params {
+		var next []map[string]string
+		for _, pt := range pts {
+			for _, v := range p.Values {
+				n := make(map[string]string, len(pt)+1)
+				for k, x := range pt {
+					n[k] = x
+				}
+				n[p.Name] = v
+				next = append(next, n)
+			}
+		}
+		pts = next
+	}
+	return pts
+}
+
+// Cell returns the spec with the point's values substituted.
+func (f *File) Cell(point map[string]string) (*Spec, error) {
+	return f.substitute(point)
+}
+
+func (f *File) substitute(point map[string]string) (*Spec, error) {
+	n := cloneNode(f.root)
+	walkScalars(n, func(s *yaml.Node) {
+		if !strings.Contains(s.Value, "${") {
+			return
+		}
+		s.Value = refRe.ReplaceAllStringFunc(s.Value, func(m string) string {
+			if v, ok := point[m[2:len(m)-1]]; ok {
+				return v
+			}
+			return m
+		})
+		s.Tag, s.Style = "", 0 // resolve the substituted value anew
+	})
+	var spec Spec
+	if err := decode(n, &spec); err != nil {
+		return nil, err
+	}
+	spec.Params = f.Spec.Params
+	return &spec, nil
+}
+
+func decode(n *yaml.Node, v any) error {
+	// Params are parsed by hand; hide them from the typed decoder.
+	c := cloneNode(n)
+	for i := 0; i+1 < len(c.Content); i += 2 {
+		if c.Content[i].Value == "params" {
+			c.Content = append(c.Content[:i], c.Content[i+2:]...)
+			break
+		}
+	}
+	// Decoding the node keeps the file's line numbers in errors.
+	return c.Decode(v)
+}
+
+var refRe = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
+
+func parseParams(ps *problems, root *yaml.Node) Params {
+	var out Params
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Value != "params" {
+			continue
+		}
+		if v.Kind != yaml.MappingNode {
+			ps.at(v, "params: want a mapping of names to lists of values (jobs: [1, 2, 4])")
+			return nil
+		}
+		if len(v.Content) == 0 {
+			ps.at(v, "params: an empty matrix; leave params out, or give each a list of values")
+		}
+		for j := 0; j+1 < len(v.Content); j += 2 {
+			name, vals := v.Content[j], v.Content[j+1]
+			if !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`).MatchString(name.Value) {
+				ps.at(name, "params: %q is not a valid name, want letters, digits and _", name.Value)
+				continue
+			}
+			p := Param{Name: name.Value, line: name.Line, col: name.Column}
+			switch vals.Kind {
+			case yaml.ScalarNode:
+				p.Values = []string{vals.Value}
+			case yaml.SequenceNode:
+				for _, x := range vals.Content {
+					if x.Kind != yaml.ScalarNode {
+						ps.at(x, "params: %s: values are numbers or strings", p.Name)
+						continue
+					}
+					if slices.Contains(p.Values, x.Value) {
+						ps.at(x, "params: %s: %q is listed twice", p.Name, x.Value)
+						continue
+					}
+					p.Values = append(p.Values, x.Value)
+				}
+				if len(vals.Content) == 0 {
+					ps.at(vals, "params: %s: an empty list, want at least one value", p.Name)
+				}
+			default:
+				ps.at(vals, "params: %s: want a list of values", p.Name)
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// checkRefs reports ${name} references to unknown parameters and returns
+// the names used.
+func checkRefs(ps *problems, root *yaml.Node, params Params) map[string]bool {
+	known := map[string]bool{}
+	var names []string
+	for _, p := range params {
+		known[p.Name] = true
+		names = append(names, p.Name)
+	}
+	used := map[string]bool{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		key, val := root.Content[i].Value, root.Content[i+1]
+		if key == "params" {
+			continue
+		}
+		walkScalars(val, func(s *yaml.Node) {
+			for _, m := range refRe.FindAllString(s.Value, -1) {
+				name := m[2 : len(m)-1]
+				switch {
+				case key == "setup" || key == "vm" || key == "requires" || key == "rounds" || key == "reuse":
+					ps.at(s, "%s: ${%s}: parameters are not allowed here (it applies to the whole guest); allowed in sysctls, server, workloads and checks", key, name)
+				case !known[name]:
+					if len(names) == 0 {
+						ps.at(s, "${%s}: no such parameter (this file has no params)", name)
+					} else {
+						ps.at(s, "${%s}: no such parameter, want one of %s", name, strings.Join(names, ", "))
+					}
+				}
+				used[name] = true
+			}
+		})
+	}
+	return used
+}
+
+// checkFields reports every mapping key that the Go type does not have,
+// with the keys that it has.
+func checkFields(ps *problems, n *yaml.Node, t reflect.Type, path string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+				return
+			}
+			ps.at(n, "%s: want a mapping with %s", orTop(path), strings.Join(yamlFields(t), ", "))
+			return
+		}
+		fields := map[string]reflect.Type{}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if tag := strings.Split(f.Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
+				fields[tag] = f.Type
+			}
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if seen[k.Value] {
+				ps.at(k, "%s: %s is given twice", orTop(path), k.Value)
+			}
+			seen[k.Value] = true
+			ft, ok := fields[k.Value]
+			if !ok {
+				ps.at(k, "%s: unknown field %q, want one of %s", orTop(path), k.Value, strings.Join(yamlFields(t), ", "))
+				continue
+			}
+			if path == "" && k.Value == "params" {
+				continue
+			}
+			checkFields(ps, v, ft, join(path, k.Value))
+		}
+	case reflect.Slice:
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+			return
+		}
+		if n.Kind != yaml.SequenceNode {
+			ps.at(n, "%s: want a list", path)
+			return
+		}
+		for i, c := range n.Content {
+			checkFields(ps, c, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+		}
+	case reflect.Map:
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+			return
+		}
+		if n.Kind != yaml.MappingNode {
+			ps.at(n, "%s: want a mapping of names to values", path)
+			return
+		}
+		for i := 1; i < len(n.Content); i += 2 {
+			if n.Content[i].Kind != yaml.ScalarNode {
+				ps.at(n.Content[i], "%s.%s: want a single value", path, n.Content[i-1].Value)
+			}
+		}
+	default:
+		if n.Kind != yaml.ScalarNode {
+			ps.at(n, "%s: want a single value, not a %s", path, kindName(n.Kind))
+		}
+	}
+}
+
+func orTop(path string) string {
+	if path == "" {
+		return "experiment"
+	}
+	return path
+}
+
+func join(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	}
+	return "value"
+}
+
+func yamlFields(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		if tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+var lineRe = regexp.MustCompile(`line (\d+): `)
+
+// typeProblems turns the typed decoder's errors ("line 7: cannot
+// unmarshal !!str `x` into int") into problems.
+func typeProblems(ps *problems, root *yaml.Node, err error) {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		for _, e := range te.Errors {
+			line, col := 0, 0
+			if m := lineRe.FindStringSubmatch(e); m != nil {
+				fmt.Sscan(m[1], &line)
+				e = e[len(m[0]):]
+			}
+			msg, found := friendlyType(e)
+			if line > 0 {
+				col = columnOf(root, line, found)
+			}
+			ps.add(line, col, "%s", msg)
+		}
+		return
+	}
+	ps.add(yamlLine(err), 0, "%s", yamlMsg(err))
+}
+
+var unmarshalRe = regexp.MustCompile("^cannot unmarshal !!(\\w+) `(.*)` into (.+)$")
+
+// columnOf finds the column of the scalar on line whose value (in the
+// file, before substitution) is or produced value.
+func columnOf(root *yaml.Node, line int, value string) int {
+	col := 0
+	walkScalars(root, func(s *yaml.Node) {
+		if s.Line == line && col == 0 && (s.Value == value || strings.Contains(s.Value, "${")) {
+			col = s.Column
+		}
+	})
+	return col
+}
+
+func friendlyType(e string) (string, string) {
+	m := unmarshalRe.FindStringSubmatch(e)
+	if m == nil {
+		return e, ""
+	}
+	want := m[3]
+	switch {
+	case strings.HasPrefix(want, "int"):
+		want = "an integer"
+	case want == "bool":
+		want = "true or false"
+	case want == "float64":
+		want = "a number"
+	case want == "string":
+		want = "a string"
+	case strings.HasPrefix(want, "[]"):
+		want = "a list"
+	case strings.HasPrefix(want, "map"):
+		want = "a mapping"
+	}
+	return fmt.Sprintf("found %q, want %s", m[2], want), m[2]
+}
+
+func yamlLine(err error) int {
+	if m := regexp.MustCompile(`line (\d+)`).FindStringSubmatch(err.Error()); m != nil {
+		var n int
+		fmt.Sscan(m[1], &n)
+		return n
+	}
+	return 0
+}
+
+func yamlMsg(err error) string {
+	s := err.Error()
+	s = regexp.MustCompile(`^yaml: (line \d+: )?`).ReplaceAllString(s, "")
+	return s
+}
+
+func walkScalars(n *yaml.Node, f func(*yaml.Node)) {
+	if n == nil {
+		return
+	}
+	if n.Kind == yaml.ScalarNode {
+		f(n)
+		return
+	}
+	for i, c := range n.Content {
+		// Mapping keys are names, never substituted.
+		if n.Kind == yaml.MappingNode && i%2 == 0 {
+			continue
+		}
+		walkScalars(c, f)
+	}
+}
+
+func cloneNode(n *yaml.Node) *yaml.Node {
+	if n == nil {
+		return nil
+	}
+	c := *n
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, x := range n.Content {
+		c.Content[i] = cloneNode(x)
+	}
+	return &c
+}
+
+// WithSets returns f with parameters overridden: name -> values
+// separated by commas. An unknown name, or a value that does not
+// validate, is an error naming what is allowed.
+func (f *File) WithSets(sets map[string]string) (*File, error) {
+	c := *f
+	spec := *f.Spec
+	c.Spec = &spec
+	params := slices.Clone(f.Spec.Params)
+	var errs []error
+	for _, name := range sortedKeys(sets) {
+		i := slices.IndexFunc(params, func(p Param) bool { return p.Name == name })
+		if i < 0 {
+			var names []string
+			for _, p := range params {
+				names = append(names, p.Name)
+			}
+			errs = append(errs, fmt.Errorf("--set %s: %s has no such parameter, want one of: %s", name, f.Path, strings.Join(names, ", ")))
+			continue
+		}
+		var vals []string
+		for _, v := range strings.Split(sets[name], ",") {
+			if v = strings.TrimSpace(v); v != "" && !slices.Contains(vals, v) {
+				vals = append(vals, v)
+			}
+		}
+		if len(vals) == 0 {
+			errs = append(errs, fmt.Errorf("--set %s: no values, want --set %s=V1[,V2...]", name, name))
+			continue
+		}
+		params[i].Values = vals
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	c.Spec.Params = params
+	ps := &problems{file: f.Path + " (with --set)"}
+	for _, pt := range c.Points() {
+		s, err := c.substitute(pt)
+		if err != nil {
+			typeProblems(ps, c.root, err)
+			continue
+		}
+		validate(ps, c.root, s, params)
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}

@@ -1,0 +1,267 @@
+package experiments
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+)
+
+// Side names the two sides of a comparison.
+const (
+	SideA = "a"
+	SideB = "b"
+)
+
+// Plan is what an experiment run does: the rows of its table, the guests
+// it boots in order, and the units (one row, one side, one round) each
+// guest measures.
+type Plan struct {
+	// Axis is "kernel" or the name of the compared parameter.
+	Axis string `json:"axis"`
+	// Kernels are the kernel references, A's first.
+	Kernels []string `json:"kernels"`
+	// A and B label the sides; AValue and BValue are the compared
+	// parameter's values (empty for the kernel axis).
+	A      string `json:"a"`
+	B      string `json:"b"`
+	AValue string `json:"a_value,omitempty"`
+	BValue string `json:"b_value,omitempty"`
+	// Rows are the points of the matrix without the axis.
+	Rows []PlanRow `json:"rows"`
+	// Guests are the boots, in the order they run.
+	Guests []GuestPlan `json:"guests"`
+	// Rounds, Order, Seed and Reuse are as run.
+	Rounds int    `json:"rounds"`
+	Order  string `json:"order"`
+	Seed   int64  `json:"seed"`
+	Reuse  string `json:"reuse"`
+}
+
+// PlanRow is one point of the matrix without the axis.
+type PlanRow struct {
+	// Label is "jobs=2 transport=dev", or "-" for no parameters.
+	Label  string            `json:"label"`
+	Params map[string]string `json:"params"`
+}
+
+// GuestPlan is one boot.
+type GuestPlan struct {
+	// Kernel indexes Plan.Kernels.
+	Kernel int `json:"kernel"`
+	// Units run in this order.
+	Units []Unit `json:"units"`
+}
+
+// Unit is one row measured on one side in one round.
+type Unit struct {
+	Row   int    `json:"row"`
+	Side  string `json:"side"`
+	Round int    `json:"round"`
+}
+
+// PlanOptions are the run's choices that override the spec.
+type PlanOptions struct {
+	// Kernels are the kernel references (at least one).
+	Kernels []string
+	// Compare overrides the spec's axis.
+	Compare string
+	// Rounds overrides the spec's rounds when not 0.
+	Rounds int
+	// Order and Seed override the spec's when set.
+	Order string
+	Seed  *int64
+}
+
+// MakePlan lays out the run of f with o.
+func MakePlan(f *File, o PlanOptions) (*Plan, error) {
+	s := f.Spec
+	p := &Plan{Kernels: o.Kernels, Rounds: s.Rounds, Order: s.Order, Seed: s.Seed, Reuse: s.Reuse, Axis: s.Compare}
+	if o.Rounds != 0 {
+		p.Rounds = o.Rounds
+	}
+	if p.Rounds == 0 {
+		p.Rounds = 3
+	}
+	if p.Rounds < 1 || p.Rounds > 1000 {
+		return nil, fmt.Errorf("--rounds %d is out of range, want 1..1000", p.Rounds)
+	}
+	if o.Order != "" {
+		p.Order = o.Order
+	}
+	if p.Order == "" {
+		p.Order = "abba"
+	}
+	if p.Order != "abba" && p.Order != "random" {
+		return nil, fmt.Errorf("--order %q is not allowed, want abba or random", p.Order)
+	}
+	if o.Seed != nil {
+		p.Seed = *o.Seed
+	}
+	if p.Reuse == "" {
+		p.Reuse = "fresh"
+	}
+	if o.Compare != "" {
+		p.Axis = o.Compare
+	}
+	if p.Axis == "" {
+		p.Axis = "kernel"
+	}
+	if len(p.Kernels) == 0 {
+		return nil, fmt.Errorf("no kernel: give --kernel A (and --kernel B to compare kernels)")
+	}
+	var axis *Param
+	if p.Axis != "kernel" {
+		for i := range s.Params {
+			if s.Params[i].Name == p.Axis {
+				axis = &s.Params[i]
+			}
+		}
+		if axis == nil {
+			var names []string
+			for _, q := range s.Params {
+				names = append(names, q.Name)
+			}
+			return nil, fmt.Errorf("--compare %q is neither kernel nor a parameter of %s, want kernel%s", p.Axis, s.Name, prefixed(", ", names))
+		}
+		if len(axis.Values) != 2 {
+			return nil, fmt.Errorf("--compare %s: it has %d values (%s), want exactly 2; narrow it with --set %s=A,B",
+				axis.Name, len(axis.Values), strings.Join(axis.Values, ", "), axis.Name)
+		}
+		if len(p.Kernels) != 1 {
+			return nil, fmt.Errorf("comparing %s runs on one kernel, got %d --kernel; to compare kernels, use --compare kernel", axis.Name, len(p.Kernels))
+		}
+		p.AValue, p.BValue = axis.Values[0], axis.Values[1]
+		p.A, p.B = axis.Name+"="+p.AValue, axis.Name+"="+p.BValue
+	} else {
+		if len(p.Kernels) != 2 {
+			return nil, fmt.Errorf("comparing kernels needs exactly two --kernel (A and B), got %d; or compare a parameter with --compare NAME", len(p.Kernels))
+		}
+		if p.Kernels[0] == p.Kernels[1] {
+			return nil, fmt.Errorf("--kernel %s is given twice; A and B must differ", p.Kernels[0])
+		}
+		p.A, p.B = p.Kernels[0], p.Kernels[1]
+	}
+	// Rows: the matrix without the axis, in the file's order.
+	seen := map[string]bool{}
+	for _, pt := range f.Points() {
+		row := map[string]string{}
+		for k, v := range pt {
+			if k != p.Axis {
+				row[k] = v
+			}
+		}
+		l := rowLabel(s.Params, row)
+		if !seen[l] {
+			seen[l] = true
+			p.Rows = append(p.Rows, PlanRow{Label: l, Params: row})
+		}
+	}
+	rng := rand.New(rand.NewPCG(uint64(p.Seed), 0x6b6c6162))
+	order := func(round int) []string {
+		sides := []string{SideA, SideB}
+		if p.Order == "random" {
+			if rng.IntN(2) == 1 {
+				sides[0], sides[1] = sides[1], sides[0]
+			}
+		} else if round%2 == 1 {
+			sides[0], sides[1] = sides[1], sides[0]
+		}
+		return sides
+	}
+	units := func(side string, round int) []Unit {
+		var u []Unit
+		for r := range p.Rows {
+			u = append(u, Unit{Row: r, Side: side, Round: round})
+		}
+		return u
+	}
+	switch {
+	case p.Axis == "kernel" && p.Reuse == "fresh":
+		for r := 1; r <= p.Rounds; r++ {
+			for _, side := range order(r - 1) {
+				k := 0
+				if side == SideB {
+					k = 1
+				}
+				p.Guests = append(p.Guests, GuestPlan{Kernel: k, Units: units(side, r)})
+			}
+		}
+	case p.Axis == "kernel":
+		for k, side := range []string{SideA, SideB} {
+			g := GuestPlan{Kernel: k}
+			for r := 1; r <= p.Rounds; r++ {
+				g.Units = append(g.Units, units(side, r)...)
+			}
+			p.Guests = append(p.Guests, g)
+		}
+	default:
+		var all []GuestPlan
+		for r := 1; r <= p.Rounds; r++ {
+			g := GuestPlan{Kernel: 0}
+			for row := range p.Rows {
+				for _, side := range order(r - 1 + row) {
+					g.Units = append(g.Units, Unit{Row: row, Side: side, Round: r})
+				}
+			}
+			all = append(all, g)
+		}
+		if p.Reuse == "guest" {
+			g := GuestPlan{Kernel: 0}
+			for _, x := range all {
+				g.Units = append(g.Units, x.Units...)
+			}
+			all = []GuestPlan{g}
+		}
+		p.Guests = all
+	}
+	return p, nil
+}
+
+// Point is the full parameter point of a unit: its row and its side's
+// axis value.
+func (p *Plan) Point(u Unit) map[string]string {
+	pt := map[string]string{}
+	for k, v := range p.Rows[u.Row].Params {
+		pt[k] = v
+	}
+	if p.Axis != "kernel" {
+		pt[p.Axis] = p.AValue
+		if u.Side == SideB {
+			pt[p.Axis] = p.BValue
+		}
+	}
+	return pt
+}
+
+// Units counts the units of the plan.
+func (p *Plan) Units() int {
+	n := 0
+	for _, g := range p.Guests {
+		n += len(g.Units)
+	}
+	return n
+}
+
+func rowLabel(params Params, row map[string]string) string {
+	var parts []string
+	for _, q := range params {
+		if v, ok := row[q.Name]; ok {
+			parts = append(parts, q.Name+"="+v)
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

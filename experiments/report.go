@@ -1,0 +1,266 @@
+package experiments
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"klab/results/report"
+	"klab/results/splat"
+	"klab/results/stats"
+)
+
+// maxRecord bounds each JSON file read back from a run directory.
+const maxRecord = 64 << 20
+
+// Saved is an experiment run read back from its directory.
+type Saved struct {
+	Dir      string
+	Manifest *Manifest
+	Plan     *Plan
+	Samples  *Samples
+	File     *File
+}
+
+// Open reads the experiment run in dir.
+func Open(dir string) (*Saved, error) {
+	s := &Saved{Dir: dir, Manifest: &Manifest{}, Plan: &Plan{}, Samples: &Samples{}}
+	for _, r := range []struct {
+		name string
+		v    any
+	}{{ManifestFileName, s.Manifest}, {PlanFileName, s.Plan}, {SamplesFileName, s.Samples}} {
+		if err := readJSON(filepath.Join(dir, r.name), r.v); err != nil {
+			return nil, err
+		}
+	}
+	if s.Manifest.Schema < 1 || s.Manifest.Schema > ManifestSchema {
+		return nil, fmt.Errorf("%s: schema %d is not supported, want 1..%d", filepath.Join(dir, ManifestFileName), s.Manifest.Schema, ManifestSchema)
+	}
+	f, err := LoadFile(filepath.Join(dir, SpecFileName))
+	if err != nil {
+		return nil, err
+	}
+	if len(s.Manifest.Sets) > 0 {
+		if f, err = f.WithSets(s.Manifest.Sets); err != nil {
+			return nil, err
+		}
+	}
+	s.File = f
+	for _, smp := range s.Samples.Samples {
+		if smp.Row < 0 || smp.Row >= len(s.Plan.Rows) {
+			return nil, fmt.Errorf("%s: a sample names row %d of %d", filepath.Join(dir, SamplesFileName), smp.Row, len(s.Plan.Rows))
+		}
+	}
+	return s, nil
+}
+
+func readJSON(path string, v any) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > maxRecord {
+		return fmt.Errorf("read %s: larger than %d bytes", path, maxRecord)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return nil
+}
+
+// IsRun reports whether dir holds an experiment run.
+func IsRun(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, ManifestFileName))
+	return err == nil
+}
+
+// Report makes the run's report.
+func (s *Saved) Report() *report.Report {
+	m, p, spec := s.Manifest, s.Plan, s.File.Spec
+	r := &report.Report{
+		Schema: report.Schema, Experiment: m.Experiment, Description: spec.Description, Reference: strings.TrimRight(spec.Reference, "\n"),
+		SpecFile: m.SpecFile, SpecSHA256: m.SpecSHA256, RunID: m.RunID, RunDir: s.Dir,
+		Start: m.Start.Format(time.RFC3339), Axis: p.Axis,
+		A: report.Side{Label: p.A}, B: report.Side{Label: p.B},
+		Accel: m.Accel, QEMU: m.QEMU.Version, CPUs: m.CPUs, MemMB: m.MemMB,
+		Rounds: p.Rounds, Order: p.Order, Reuse: p.Reuse,
+		Rows: []report.Row{}, Kernels: []report.Kernel{},
+	}
+	if p.Order == "random" {
+		r.Order = fmt.Sprintf("random, seed %d", p.Seed)
+	}
+	if !m.End.IsZero() {
+		r.End = m.End.Format(time.RFC3339)
+		r.WallSec = m.End.Sub(m.Start).Seconds()
+	}
+	r.Host = strings.TrimSpace(m.Host.KernelRelease + ", " + m.Host.CPUModel)
+	if p.Axis == "kernel" {
+		r.A.Kernel, r.B.Kernel = p.Kernels[0], p.Kernels[1]
+	} else {
+		r.A.Value, r.B.Value = p.AValue, p.BValue
+	}
+	for _, k := range m.Kernels {
+		r.Kernels = append(r.Kernels, report.Kernel{Ref: k.Ref, Name: k.Kernel.Name, ID: k.Kernel.ID, Version: k.Kernel.Version})
+		if k.Skipped != "" {
+			r.Skipped = append(r.Skipped, report.Skipped{Cell: "every cell on " + k.Ref, Reason: k.Skipped})
+		}
+	}
+	// Rows: each plan row times each workload.
+	for ri, pr := range p.Rows {
+		cell, err := s.File.Cell(p.Point(Unit{Row: ri, Side: SideA}))
+		if err != nil {
+			continue
+		}
+		for _, w := range cell.Workloads {
+			metric := metricName(&w)
+			unit, dir := metricInfo(metric)
+			var a, b []float64
+			var failed []string
+			for _, smp := range s.Samples.Samples {
+				if smp.Row != ri || smp.Workload != w.Name {
+					continue
+				}
+				if smp.Error != "" {
+					failed = append(failed, fmt.Sprintf("%s round %d: %s", sideName(p, smp.Side), smp.Round, smp.Error))
+					continue
+				}
+				if smp.Side == SideA {
+					a = append(a, smp.Value)
+				} else {
+					b = append(b, smp.Value)
+				}
+			}
+			name := w.Name
+			if pr.Label != "-" {
+				name += " " + pr.Label
+			}
+			row := report.Row{Name: name, Workload: w.Name, Params: pr.Params, Metric: metric, Unit: unit, Direction: dir,
+				A: stats.Summarize(a), B: stats.Summarize(b), ThresholdPct: w.ThresholdPct}
+			row.Change = stats.Compare(row.A, row.B, dir)
+			if w.ThresholdPct > 0 && row.Change.Verdict == stats.Worse && absf(row.Change.Pct) > w.ThresholdPct {
+				row.Regression = true
+				r.Failures = append(r.Failures, fmt.Sprintf("%s: %s %+.1f%% (threshold %.1f%%)", name, metric, row.Change.Pct, w.ThresholdPct))
+			}
+			if len(failed) > 0 {
+				r.Failures = append(r.Failures, fmt.Sprintf("%s: %d sample(s) failed: %s", name, len(failed), failed[0]))
+			}
+			r.Rows = append(r.Rows, row)
+		}
+	}
+	for _, c := range s.Samples.Checks {
+		cellName := p.Rows[c.Row].Label + " on " + sideName(p, c.Side)
+		if p.Rows[c.Row].Label == "-" {
+			cellName = sideName(p, c.Side)
+		}
+		r.Checks = append(r.Checks, report.Check{Name: c.Check, Cell: cellName, Side: c.Side, Round: c.Round,
+			Passed: c.Passed, Message: c.Message, TookSec: c.TookSec})
+		if !c.Passed {
+			r.Failures = append(r.Failures, fmt.Sprintf("check %s failed on %s round %d: %s", c.Check, cellName, c.Round, c.Message))
+		}
+	}
+	// Splats: per side when each guest ran one side.
+	var sa, sb []splat.Report
+	for _, g := range m.Guests {
+		if p.Axis == "kernel" {
+			if g.Kernel == 0 {
+				sa = append(sa, g.Splats...)
+			} else {
+				sb = append(sb, g.Splats...)
+			}
+		} else {
+			sa, sb = append(sa, g.Splats...), append(sb, g.Splats...)
+		}
+	}
+	d := splat.Compare(sa, sb)
+	conv := func(es []splat.DiffEntry) []report.SplatCount {
+		out := []report.SplatCount{}
+		for _, e := range es {
+			out = append(out, report.SplatCount{Title: e.Title, Type: string(e.Type), A: e.CountA, B: e.CountB})
+		}
+		return out
+	}
+	r.Splats = report.SplatDiff{New: conv(d.New), Gone: conv(d.Gone), Both: conv(d.Both)}
+	for _, e := range d.New {
+		r.Failures = append(r.Failures, fmt.Sprintf("new kernel splat in %s: %s", p.B, e.Title))
+	}
+	if p.Axis != "kernel" && len(sa) > 0 {
+		r.Warnings = append(r.Warnings, "every guest ran both sides, so kernel splats cannot be told apart by side: they are listed as seen by both")
+	}
+	if m.Accel == "tcg" {
+		r.Warnings = append(r.Warnings, "TCG in use: absolute numbers are emulator numbers; the ratios are what count")
+	}
+	if p.Reuse == "guest" {
+		r.Warnings = append(r.Warnings, "reuse: guest: every round of a kernel ran in one boot, so rounds are not independent boots")
+	}
+	if p.Rounds < 4 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d rounds: the Mann-Whitney test needs at least 4 per side to reach p < %.2f", p.Rounds, stats.Alpha))
+	}
+	if m.Status != StatusComplete {
+		msg := "the run did not complete"
+		if m.Message != "" {
+			msg += ": " + m.Message
+		}
+		r.Warnings = append(r.Warnings, msg)
+	}
+	for _, g := range m.Guests {
+		if g.Outcome.Status != "" && g.Outcome.Status != "ok" {
+			r.Failures = append(r.Failures, fmt.Sprintf("guest %s: %s: %s", g.Dir, g.Outcome.Status, g.Outcome.Message))
+		}
+	}
+	r.Failures = dedup(r.Failures)
+	return r
+}
+
+func sideName(p *Plan, side string) string {
+	if side == SideB {
+		return p.B
+	}
+	return p.A
+}
+
+func absf(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func dedup(l []string) []string {
+	var out []string
+	for _, s := range l {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// WriteReports writes report.json, report.txt, report.md, report.xml
+// (JUnit) and report.html into the run directory.
+func (s *Saved) WriteReports(r *report.Report) error {
+	var errs []error
+	for _, f := range []struct{ name, format string }{
+		{ReportFileName, "json"}, {"report.txt", "text"}, {"report.md", "md"}, {"report.xml", "junit"}, {"report.html", "html"},
+	} {
+		var b strings.Builder
+		if err := report.Write(&b, r, f.format); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := writeAtomic(filepath.Join(s.Dir, f.name), []byte(b.String())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,645 @@
+package experiments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"klab/guest/proto"
+	"klab/images"
+	"klab/lab"
+	"klab/results"
+	"klab/results/splat"
+)
+
+// Files of an experiment run directory.
+const (
+	SpecFileName     = "spec.yaml"
+	ManifestFileName = "experiment.json"
+	PlanFileName     = "plan.json"
+	SamplesFileName  = "samples.json"
+	ReportFileName   = "report.json"
+	GuestsDirName    = "guests"
+)
+
+// ManifestSchema is the experiment manifest's format version.
+const ManifestSchema = 1
+
+// Run statuses.
+const (
+	StatusRunning     = "running"
+	StatusComplete    = "complete"
+	StatusInterrupted = "interrupted"
+)
+
+// Manifest names every input of an experiment run: enough to repeat it
+// (klab rerun uses nothing else).
+type Manifest struct {
+	Schema int    `json:"schema"`
+	RunID  string `json:"run_id"`
+	// Experiment is the spec's name; SpecFile the path given, SpecSHA256
+	// its content's hash (the content is spec.yaml beside this file).
+	Experiment string `json:"experiment"`
+	SpecFile   string `json:"spec_file"`
+	SpecSHA256 string `json:"spec_sha256"`
+	// Sets are the --set overrides.
+	Sets map[string]string `json:"sets,omitempty"`
+	// Command is klab's argv.
+	Command []string `json:"command"`
+	// Kernels are the kernels as asked and as resolved.
+	Kernels []ManifestKernel `json:"kernels"`
+	// Axis, Rounds, Order, Seed and Reuse are the plan's.
+	Axis   string `json:"axis"`
+	Rounds int    `json:"rounds"`
+	Order  string `json:"order"`
+	Seed   int64  `json:"seed"`
+	Reuse  string `json:"reuse"`
+	// CPUs, MemMB and AccelWanted are the guest shape asked for.
+	CPUs        int    `json:"cpus"`
+	MemMB       int    `json:"mem_mb"`
+	AccelWanted string `json:"accel_wanted"`
+	// Accel, QEMU, Initramfs and AgentVersion are what the guests used
+	// (the first guest's, with every initramfs hash seen).
+	Accel        string              `json:"accel,omitempty"`
+	QEMU         results.QEMU        `json:"qemu"`
+	Initramfs    []results.Initramfs `json:"initramfs,omitempty"`
+	AgentVersion string              `json:"agent_version,omitempty"`
+	Host         results.Host        `json:"host"`
+	// Guests are the boots, in order.
+	Guests []GuestRecord `json:"guests"`
+	Start  time.Time     `json:"start"`
+	End    time.Time     `json:"end,omitzero"`
+	// Status is running, complete or interrupted; Message says more.
+	Status  string `json:"status"`
+	Message string `json:"message,omitempty"`
+}
+
+// ManifestKernel is one kernel: the reference given and what it was.
+type ManifestKernel struct {
+	Ref    string         `json:"ref"`
+	Kernel results.Kernel `json:"kernel"`
+	// Skipped says why the kernel's cells did not run (requires).
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// GuestRecord is one boot of the run.
+type GuestRecord struct {
+	// Dir is the guest's run directory, relative to the experiment's.
+	Dir    string `json:"dir"`
+	Kernel int    `json:"kernel"`
+	// Outcome is the guest run's outcome.
+	Outcome       results.Outcome `json:"outcome"`
+	BootToAgentMs int64           `json:"boot_to_agent_ms"`
+	WallMs        int64           `json:"wall_ms"`
+	// Splats are the kernel reports the guest's console showed.
+	Splats []splat.Report `json:"splats"`
+}
+
+// Sample is one workload measured in one unit.
+type Sample struct {
+	Row      int            `json:"row"`
+	Side     string         `json:"side"`
+	Round    int            `json:"round"`
+	Guest    int            `json:"guest"`
+	Workload string         `json:"workload"`
+	Metric   string         `json:"metric"`
+	Value    float64        `json:"value"`
+	Metrics  *proto.Metrics `json:"metrics,omitempty"`
+	// Error says why there is no value.
+	Error string `json:"error,omitempty"`
+}
+
+// CheckResult is one check in one unit.
+type CheckResult struct {
+	Check    string  `json:"check"`
+	Row      int     `json:"row"`
+	Side     string  `json:"side"`
+	Round    int     `json:"round"`
+	Guest    int     `json:"guest"`
+	Passed   bool    `json:"passed"`
+	ExitCode int     `json:"exit_code"`
+	Message  string  `json:"message,omitempty"`
+	TookSec  float64 `json:"took_s"`
+}
+
+// Samples is samples.json: everything measured so far.
+type Samples struct {
+	Samples []Sample      `json:"samples"`
+	Checks  []CheckResult `json:"checks"`
+}
+
+// RunOptions say how to run an experiment.
+type RunOptions struct {
+	PlanOptions
+	// Sets override parameters (name -> comma-separated values).
+	Sets map[string]string
+	// CPUs, MemMB and Accel override the spec's guest shape when set.
+	CPUs, MemMB int
+	Accel       string
+	// RunsDir is where the run directory is made.
+	RunsDir string
+	// Opener boots guests; Resolve resolves kernel references.
+	Opener  lab.Opener
+	Resolve func(ctx context.Context, ref string) (*images.Kernel, error)
+	// Progress receives one line per guest and unit.
+	Progress io.Writer
+	// Command is klab's argv, for the manifest.
+	Command []string
+}
+
+// Result is a finished (or interrupted) run.
+type Result struct {
+	Dir      string
+	Manifest *Manifest
+	Plan     *Plan
+	Samples  *Samples
+}
+
+// BadInputError is input that is wrong before anything runs: a kernel
+// that does not resolve, an axis that does not fit, requires that no
+// kernel meets.
+type BadInputError struct{ Err error }
+
+func (e *BadInputError) Error() string { return e.Err.Error() }
+func (e *BadInputError) Unwrap() error { return e.Err }
+
+// Run runs the experiment f and saves it. Bad input gives a
+// *BadInputError before any guest boots and leaves no run directory.
+func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
+	if len(o.Sets) > 0 {
+		nf, err := f.WithSets(o.Sets)
+		if err != nil {
+			return nil, &BadInputError{err}
+		}
+		f = nf
+	}
+	plan, err := MakePlan(f, o.PlanOptions)
+	if err != nil {
+		return nil, &BadInputError{err}
+	}
+	s := f.Spec
+	// Resolve every kernel and check requires before any boot.
+	kernels := make([]*images.Kernel, len(plan.Kernels))
+	skipped := make([]string, len(plan.Kernels))
+	var errs []error
+	for i, ref := range plan.Kernels {
+		k, err := o.Resolve(ctx, ref)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--kernel %s: %w", ref, err))
+			continue
+		}
+		kernels[i] = k
+		skipped[i] = Unmet(&s.Requires, k)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, &BadInputError{err}
+	}
+	if !slices.Contains(skipped, "") {
+		var why []string
+		for i, r := range plan.Kernels {
+			why = append(why, fmt.Sprintf("%s (%s): %s", r, kernels[i].Version, skipped[i]))
+		}
+		return nil, &BadInputError{fmt.Errorf("%s: no kernel meets its requires: %s", f.Path, strings.Join(why, "; "))}
+	}
+	cpus, mem, accel := s.VM.CPUs, s.VM.MemoryMB, s.VM.Accel
+	if o.CPUs != 0 {
+		cpus = o.CPUs
+	}
+	if o.MemMB != 0 {
+		mem = o.MemMB
+	}
+	if o.Accel != "" {
+		accel = o.Accel
+	}
+	if cpus == 0 {
+		cpus = 2
+	}
+	if mem == 0 {
+		mem = 1024
+	}
+	if accel == "" {
+		accel = "auto"
+	}
+
+	store := results.Store{Root: o.RunsDir}
+	run, err := store.Create("exp-" + s.Name[:min(len(s.Name), 40)])
+	if err != nil {
+		return nil, err
+	}
+	man := &Manifest{
+		Schema: ManifestSchema, RunID: run.ID, Experiment: s.Name, SpecFile: f.Path, SpecSHA256: f.SHA256,
+		Sets: o.Sets, Command: o.Command, Axis: plan.Axis, Rounds: plan.Rounds, Order: plan.Order, Seed: plan.Seed,
+		Reuse: plan.Reuse, CPUs: cpus, MemMB: mem, AccelWanted: accel, Start: time.Now(), Status: StatusRunning,
+		Guests: []GuestRecord{},
+	}
+	man.Host, _ = results.HostInfo()
+	for i, ref := range plan.Kernels {
+		man.Kernels = append(man.Kernels, ManifestKernel{Ref: ref, Kernel: lab.ManifestKernel(kernels[i]), Skipped: skipped[i]})
+	}
+	if err := results.WriteFileAtomic(filepath.Join(run.Dir, SpecFileName), f.Data, 0o644); err != nil {
+		return nil, err
+	}
+	samples := &Samples{Samples: []Sample{}, Checks: []CheckResult{}}
+	save := func() error {
+		return errors.Join(run.WriteJSON(ManifestFileName, man), run.WriteJSON(SamplesFileName, samples))
+	}
+	if err := errors.Join(run.WriteJSON(PlanFileName, plan), save()); err != nil {
+		return nil, err
+	}
+	res := &Result{Dir: run.Dir, Manifest: man, Plan: plan, Samples: samples}
+	progress := func(format string, args ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, format+"\n", args...)
+		}
+	}
+	progress("klab: %s: %s against %s, %d row(s), %d round(s), %d guest(s); saving to %s",
+		s.Name, plan.A, plan.B, len(plan.Rows), plan.Rounds, len(plan.Guests), run.Dir)
+
+	runStart := time.Now()
+	var runErr error
+	done := 0
+	for gi, gp := range plan.Guests {
+		if skipped[gp.Kernel] != "" {
+			continue
+		}
+		if ctx.Err() != nil {
+			runErr = ctx.Err()
+			break
+		}
+		eta := ""
+		if done > 0 {
+			left := 0
+			for _, g := range plan.Guests[gi:] {
+				if skipped[g.Kernel] == "" {
+					left++
+				}
+			}
+			eta = fmt.Sprintf(", about %s left", (time.Since(runStart) / time.Duration(done) * time.Duration(left)).Round(time.Second))
+		}
+		progress("[guest %d/%d] %s: %d unit(s)%s", gi+1, len(plan.Guests), plan.Kernels[gp.Kernel], len(gp.Units), eta)
+		rec, err := runGuest(ctx, f, plan, gi, gp, o, run.Dir, cpus, mem, accel, samples, progress)
+		done++
+		if rec != nil {
+			man.Guests = append(man.Guests, *rec)
+		}
+		if serr := save(); serr != nil && err == nil {
+			err = serr
+		}
+		if err != nil {
+			runErr = err
+			if ctx.Err() != nil || !isKernelOrStep(err) {
+				break
+			}
+			runErr = nil
+		}
+	}
+	// The guests' shared facts.
+	for _, g := range man.Guests {
+		gm, err := results.ReadManifest(filepath.Join(run.Dir, g.Dir))
+		if err != nil {
+			continue
+		}
+		if man.Accel == "" {
+			man.Accel, man.QEMU, man.AgentVersion = string(gm.Accel), gm.QEMU, gm.AgentVersion
+		}
+		if !slices.ContainsFunc(man.Initramfs, func(x results.Initramfs) bool { return x.SHA256 == gm.Initramfs.SHA256 }) {
+			man.Initramfs = append(man.Initramfs, gm.Initramfs)
+		}
+		for i := range man.Kernels {
+			if man.Kernels[i].Kernel.ID == gm.Kernel.ID {
+				man.Kernels[i].Kernel = gm.Kernel
+			}
+		}
+	}
+	man.End = time.Now()
+	switch {
+	case runErr == nil:
+		man.Status = StatusComplete
+	case ctx.Err() != nil:
+		man.Status, man.Message = StatusInterrupted, "interrupted: what finished is kept"
+	default:
+		man.Status, man.Message = StatusInterrupted, runErr.Error()
+	}
+	if err := save(); err != nil && runErr == nil {
+		runErr = err
+	}
+	return res, runErr
+}
+
+func isKernelOrStep(err error) bool {
+	var ke *lab.KernelError
+	var se *lab.StepError
+	return errors.As(err, &ke) || errors.As(err, &se)
+}
+
+// runGuest boots one guest and runs its units. A kernel failure ends the
+// guest (its remaining units get the error) but not the run.
+func runGuest(ctx context.Context, f *File, plan *Plan, gi int, gp GuestPlan, o RunOptions, dir string,
+	cpus, mem int, accel string, samples *Samples, progress func(string, ...any)) (*GuestRecord, error) {
+	s := f.Spec
+	type item struct {
+		unit     Unit
+		workload *Workload
+		check    *Check
+		steps    []proto.Step // prepare (untimed) then the measured step
+		id       int
+	}
+	var items [][]item // per unit
+	var all []proto.Step
+	nextID := 1
+	newID := func() int { nextID++; return nextID }
+	for _, u := range gp.Units {
+		cell, err := f.Cell(plan.Point(u))
+		if err != nil {
+			return nil, err
+		}
+		var unit []item
+		sys := cellSysctls(cell)
+		for i := range sys {
+			sys[i].ID = newID()
+		}
+		unit = append(unit, item{unit: u, steps: sys})
+		for i := range cell.Workloads {
+			w := &cell.Workloads[i]
+			it := item{unit: u, workload: w}
+			if w.Prepare != "" {
+				it.steps = append(it.steps, proto.Step{ID: newID(), Kind: proto.StepExec, Argv: []string{"sh", "-c", w.Prepare}})
+			}
+			st := workloadStep(cell, w)
+			st.ID = newID()
+			it.id = st.ID
+			it.steps = append(it.steps, st)
+			unit = append(unit, it)
+		}
+		for i := range cell.Checks {
+			c := &cell.Checks[i]
+			st := checkStep(c)
+			st.ID = newID()
+			unit = append(unit, item{unit: u, check: c, steps: []proto.Step{st}, id: st.ID})
+		}
+		for _, it := range unit {
+			all = append(all, it.steps...)
+		}
+		items = append(items, unit)
+	}
+	var policy *splat.Policy
+	if len(s.Splats.AllowWarnings) > 0 {
+		p, err := splat.NewPolicy(splat.PolicyConfig{Fail: splat.DefaultFail(), Allow: s.Splats.AllowWarnings})
+		if err != nil {
+			return nil, fmt.Errorf("splats.allow_warnings: %w", err)
+		}
+		policy = p
+	}
+	req := lab.BootRequest{
+		Kernel: plan.Kernels[gp.Kernel], MemMB: mem, CPUs: cpus, Prepare: all,
+		HostTools: hostTools(&s.Setup), MultiThreadTCG: s.VM.TCGMultithread, IgnoreSplats: true, Policy: policy,
+		Command: o.Command, RunKind: "guest",
+	}
+	if s.VM.StepTimeoutS > 0 {
+		req.StepTimeout = time.Duration(s.VM.StepTimeoutS) * time.Second
+	}
+	failAll := func(from int, msg string) {
+		for _, unit := range items[from:] {
+			for _, it := range unit {
+				recordFailure(samples, gi, it.unit, it.workload, it.check, msg)
+			}
+		}
+	}
+	guestDir := filepath.Join(dir, GuestsDirName)
+	opener := withRunsDir(o.Opener, guestDir, accel)
+	g, err := opener.Open(ctx, req)
+	if g == nil {
+		if err == nil {
+			err = errors.New("no guest")
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var ke *lab.KernelError
+		if !errors.As(err, &ke) {
+			return nil, err
+		}
+	}
+	if err != nil {
+		failAll(0, "the guest did not boot: "+firstLine(err.Error()))
+		progress("  the guest did not boot: %s", firstLine(err.Error()))
+		return closeGuest(g, gp, dir), err
+	}
+	if _, err := g.Run(ctx, setupSteps(&s.Setup)); err != nil {
+		failAll(0, "setup failed: "+firstLine(err.Error()))
+		progress("  setup failed: %s", firstLine(err.Error()))
+		return closeGuest(g, gp, dir), err
+	}
+	for ui, unit := range items {
+		u := unit[0].unit
+		for j, it := range unit {
+			start := time.Now()
+			out, err := g.Run(ctx, it.steps)
+			took := time.Since(start).Seconds()
+			if err != nil && !isStep(err) {
+				msg := firstLine(err.Error())
+				if it.workload == nil && it.check == nil {
+					msg = "sysctls: " + msg
+				}
+				for _, rest := range unit[j:] {
+					recordFailure(samples, gi, u, rest.workload, rest.check, msg)
+				}
+				failAll(ui+1, msg)
+				progress("  %s: %s", plan.Rows[u.Row].Label, msg)
+				return closeGuest(g, gp, dir), err
+			}
+			if it.id == 0 {
+				continue
+			}
+			d := doneFor(out, it.id)
+			switch {
+			case it.workload != nil:
+				smp := Sample{Row: u.Row, Side: u.Side, Round: u.Round, Guest: gi, Workload: it.workload.Name, Metric: metricName(it.workload)}
+				switch {
+				case d == nil:
+					smp.Error = "no result: " + errText(err)
+				case d.Error != "" || d.ExitCode != 0 || d.Metrics == nil:
+					smp.Error = strings.TrimSpace(fmt.Sprintf("exit %d: %s", d.ExitCode, d.Error))
+				default:
+					smp.Metrics = d.Metrics
+					smp.Metrics.CPUProfile = nil
+					smp.Value = metricOf(smp.Metric, d.Metrics)
+				}
+				samples.Samples = append(samples.Samples, smp)
+				if smp.Error != "" {
+					progress("  %s %s %s round %d: failed: %s", it.workload.Name, plan.Rows[u.Row].Label, sideLabel(plan, u.Side), u.Round, smp.Error)
+				} else {
+					unit, _ := metricInfo(smp.Metric)
+					progress("  %s %s %s round %d: %.4g %s", it.workload.Name, plan.Rows[u.Row].Label, sideLabel(plan, u.Side), u.Round, smp.Value, unit)
+				}
+			case it.check != nil:
+				cr := CheckResult{Check: it.check.Name, Row: u.Row, Side: u.Side, Round: u.Round, Guest: gi, TookSec: took, ExitCode: -1}
+				if d != nil {
+					cr.ExitCode = d.ExitCode
+					cr.Passed = d.ExitCode == it.check.ExpectExit && !d.TimedOut
+					switch {
+					case d.TimedOut:
+						cr.Message = "timed out"
+					case !cr.Passed:
+						cr.Message = fmt.Sprintf("exit %d, want %d", d.ExitCode, it.check.ExpectExit)
+						if d.Error != "" {
+							cr.Message += ": " + d.Error
+						}
+					}
+				} else {
+					cr.Message = "no result: " + errText(err)
+				}
+				samples.Checks = append(samples.Checks, cr)
+				verdict := "pass"
+				if !cr.Passed {
+					verdict = "FAIL: " + cr.Message
+				}
+				progress("  check %s %s %s round %d: %s", it.check.Name, plan.Rows[u.Row].Label, sideLabel(plan, u.Side), u.Round, verdict)
+			}
+		}
+	}
+	return closeGuest(g, gp, dir), nil
+}
+
+func sideLabel(p *Plan, side string) string {
+	if side == SideB {
+		return p.B
+	}
+	return p.A
+}
+
+func isStep(err error) bool {
+	var se *lab.StepError
+	return errors.As(err, &se)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "the guest sent no done"
+	}
+	return firstLine(err.Error())
+}
+
+// doneFor finds the result of step id, by ID.
+func doneFor(out []lab.StepResult, id int) *proto.Done {
+	for i := range out {
+		if out[i].Done.Step == id {
+			return &out[i].Done
+		}
+	}
+	return nil
+}
+
+func recordFailure(samples *Samples, gi int, u Unit, w *Workload, c *Check, msg string) {
+	switch {
+	case w != nil:
+		samples.Samples = append(samples.Samples, Sample{Row: u.Row, Side: u.Side, Round: u.Round, Guest: gi, Workload: w.Name, Metric: metricName(w), Error: msg})
+	case c != nil:
+		samples.Checks = append(samples.Checks, CheckResult{Check: c.Name, Row: u.Row, Side: u.Side, Round: u.Round, Guest: gi, ExitCode: -1, Message: msg})
+	}
+}
+
+// closeGuest closes g and describes it.
+func closeGuest(g lab.Guest, gp GuestPlan, dir string) *GuestRecord {
+	res, _ := g.Close()
+	if res == nil {
+		return nil
+	}
+	rec := &GuestRecord{Kernel: gp.Kernel, BootToAgentMs: res.BootToAgent.Milliseconds(), WallMs: res.Wall.Milliseconds(), Splats: res.Splats}
+	if rec.Splats == nil {
+		rec.Splats = []splat.Report{}
+	}
+	if rel, err := filepath.Rel(dir, res.RunDir); err == nil {
+		rec.Dir = rel
+	}
+	if res.Manifest != nil {
+		rec.Outcome = res.Manifest.Outcome
+	}
+	return rec
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+// runsDirOpener is an Opener that saves guests under a directory.
+type runsDirOpener interface {
+	lab.Opener
+	// WithRunsDir returns an Opener saving guests in dir, with the
+	// accelerator policy accel.
+	WithRunsDir(dir, accel string) lab.Opener
+}
+
+func withRunsDir(o lab.Opener, dir, accel string) lab.Opener {
+	if r, ok := o.(runsDirOpener); ok {
+		return r.WithRunsDir(dir, accel)
+	}
+	return o
+}
+
+// Unmet says what k lacks of r ("needs fuse-io-uring"), or "" when it
+// meets it.
+func Unmet(r *Requires, k *images.Kernel) string {
+	var need []string
+	if rg, err := ParseRange(r.Kernel); err == nil && len(rg) > 0 && !rg.Contains(k.Version) {
+		need = append(need, "kernel "+rg.String())
+	}
+	cfg := readConfig(k.Config)
+	has := func(opt string) bool {
+		if cfg == nil {
+			return true // unknown: the guest will tell
+		}
+		opt = "CONFIG_" + strings.TrimPrefix(opt, "CONFIG_")
+		v := cfg[opt]
+		return v == "y" || v == "m"
+	}
+	for _, c := range r.Config {
+		if !has(c) {
+			need = append(need, "CONFIG_"+strings.TrimPrefix(c, "CONFIG_"))
+		}
+	}
+	for _, f := range r.Features {
+		ok := true
+		switch f {
+		case "fuse-io-uring":
+			ok = has("FUSE_IO_URING")
+		case "fuse-passthrough":
+			ok = has("FUSE_PASSTHROUGH")
+		case "fuse-request-timeout":
+			rg, _ := ParseRange(">=6.14")
+			ok = has("FUSE_FS") && rg.Contains(k.Version)
+		}
+		if !ok {
+			need = append(need, f)
+		}
+	}
+	if len(need) == 0 {
+		return ""
+	}
+	return "needs " + strings.Join(need, ", ")
+}
+
+// readConfig reads a kernel .config; nil when there is none.
+func readConfig(path string) map[string]string {
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	m := map[string]string{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok && strings.HasPrefix(k, "CONFIG_") {
+			m[k] = strings.Trim(v, `"`)
+		}
+	}
+	return m
+}

@@ -1,0 +1,262 @@
+// Package experiments owns klab's experiment files (experiments/*.yaml):
+// their format, strict loading with every error at once (file:line:col),
+// the plan of an A/B run (cells, rounds, interleaving), and the runner
+// that drives guests through lab's Guest interface and turns their
+// results into a report. The experiment files themselves, and the
+// patches and config fragments they use, live in this folder too.
+package experiments
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"klab/images/build"
+)
+
+// Spec is one experiment, as written in its YAML file.
+type Spec struct {
+	// Name identifies the experiment; `klab run NAME` finds it.
+	Name string `yaml:"name"`
+	// Description says what it measures, in a sentence.
+	Description string `yaml:"description"`
+	// Reference is the table the experiment reproduces (free text,
+	// shown in reports next to klab's numbers).
+	Reference string `yaml:"reference"`
+	// Requires is what a kernel needs for the experiment to run on it.
+	Requires Requires `yaml:"requires"`
+	// VM is the guest's shape.
+	VM VM `yaml:"vm"`
+	// Rounds is the number of repetitions of every cell (default 3).
+	Rounds int `yaml:"rounds"`
+	// Order interleaves the rounds: "abba" (default) or "random".
+	Order string `yaml:"order"`
+	// Seed seeds the random order.
+	Seed int64 `yaml:"seed"`
+	// Reuse is "fresh" (a new guest per round, the default) or "guest"
+	// (every round of a kernel in one boot: faster, less independent).
+	Reuse string `yaml:"reuse"`
+	// Compare is the A/B axis: "kernel" (the default: the first two
+	// --kernel) or the name of a parameter with two values.
+	Compare string `yaml:"compare"`
+	// Params is the parameter matrix, substituted as ${name} into the
+	// steps. Its order is the file's.
+	Params Params `yaml:"params"`
+	// Setup prepares each guest once, before any cell runs.
+	Setup Setup `yaml:"setup"`
+	// Sysctls are written before each cell's workloads; ${param} is
+	// allowed.
+	Sysctls map[string]string `yaml:"sysctls"`
+	// Server is the FUSE server the workloads run on; none means they
+	// run on the guest's own file systems.
+	Server *Server `yaml:"server"`
+	// Workloads are measured, one table row each per point of the
+	// matrix.
+	Workloads []Workload `yaml:"workloads"`
+	// Checks pass or fail, in every cell and round.
+	Checks []Check `yaml:"checks"`
+	// Splats is the splat policy.
+	Splats Splats `yaml:"splats"`
+}
+
+// Params is the ordered parameter matrix.
+type Params []Param
+
+// Param is one parameter and its values.
+type Param struct {
+	Name   string
+	Values []string
+	line   int
+	col    int
+}
+
+// Requires is what a kernel needs. A kernel that lacks it gives skipped
+// cells, not failures.
+type Requires struct {
+	// Kernel is a version range: ">=6.14", ">=6.1, <7.0".
+	Kernel string `yaml:"kernel"`
+	// Config are options that must be y or m: "FUSE_IO_URING" or
+	// "CONFIG_FUSE_IO_URING".
+	Config []string `yaml:"config"`
+	// Features are named capabilities: fuse-io-uring,
+	// fuse-request-timeout, fuse-passthrough.
+	Features []string `yaml:"features"`
+}
+
+// VM is the guest's shape and accelerator policy.
+type VM struct {
+	// CPUs is the number of vCPUs (default 2).
+	CPUs int `yaml:"cpus"`
+	// MemoryMB is the guest memory (default 1024).
+	MemoryMB int `yaml:"memory_mb"`
+	// Accel is auto (prove KVM, else TCG), kvm or tcg.
+	Accel string `yaml:"accel"`
+	// TCGMultithread gives each vCPU its own host thread under TCG.
+	TCGMultithread bool `yaml:"tcg_multithread"`
+	// StepTimeoutS bounds each step under KVM, scaled under TCG (default
+	// 600).
+	StepTimeoutS int `yaml:"step_timeout_s"`
+}
+
+// Setup prepares a guest.
+type Setup struct {
+	// Brd loads the brd ramdisk module with rd_nr and rd_size.
+	Brd *Brd `yaml:"brd"`
+	// Mkfs makes file systems.
+	Mkfs []Mkfs `yaml:"mkfs"`
+	// Mounts mounts them (or tmpfs).
+	Mounts []Mount `yaml:"mounts"`
+	// Sysctls are written once.
+	Sysctls map[string]string `yaml:"sysctls"`
+	// Modules are kernel module parameters to set
+	// (/sys/module/NAME/parameters/PARAM).
+	Modules []Module `yaml:"modules"`
+	// Dirs are created.
+	Dirs []string `yaml:"dirs"`
+	// Script is extra shell run last.
+	Script string `yaml:"script"`
+}
+
+// Brd is the ramdisk.
+type Brd struct {
+	// Count is rd_nr (default 1); SizeMB each disk's size.
+	Count  int `yaml:"count"`
+	SizeMB int `yaml:"size_mb"`
+}
+
+// Mkfs makes a file system.
+type Mkfs struct {
+	// Device is the block device, Type the file system ("ext4"), Options
+	// mkfs's options ("-F -I 256 -b 4096 -q").
+	Device  string `yaml:"device"`
+	Type    string `yaml:"type"`
+	Options string `yaml:"options"`
+}
+
+// Mount mounts a file system.
+type Mount struct {
+	// Device (or "tmpfs"), Path, Type and Options as mount(8) takes
+	// them.
+	Device  string `yaml:"device"`
+	Path    string `yaml:"path"`
+	Type    string `yaml:"type"`
+	Options string `yaml:"options"`
+}
+
+// Module sets module parameters.
+type Module struct {
+	Name   string            `yaml:"name"`
+	Params map[string]string `yaml:"params"`
+}
+
+// Server is a FUSE server mounted for each workload.
+type Server struct {
+	// Kind is passthrough, stuck, interrupt or libfuse-passthrough_ll.
+	Kind string `yaml:"kind"`
+	// Transport is dev (/dev/fuse) or uring (FUSE-over-io_uring).
+	Transport string `yaml:"transport"`
+	// Threads are server threads; QueueDepth io_uring entries per queue.
+	Threads    int `yaml:"threads"`
+	QueueDepth int `yaml:"queue_depth"`
+	// Backing is the directory served; Mountpoint where it is mounted.
+	Backing    string `yaml:"backing"`
+	Mountpoint string `yaml:"mountpoint"`
+	// Options are FUSE mount options.
+	Options []string `yaml:"options"`
+	// RequestTimeoutS is sent in the INIT reply (FUSE_REQUEST_TIMEOUT).
+	RequestTimeoutS int `yaml:"request_timeout_s"`
+	// MaxWrite is the largest WRITE in bytes.
+	MaxWrite int `yaml:"max_write"`
+}
+
+// Workload is one measured job: klab's Go engine, or fio.
+type Workload struct {
+	// Name labels the table rows.
+	Name string `yaml:"name"`
+	// Pattern is a Go engine pattern (seqwrite, randread, create, ...).
+	Pattern string `yaml:"pattern"`
+	// Fio is a fio command line, verbatim as a seed gives it; it
+	// excludes Pattern.
+	Fio string `yaml:"fio"`
+	// Dir is where the job's files go (fio's working directory).
+	Dir string `yaml:"dir"`
+	// Jobs, BS, Size, Files, Fallocate, FilenameFormat, RampS,
+	// RuntimeS and TimeBased are the Go engine's options (as fio's).
+	Jobs           int    `yaml:"jobs"`
+	BS             Size   `yaml:"bs"`
+	Size           Size   `yaml:"size"`
+	Files          int    `yaml:"files"`
+	Fallocate      string `yaml:"fallocate"`
+	FilenameFormat string `yaml:"filename_format"`
+	RampS          int    `yaml:"ramp_s"`
+	RuntimeS       int    `yaml:"runtime_s"`
+	TimeBased      bool   `yaml:"time_based"`
+	// MakeDirs are created before fio runs (relative to Dir).
+	MakeDirs []string `yaml:"make_dirs"`
+	// Prepare is shell run before the job, untimed (e.g. rm -rf DIR).
+	Prepare string `yaml:"prepare"`
+	// Mount runs the job on the server's mount (the default when there
+	// is a server); false runs it without the server.
+	Mount *bool `yaml:"mount"`
+	// Metric is what the row compares: ops_per_sec (default),
+	// bytes_per_sec, p50_ns, p99_ns, cpu_per_op_ns.
+	Metric string `yaml:"metric"`
+	// ThresholdPct fails the run (in JUnit) on a significant regression
+	// larger than this many percent; 0 never fails.
+	ThresholdPct float64 `yaml:"threshold_pct"`
+}
+
+// Check is a pass/fail step: a command, or one of klab's FUSE checks.
+type Check struct {
+	// Name labels the check.
+	Name string `yaml:"name"`
+	// Run is a shell command line (run with sh -c).
+	Run string `yaml:"run"`
+	// FuseCheck is one of klab's FUSE checks (timeout, interrupt, kill),
+	// run as `klab-agent fuse check NAME ARGS...`.
+	FuseCheck string   `yaml:"fuse_check"`
+	Args      []string `yaml:"args"`
+	// ExpectExit is the exit status that passes (default 0).
+	ExpectExit int `yaml:"expect_exit"`
+	// TimeoutS bounds the check under KVM, scaled under TCG.
+	TimeoutS int `yaml:"timeout_s"`
+}
+
+// Splats is the splat policy of the experiment's guests.
+type Splats struct {
+	// AllowWarnings are WARNING titles (substrings, or /regexp/) that
+	// are not failures.
+	AllowWarnings []string `yaml:"allow_warnings"`
+}
+
+// Size is a byte count written as 4096, "4k", "1M" or "1GiB".
+type Size int64
+
+// UnmarshalText parses a size.
+func (s *Size) UnmarshalText(b []byte) error {
+	t := strings.TrimSpace(string(b))
+	if n, err := strconv.ParseInt(t, 10, 64); err == nil {
+		*s = Size(n)
+		return nil
+	}
+	n, err := build.ParseSize(t)
+	if err != nil {
+		return fmt.Errorf("size %q: want bytes, or a number with k, M, G (4k, 1M)", t)
+	}
+	*s = Size(n)
+	return nil
+}
+
+// Allowed values of the enumerated fields.
+var (
+	orders     = []string{"abba", "random"}
+	reuses     = []string{"fresh", "guest"}
+	accels     = []string{"auto", "kvm", "tcg"}
+	servers    = []string{"passthrough", "stuck", "interrupt", "libfuse-passthrough_ll"}
+	transports = []string{"dev", "uring"}
+	metrics    = []string{"ops_per_sec", "bytes_per_sec", "p50_ns", "p99_ns", "cpu_per_op_ns"}
+	features   = []string{"fuse-io-uring", "fuse-request-timeout", "fuse-passthrough"}
+	fuseChecks = []string{"timeout", "interrupt", "kill"}
+	fsTypes    = []string{"ext4", "ext2", "ext3"}
+	fallocates = []string{"", "none", "native", "posix", "keep", "truncate"}
+)

@@ -1,0 +1,406 @@
+package experiments
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"klab/guest/proto"
+	"klab/guest/workload"
+)
+
+// node finds the node at path (mapping keys and list indexes) under root,
+// or the deepest one that exists, for an error's line and column.
+func node(root *yaml.Node, path ...any) *yaml.Node {
+	n := root
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			if n.Kind != yaml.MappingNode {
+				return n
+			}
+			found := false
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == k {
+					n, found = n.Content[i+1], true
+					break
+				}
+			}
+			if !found {
+				return n
+			}
+		case int:
+			if n.Kind != yaml.SequenceNode || k >= len(n.Content) {
+				return n
+			}
+			n = n.Content[k]
+		}
+	}
+	return n
+}
+
+var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func oneOf(list []string) string {
+	var q []string
+	for _, s := range list {
+		if s == "" {
+			continue
+		}
+		q = append(q, s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// validate checks one substituted cell of the spec.
+func validate(ps *problems, root *yaml.Node, s *Spec, params Params) {
+	at := func(path ...any) *yaml.Node { return node(root, path...) }
+	if !nameRe.MatchString(s.Name) {
+		ps.at(at("name"), "name: %q is not a plain name, want letters, digits, '.', '_' and '-' (at most 64)", s.Name)
+	}
+	if s.Rounds < 0 || s.Rounds > 1000 {
+		ps.at(at("rounds"), "rounds: %d is out of range, want 1..1000", s.Rounds)
+	}
+	if s.Order != "" && !slices.Contains(orders, s.Order) {
+		ps.at(at("order"), "order: %q is not allowed, want one of %s", s.Order, oneOf(orders))
+	}
+	if s.Reuse != "" && !slices.Contains(reuses, s.Reuse) {
+		ps.at(at("reuse"), "reuse: %q is not allowed, want one of %s", s.Reuse, oneOf(reuses))
+	}
+	if s.Compare != "" && s.Compare != "kernel" {
+		var p *Param
+		for i := range params {
+			if params[i].Name == s.Compare {
+				p = &params[i]
+			}
+		}
+		switch {
+		case p == nil:
+			var names []string
+			for _, q := range params {
+				names = append(names, q.Name)
+			}
+			ps.at(at("compare"), "compare: %q is neither kernel nor a parameter, want kernel%s", s.Compare, prefixed(", ", names))
+		case len(p.Values) != 2:
+			ps.at(at("compare"), "compare: %s has %d values, want exactly 2 (A and B)", p.Name, len(p.Values))
+		}
+	}
+	if s.VM.CPUs < 0 || s.VM.CPUs > 64 {
+		ps.at(at("vm", "cpus"), "vm.cpus: %d is out of range, want 1..64", s.VM.CPUs)
+	}
+	if s.VM.MemoryMB != 0 && (s.VM.MemoryMB < 128 || s.VM.MemoryMB > 65536) {
+		ps.at(at("vm", "memory_mb"), "vm.memory_mb: %d is out of range, want 128..65536", s.VM.MemoryMB)
+	}
+	if s.VM.Accel != "" && !slices.Contains(accels, s.VM.Accel) {
+		ps.at(at("vm", "accel"), "vm.accel: %q is not allowed, want one of %s", s.VM.Accel, oneOf(accels))
+	}
+	if s.VM.StepTimeoutS < 0 || s.VM.StepTimeoutS > 86400 {
+		ps.at(at("vm", "step_timeout_s"), "vm.step_timeout_s: %d is out of range, want 1..86400", s.VM.StepTimeoutS)
+	}
+	if _, err := ParseRange(s.Requires.Kernel); err != nil {
+		ps.at(at("requires", "kernel"), "requires.kernel: %v", err)
+	}
+	for i, c := range s.Requires.Config {
+		if !regexp.MustCompile(`^(CONFIG_)?[A-Z0-9_]+$`).MatchString(c) {
+			ps.at(at("requires", "config", i), "requires.config: %q is not a config option, want e.g. FUSE_IO_URING", c)
+		}
+	}
+	for i, f := range s.Requires.Features {
+		if !slices.Contains(features, f) {
+			ps.at(at("requires", "features", i), "requires.features: %q is unknown, want one of %s", f, oneOf(features))
+		}
+	}
+	validateSetup(ps, root, &s.Setup)
+	for k := range s.Sysctls {
+		if !sysctlRe.MatchString(k) {
+			ps.at(at("sysctls"), "sysctls: %q is not a sysctl name (fs.fuse.default_request_timeout)", k)
+		}
+	}
+	if sv := s.Server; sv != nil {
+		if !slices.Contains(servers, sv.Kind) {
+			ps.at(at("server", "kind"), "server.kind: %q is not a server, want one of %s", sv.Kind, oneOf(servers))
+		}
+		if sv.Transport != "" && !slices.Contains(transports, sv.Transport) {
+			ps.at(at("server", "transport"), "server.transport: %q is not allowed, want one of %s", sv.Transport, oneOf(transports))
+		}
+		if sv.Threads < 0 || sv.Threads > 1024 {
+			ps.at(at("server", "threads"), "server.threads: %d is out of range, want 1..1024", sv.Threads)
+		}
+		if sv.QueueDepth < 0 || sv.QueueDepth > 1024 {
+			ps.at(at("server", "queue_depth"), "server.queue_depth: %d is out of range, want 1..1024", sv.QueueDepth)
+		}
+		for _, f := range []struct{ k, v string }{{"backing", sv.Backing}, {"mountpoint", sv.Mountpoint}} {
+			if !strings.HasPrefix(f.v, "/") {
+				ps.at(at("server", f.k), "server.%s: %q, want an absolute guest path", f.k, f.v)
+			}
+		}
+	}
+	if len(s.Workloads) == 0 && len(s.Checks) == 0 {
+		ps.at(root, "experiment: no workloads and no checks: nothing to measure")
+	}
+	names := map[string]bool{}
+	for i := range s.Workloads {
+		validateWorkload(ps, root, s, i)
+		if names[s.Workloads[i].Name] {
+			ps.at(at("workloads", i, "name"), "workloads[%d].name: %q is used twice", i, s.Workloads[i].Name)
+		}
+		names[s.Workloads[i].Name] = true
+	}
+	for i, c := range s.Checks {
+		p := func(f string) *yaml.Node { return at("checks", i, f) }
+		if !nameRe.MatchString(c.Name) {
+			ps.at(p("name"), "checks[%d].name: %q is not a plain name", i, c.Name)
+		}
+		if names[c.Name] {
+			ps.at(p("name"), "checks[%d].name: %q is used twice", i, c.Name)
+		}
+		names[c.Name] = true
+		switch {
+		case (c.Run == "") == (c.FuseCheck == ""):
+			ps.at(at("checks", i), "checks[%d]: give exactly one of run (a shell command) and fuse_check (%s)", i, oneOf(fuseChecks))
+		case c.FuseCheck != "" && !slices.Contains(fuseChecks, c.FuseCheck):
+			ps.at(p("fuse_check"), "checks[%d].fuse_check: %q is unknown, want one of %s", i, c.FuseCheck, oneOf(fuseChecks))
+		case c.Run != "" && len(c.Args) > 0:
+			ps.at(p("args"), "checks[%d].args: only for fuse_check; put a command's arguments in run", i)
+		}
+		if c.ExpectExit < 0 || c.ExpectExit > 255 {
+			ps.at(p("expect_exit"), "checks[%d].expect_exit: %d is out of range, want 0..255", i, c.ExpectExit)
+		}
+		if c.TimeoutS < 0 || c.TimeoutS > 86400 {
+			ps.at(p("timeout_s"), "checks[%d].timeout_s: %d is out of range, want 1..86400", i, c.TimeoutS)
+		}
+	}
+}
+
+func prefixed(sep string, l []string) string {
+	if len(l) == 0 {
+		return ""
+	}
+	return sep + strings.Join(l, sep)
+}
+
+var sysctlRe = regexp.MustCompile(`^[a-z0-9_]+([./][a-z0-9_-]+)+$`)
+
+func validateSetup(ps *problems, root *yaml.Node, st *Setup) {
+	at := func(path ...any) *yaml.Node { return node(root, append([]any{"setup"}, path...)...) }
+	if b := st.Brd; b != nil {
+		if b.Count < 0 || b.Count > 16 {
+			ps.at(at("brd", "count"), "setup.brd.count: %d is out of range, want 1..16", b.Count)
+		}
+		if b.SizeMB < 1 || b.SizeMB > 16384 {
+			ps.at(at("brd", "size_mb"), "setup.brd.size_mb: %d is out of range, want 1..16384", b.SizeMB)
+		}
+	}
+	for i, m := range st.Mkfs {
+		if !slices.Contains(fsTypes, m.Type) {
+			ps.at(at("mkfs", i, "type"), "setup.mkfs[%d].type: %q is not supported, want one of %s", i, m.Type, oneOf(fsTypes))
+		}
+		if !strings.HasPrefix(m.Device, "/dev/") {
+			ps.at(at("mkfs", i, "device"), "setup.mkfs[%d].device: %q, want a /dev path", i, m.Device)
+		}
+		if strings.ContainsAny(m.Options, "'\"`$;&|<>\\") {
+			ps.at(at("mkfs", i, "options"), "setup.mkfs[%d].options: %q: want plain options (no quotes or shell characters)", i, m.Options)
+		}
+	}
+	for i, m := range st.Mounts {
+		if !strings.HasPrefix(m.Path, "/") {
+			ps.at(at("mounts", i, "path"), "setup.mounts[%d].path: %q, want an absolute guest path", i, m.Path)
+		}
+		for _, f := range []string{m.Device, m.Path, m.Type, m.Options} {
+			if strings.ContainsAny(f, " '\"`$;&|<>\\") {
+				ps.at(at("mounts", i), "setup.mounts[%d]: %q: want plain words (no spaces, quotes or shell characters)", i, f)
+			}
+		}
+	}
+	for k := range st.Sysctls {
+		if !sysctlRe.MatchString(k) {
+			ps.at(at("sysctls"), "setup.sysctls: %q is not a sysctl name (fs.fuse.max_request_timeout)", k)
+		}
+	}
+	for i, m := range st.Modules {
+		if !regexp.MustCompile(`^[a-z0-9_]+$`).MatchString(m.Name) {
+			ps.at(at("modules", i, "name"), "setup.modules[%d].name: %q is not a module name", i, m.Name)
+		}
+		for k, v := range m.Params {
+			if !regexp.MustCompile(`^[a-z0-9_]+$`).MatchString(k) || strings.ContainsAny(v, " '\"`$;&|<>\\\n") {
+				ps.at(at("modules", i, "params"), "setup.modules[%d].params: %s=%q: want a parameter name and a plain value", i, k, v)
+			}
+		}
+	}
+	for i, d := range st.Dirs {
+		if !strings.HasPrefix(d, "/") || strings.ContainsAny(d, " '\"`$;&|<>\\") {
+			ps.at(at("dirs", i), "setup.dirs[%d]: %q, want an absolute guest path of plain characters", i, d)
+		}
+	}
+}
+
+func validateWorkload(ps *problems, root *yaml.Node, s *Spec, i int) {
+	w := &s.Workloads[i]
+	at := func(f string) *yaml.Node { return node(root, "workloads", i, f) }
+	pre := fmt.Sprintf("workloads[%d]", i)
+	if !nameRe.MatchString(w.Name) {
+		ps.at(at("name"), "%s.name: %q is not a plain name, want letters, digits, '.', '_' and '-'", pre, w.Name)
+	}
+	if (w.Pattern == "") == (w.Fio == "") {
+		ps.at(node(root, "workloads", i), "%s: give exactly one of pattern (klab's Go engine: %s) and fio (a fio command line)", pre, patternList())
+		return
+	}
+	if w.Metric != "" && !slices.Contains(metrics, w.Metric) {
+		ps.at(at("metric"), "%s.metric: %q is unknown, want one of %s", pre, w.Metric, oneOf(metrics))
+	}
+	if w.ThresholdPct < 0 || w.ThresholdPct > 1000 {
+		ps.at(at("threshold_pct"), "%s.threshold_pct: %g is out of range, want 0..1000", pre, w.ThresholdPct)
+	}
+	if !strings.HasPrefix(w.Dir, "/") {
+		ps.at(at("dir"), "%s.dir: %q, want an absolute guest path", pre, w.Dir)
+	}
+	if w.Mount != nil && *w.Mount && s.Server == nil {
+		ps.at(at("mount"), "%s.mount: true, but the experiment has no server", pre)
+	}
+	if w.Fio != "" {
+		for _, f := range []string{"jobs", "bs", "size", "files", "fallocate", "filename_format", "ramp_s", "runtime_s", "time_based"} {
+			if n := at(f); n != node(root, "workloads", i) {
+				ps.at(n, "%s.%s: a Go engine option; a fio workload takes its options in its command line", pre, f)
+			}
+		}
+		return
+	}
+	if !slices.Contains(proto.Patterns(), proto.Pattern(w.Pattern)) {
+		ps.at(at("pattern"), "%s.pattern: %q is unknown, want one of %s", pre, w.Pattern, patternList())
+		return
+	}
+	ws := w.step()
+	if err := workload.Validate(&ws); err != nil {
+		ps.at(node(root, "workloads", i), "%s: %v", pre, err)
+	}
+}
+
+func patternList() string {
+	var l []string
+	for _, p := range proto.Patterns() {
+		l = append(l, string(p))
+	}
+	return strings.Join(l, ", ")
+}
+
+// step is the Go engine step of a pattern workload.
+func (w *Workload) step() proto.WorkloadStep {
+	fa := w.Fallocate
+	return proto.WorkloadStep{
+		Name: w.Name, Pattern: proto.Pattern(w.Pattern), Dir: w.Dir, Jobs: w.Jobs,
+		BlockSize: int64(w.BS), FileSize: int64(w.Size), Files: w.Files, Fallocate: fa,
+		FilenameFormat: w.FilenameFormat, RampMs: int64(w.RampS) * 1000, RuntimeMs: int64(w.RuntimeS) * 1000,
+		TimeBased: w.TimeBased,
+	}
+}
+
+// Range is a kernel version range: every bound must hold.
+type Range []bound
+
+type bound struct {
+	op string
+	v  []int
+}
+
+// ParseRange parses ">=6.14", ">=6.1, <7.0" or "" (any).
+func ParseRange(s string) (Range, error) {
+	var r Range
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		m := regexp.MustCompile(`^(>=|<=|>|<|=|==)?\s*(\d+(\.\d+){0,2})$`).FindStringSubmatch(part)
+		if m == nil {
+			return nil, fmt.Errorf("%q is not a version bound, want e.g. \">=6.14\" or \">=6.1, <7.0\"", part)
+		}
+		op := m[1]
+		if op == "" || op == "==" {
+			op = "="
+		}
+		r = append(r, bound{op: op, v: parseVersion(m[2])})
+	}
+	return r, nil
+}
+
+// parseVersion reads the leading numbers of a kernel release
+// ("7.3.4+deb13-cloud-amd64" is 7.3.4).
+func parseVersion(s string) []int {
+	var out []int
+	for _, p := range strings.SplitN(s, ".", 3) {
+		end := 0
+		for end < len(p) && p[end] >= '0' && p[end] <= '9' {
+			end++
+		}
+		if end == 0 {
+			break
+		}
+		n, _ := strconv.Atoi(p[:end])
+		out = append(out, n)
+		if end < len(p) {
+			break
+		}
+	}
+	return out
+}
+
+func cmpVersion(a, b []int) int {
+	for i := 0; i < max(len(a), len(b)); i++ {
+		x, y := 0, 0
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// Contains reports whether the kernel release is in the range.
+func (r Range) Contains(release string) bool {
+	v := parseVersion(release)
+	for _, b := range r {
+		c := cmpVersion(v[:min(len(v), len(b.v))], b.v)
+		ok := false
+		switch b.op {
+		case ">=":
+			ok = c >= 0
+		case ">":
+			ok = c > 0
+		case "<=":
+			ok = c <= 0
+		case "<":
+			ok = c < 0
+		case "=":
+			ok = c == 0
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// String is the range as written.
+func (r Range) String() string {
+	var parts []string
+	for _, b := range r {
+		var v []string
+		for _, n := range b.v {
+			v = append(v, strconv.Itoa(n))
+		}
+		parts = append(parts, b.op+strings.Join(v, "."))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,496 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"klab/results/stats"
+)
+
+// This file holds what the human-readable formats (Text, Markdown, HTML)
+// share: the sanitising of untrusted strings, the formatting of numbers
+// and the lines and table cells every format shows.
+
+// clean returns s without control and format characters (escape
+// sequences, bidirectional overrides, zero-width characters) other than
+// newline and tab: the report carries text from an untrusted guest.
+func clean(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return r
+		}
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// oneLine is clean(s) on one line, runs of white space made one space.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(clean(s)), " ")
+}
+
+// scale says how to show values of one unit: divided by div, followed
+// by prefix ("k") and, after a space, unit.
+type scale struct {
+	div    float64
+	prefix string
+	unit   string
+	// word names prefix on an axis ("thousand").
+	word string
+}
+
+// axisLabel labels an axis whose values are divided by s.div.
+func (s scale) axisLabel() string {
+	return strings.TrimSpace(s.word + " " + s.unit)
+}
+
+// format formats v (in the unscaled unit) with three significant digits.
+func (s scale) format(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "n/a"
+	}
+	num := sig(v/s.div) + s.prefix
+	if s.unit == "" || s.unit == "%" {
+		return num + s.unit
+	}
+	return num + " " + s.unit
+}
+
+// binaryUnits are the byte units, each 1024 times the one before.
+var binaryUnits = []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+
+// timeUnits are the time units with their length in nanoseconds.
+var timeUnits = []struct {
+	name string
+	ns   float64
+}{{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}}
+
+// decimalPrefixes scale every other unit.
+var decimalPrefixes = []struct {
+	div          float64
+	prefix, word string
+}{{1e12, "T", "trillion"}, {1e9, "G", "billion"}, {1e6, "M", "million"}, {1e3, "k", "thousand"}}
+
+// scaleFor returns the scale that shows magnitudes around mag in unit
+// readably: bytes ("B", "MiB/s") in KiB, MiB, GiB; times ("ns", "ms",
+// "ns/op") in ns, us, ms, s; anything else with k, M, G.
+func scaleFor(mag float64, unit string) scale {
+	mag = math.Abs(mag)
+	base, per, hasPer := strings.Cut(unit, "/")
+	if hasPer {
+		per = "/" + per
+	}
+	if base == "µs" || base == "μs" {
+		base = "us"
+	}
+	if mag == 0 || math.IsNaN(mag) || math.IsInf(mag, 0) {
+		return scale{div: 1, unit: base + per}
+	}
+	for i, b := range binaryUnits {
+		if b != base {
+			continue
+		}
+		bytes := mag * math.Pow(1024, float64(i))
+		k := 0
+		for k+1 < len(binaryUnits) && bytes >= math.Pow(1024, float64(k+1)) {
+			k++
+		}
+		return scale{div: math.Pow(1024, float64(k-i)), unit: binaryUnits[k] + per}
+	}
+	for _, b := range timeUnits {
+		if b.name != base {
+			continue
+		}
+		ns := mag * b.ns
+		t := timeUnits[0]
+		for _, u := range timeUnits {
+			if ns >= u.ns {
+				t = u
+			}
+		}
+		return scale{div: t.ns / b.ns, unit: t.name + per}
+	}
+	for _, p := range decimalPrefixes {
+		if mag >= p.div {
+			return scale{div: p.div, prefix: p.prefix, unit: unit, word: p.word}
+		}
+	}
+	return scale{div: 1, unit: unit}
+}
+
+// fmtValue formats v of unit readably: "12.3k ops/s", "512 MiB/s",
+// "1.25 ms".
+func fmtValue(v float64, unit string) string {
+	return scaleFor(v, unit).format(v)
+}
+
+// sig formats x with about three significant digits.
+func sig(x float64) string {
+	switch a := math.Abs(x); {
+	case a == 0:
+		return "0"
+	case a >= 100:
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(x, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(x, 'g', 3, 64)
+}
+
+// fmtChange formats a row's change like benchstat: "+12.3%", or "~"
+// when it is not significant.
+func fmtChange(row Row) string {
+	switch {
+	case !row.Change.Significant:
+		return "~"
+	case row.A.Median == 0:
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f%%", row.Change.Pct)
+}
+
+// fmtCI formats the change's confidence interval ("[-3.0% +20%]"), ""
+// when it is not known.
+func fmtCI(c stats.Change) string {
+	if c.PctLo == nil || c.PctHi == nil {
+		return ""
+	}
+	short := func(v float64) string {
+		if math.Abs(v) >= 10 {
+			return fmt.Sprintf("%+.0f%%", v)
+		}
+		return fmt.Sprintf("%+.1f%%", v)
+	}
+	return "[" + short(*c.PctLo) + " " + short(*c.PctHi) + "]"
+}
+
+// fmtP formats a p-value: "p=0.029", "p<0.001".
+func fmtP(p float64) string {
+	switch {
+	case math.IsNaN(p):
+		return ""
+	case p < 0.001:
+		return "p<0.001"
+	}
+	return fmt.Sprintf("p=%.3f", p)
+}
+
+// verdict is the row's verdict word; a regression past the row's
+// threshold reads "REGRESSION".
+func verdict(row Row) string {
+	if row.Regression {
+		return "REGRESSION"
+	}
+	return string(row.Change.Verdict)
+}
+
+// tableHeader are the titles of the table's columns; tableRight says
+// which columns are right-aligned.
+var (
+	tableHeader = []string{"name", "A", "B", "change", "CI", "p", "verdict"}
+	tableRight  = []bool{false, true, true, true, false, false, false}
+)
+
+// tableRow returns the cells of row in the table, in the order of
+// tableHeader.
+func tableRow(row Row) []string {
+	return []string{
+		oneLine(row.Name),
+		fmtValue(row.A.Median, row.Unit),
+		fmtValue(row.B.Median, row.Unit),
+		fmtChange(row),
+		fmtCI(row.Change),
+		fmtP(row.Change.P),
+		verdict(row),
+	}
+}
+
+// titleLine names the experiment: "name: description".
+func titleLine(r *Report) string {
+	if d := oneLine(r.Description); d != "" {
+		return oneLine(r.Experiment) + ": " + d
+	}
+	return oneLine(r.Experiment)
+}
+
+// sideLine names the two sides: "A: label (kernel)   B: label
+// (kernel)". When width is not 0 and the line is wider, the kernels are
+// described with less detail (see kernelDesc) until it fits.
+func sideLine(r *Report, width int) string {
+	var l string
+	for detail := kernelFull; detail >= kernelName; detail-- {
+		l = "A: " + sideDesc(r, r.A, detail) + "   B: " + sideDesc(r, r.B, detail)
+		if width == 0 || len(toASCII(l)) <= width {
+			break
+		}
+	}
+	return l
+}
+
+// sideDesc is a side's label with its kernel in parentheses.
+func sideDesc(r *Report, s Side, detail int) string {
+	label := oneLine(s.Label)
+	if k := kernelDesc(r, s, detail); k != "" {
+		return label + " (" + k + ")"
+	}
+	return label
+}
+
+// How much kernelDesc says about a kernel.
+const (
+	// kernelName is the kernel's name.
+	kernelName = iota + 1
+	// kernelVersion adds its version.
+	kernelVersion
+	// kernelFull adds its short ID.
+	kernelFull
+)
+
+// kernelDesc describes a side's kernel: name, version and short ID, as
+// detail says. When the axis is a parameter both sides ran the run's
+// only kernel.
+func kernelDesc(r *Report, s Side, detail int) string {
+	var k *Kernel
+	for i := range r.Kernels {
+		if s.Kernel != "" && (r.Kernels[i].Name == s.Kernel || r.Kernels[i].Ref == s.Kernel) {
+			k = &r.Kernels[i]
+			break
+		}
+	}
+	switch {
+	case k == nil && s.Kernel != "":
+		return oneLine(s.Kernel)
+	case k == nil && len(r.Kernels) == 1:
+		k = &r.Kernels[0]
+	case k == nil:
+		return ""
+	}
+	var parts []string
+	for _, p := range []string{k.Name, k.Version, shortID(k.ID)}[:detail] {
+		if p = oneLine(p); p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// shortID shortens a kernel ID (a hash) to 8 characters, which keeps
+// the line naming both sides within TextWidth.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+// qemuVersion is the version number from QEMU's version line ("QEMU
+// emulator version 7.2.17 (Debian 1:7.2+dfsg-7+deb12u16)" gives
+// "7.2.17"); the manifest keeps the whole line.
+func qemuVersion(r *Report) string {
+	v, _, _ := strings.Cut(strings.TrimPrefix(oneLine(r.QEMU), "QEMU emulator version "), " ")
+	return v
+}
+
+// envLine describes where and how the run ran: "accel tcg, host ...,
+// qemu ..., 2 vCPUs, 1024 MiB, 10 rounds (abba, fresh)".
+func envLine(r *Report) string {
+	s := fmt.Sprintf("accel %s, host %s, qemu %s, %d vCPUs, %d MiB, %d rounds",
+		oneLine(r.Accel), oneLine(r.Host), qemuVersion(r), r.CPUs, r.MemMB, r.Rounds)
+	return joinNonEmpty(" ", s, paren(joinNonEmpty(", ", oneLine(r.Order), oneLine(r.Reuse))))
+}
+
+// paren returns s in parentheses, "" for "".
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "(" + s + ")"
+}
+
+// joinNonEmpty joins the non-empty parts with sep.
+func joinNonEmpty(sep string, parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, sep)
+}
+
+// checkLine is one check on one line: "FAIL fsx [cell] B round 2: message".
+func checkLine(c Check) string {
+	s := "FAIL "
+	if c.Passed {
+		s = "PASS "
+	}
+	s += oneLine(c.Name)
+	if cell := oneLine(c.Cell); cell != "" {
+		s += " [" + cell + "]"
+	}
+	if side := oneLine(c.Side); side != "" {
+		s += " " + strings.ToUpper(side)
+	}
+	if c.Round > 0 {
+		s += fmt.Sprintf(" round %d", c.Round)
+	}
+	if m := oneLine(c.Message); m != "" {
+		s += ": " + m
+	}
+	return s
+}
+
+// skippedLine is one skipped cell: "skipped: cell: reason".
+func skippedLine(s Skipped) string {
+	return "skipped: " + oneLine(s.Cell) + ": " + oneLine(s.Reason)
+}
+
+// splatGroup is one list of the splat diff with its label.
+type splatGroup struct {
+	label  string
+	splats []SplatCount
+	// bad is set for the list that fails the run.
+	bad bool
+}
+
+// splatGroups are the splat diff's lists: new in B, gone in B, in both.
+func splatGroups(r *Report) []splatGroup {
+	return []splatGroup{
+		{"new in B: ", r.Splats.New, true},
+		{"gone in B:", r.Splats.Gone, false},
+		{"in both:  ", r.Splats.Both, false},
+	}
+}
+
+// splatLine is one title of a splat group: "new in B:  title (kasan; A 0,
+// B 1)".
+func splatLine(label string, s SplatCount) string {
+	counts := fmt.Sprintf("A %d, B %d", s.A, s.B)
+	if t := oneLine(s.Type); t != "" {
+		counts = t + "; " + counts
+	}
+	return label + " " + oneLine(s.Title) + " (" + counts + ")"
+}
+
+// noSplats is said when neither side printed a kernel report.
+const noSplats = "no kernel splats"
+
+// splatLines are the splat diff, one line per title, or noSplats.
+func splatLines(r *Report) []string {
+	var out []string
+	for _, g := range splatGroups(r) {
+		for _, s := range g.splats {
+			out = append(out, splatLine(g.label, s))
+		}
+	}
+	if len(out) == 0 {
+		return []string{noSplats}
+	}
+	return out
+}
+
+// Sides a row's warning came from.
+const (
+	fromA = 1 << iota
+	fromB
+	fromBoth = fromA | fromB
+)
+
+// warningLines are the run's warnings, then the rows' (their sides' and
+// their changes'), each message once, naming the rows it applies to.
+func warningLines(r *Report) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(s string) {
+		if s = oneLine(s); s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	for _, w := range r.Warnings {
+		add(w)
+	}
+	type origin struct {
+		rows  []string
+		sides map[string]int
+	}
+	var msgs []string
+	origins := map[string]*origin{}
+	note := func(msg, row string, side int) {
+		msg, row = oneLine(msg), oneLine(row)
+		if msg == "" {
+			return
+		}
+		o := origins[msg]
+		if o == nil {
+			o = &origin{sides: map[string]int{}}
+			origins[msg] = o
+			msgs = append(msgs, msg)
+		}
+		if _, ok := o.sides[row]; !ok {
+			o.rows = append(o.rows, row)
+		}
+		o.sides[row] |= side
+	}
+	for _, row := range r.Rows {
+		for _, w := range row.A.Warnings {
+			note(w, row.Name, fromA)
+		}
+		for _, w := range row.B.Warnings {
+			note(w, row.Name, fromB)
+		}
+		for _, w := range row.Change.Warnings {
+			note(w, row.Name, fromBoth)
+		}
+	}
+	const maxNamed = 3
+	for _, msg := range msgs {
+		o := origins[msg]
+		var where []string
+		for _, row := range o.rows[:min(len(o.rows), maxNamed)] {
+			switch o.sides[row] {
+			case fromA:
+				row += " A"
+			case fromB:
+				row += " B"
+			}
+			where = append(where, row)
+		}
+		w := strings.Join(where, ", ")
+		if n := len(o.rows) - maxNamed; n > 0 {
+			w += fmt.Sprintf(" and %d more", n)
+		}
+		add(msg + " (" + w + ")")
+	}
+	return out
+}
+
+// passed reports whether the run passed.
+func passed(r *Report) bool {
+	return len(r.Failures) == 0
+}
+
+// resultLine is the final verdict: "result: PASS" or "result: FAIL: a; b".
+func resultLine(r *Report) string {
+	if passed(r) {
+		return "result: PASS"
+	}
+	fs := make([]string, len(r.Failures))
+	for i, f := range r.Failures {
+		fs[i] = oneLine(f)
+	}
+	return "result: FAIL: " + strings.Join(fs, "; ")
+}
+
+// referenceText is the Reference without leading empty lines, trailing
+// white space and control characters.
+func referenceText(r *Report) string {
+	return strings.TrimLeft(strings.TrimRight(clean(r.Reference), " \t\n"), "\n")
+}
