@@ -451,7 +451,7 @@ func runGuest(ctx context.Context, f *File, plan *Plan, gi int, gp GuestPlan, o 
 					recordFailure(samples, gi, u, rest.workload, rest.check, msg)
 				}
 				failAll(ui+1, msg)
-				progress("  %s: %s", plan.Rows[u.Row].Label, msg)
+				progress("  %s%s: %s", rowText(plan, u.Row), sideLabel(plan, u.Side), msg)
 				return closeGuest(g, gp, dir), err
 			}
 			if it.id == 0 {
@@ -473,10 +473,10 @@ func runGuest(ctx context.Context, f *File, plan *Plan, gi int, gp GuestPlan, o 
 				}
 				samples.Samples = append(samples.Samples, smp)
 				if smp.Error != "" {
-					progress("  %s %s %s round %d: failed: %s", it.workload.Name, plan.Rows[u.Row].Label, sideLabel(plan, u.Side), u.Round, smp.Error)
+					progress("  %s %s%s round %d: failed: %s", it.workload.Name, rowText(plan, u.Row), sideLabel(plan, u.Side), u.Round, smp.Error)
 				} else {
 					unit, _ := metricInfo(smp.Metric)
-					progress("  %s %s %s round %d: %.4g %s", it.workload.Name, plan.Rows[u.Row].Label, sideLabel(plan, u.Side), u.Round, smp.Value, unit)
+					progress("  %s %s%s round %d: %.4g %s", it.workload.Name, rowText(plan, u.Row), sideLabel(plan, u.Side), u.Round, smp.Value, unit)
 				}
 			case it.check != nil:
 				cr := CheckResult{Check: it.check.Name, Row: u.Row, Side: u.Side, Round: u.Round, Guest: gi, TookSec: took, ExitCode: -1}
@@ -500,11 +500,19 @@ func runGuest(ctx context.Context, f *File, plan *Plan, gi int, gp GuestPlan, o 
 				if !cr.Passed {
 					verdict = "FAIL: " + cr.Message
 				}
-				progress("  check %s %s %s round %d: %s", it.check.Name, plan.Rows[u.Row].Label, sideLabel(plan, u.Side), u.Round, verdict)
+				progress("  check %s %s%s round %d: %s", it.check.Name, rowText(plan, u.Row), sideLabel(plan, u.Side), u.Round, verdict)
 			}
 		}
 	}
 	return closeGuest(g, gp, dir), nil
+}
+
+// rowText is a row's label for progress lines ("" for no parameters).
+func rowText(p *Plan, row int) string {
+	if l := p.Rows[row].Label; l != "-" {
+		return l + " "
+	}
+	return ""
 }
 
 func sideLabel(p *Plan, side string) string {
