@@ -1,0 +1,34 @@
+package experiments
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestREADMESketch: the experiment sketch in README.md is a valid spec.
+func TestREADMESketch(t *testing.T) {
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "```yaml\n")
+	if !ok {
+		t.Fatal("README.md has no ```yaml block")
+	}
+	sketch, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("README.md's yaml block is not closed")
+	}
+	f, err := Load("README.md", []byte(sketch))
+	if err != nil {
+		t.Fatalf("README.md's sketch does not validate:\n%v", err)
+	}
+	p, err := MakePlan(f, PlanOptions{Kernels: []string{"debian:7.3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Rows) != 2 || p.A != "transport=dev" || p.B != "transport=uring" {
+		t.Errorf("sketch plan: rows %+v, A %s, B %s", p.Rows, p.A, p.B)
+	}
+}
