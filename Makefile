@@ -89,11 +89,12 @@ bench: deps build
 bench-build: deps build
 	$(GO) run ./cmd/klab-bench-build -klab $(BIN)
 
-# One guest, four jobs, each run by both engines in alternation: a few
-# minutes under TCG. FIDELITY_FLAGS passes options (-rounds, -runtime, -v).
+# One guest, four jobs, each run by both engines in alternation: the
+# experiment experiments/fidelity.yaml, a few minutes under TCG.
+# FIDELITY_FLAGS passes klab run's options (--rounds, --set, --format).
 FIDELITY_FLAGS ?=
-bench-fidelity: deps
-	$(GO) run ./cmd/klab-bench/fidelity -kernel $(KERNEL) $(FIDELITY_FLAGS)
+bench-fidelity: deps build
+	./$(BIN) run fidelity --kernel $(KERNEL) $(FIDELITY_FLAGS)
 
 # klab's passthrough server over /dev/fuse against FUSE-over-io_uring, in
 # the shape of the seed's tables: about 5 minutes in one guest under TCG,

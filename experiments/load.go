@@ -127,7 +127,7 @@ func Load(path string, data []byte) (*File, error) {
 	ps := &problems{file: path}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		ps.add(yamlLine(err), 0, "%s", strings.TrimPrefix(yamlMsg(err), "yaml: "))
+		ps.add(syntaxLine(data, err), 0, "%s", strings.TrimPrefix(yamlMsg(err), "yaml: "))
 		return nil, ps.err()
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
@@ -149,7 +149,12 @@ func Load(path string, data []byte) (*File, error) {
 	f.SHA256 = hex.EncodeToString(sum[:])
 	first, err := f.substitute(f.Points()[0])
 	if err != nil {
-		typeProblems(ps, root, err)
+		// A value of the wrong type leaves its field zero: validate the
+		// rest of the file, so that every problem shows at once.
+		lines := typeProblems(ps, root, err)
+		if first != nil {
+			validateRest(ps, root, first, params, lines)
+		}
 		return nil, ps.err()
 	}
 	if structural > 0 {
@@ -200,7 +205,11 @@ func (f *File) Points() []map[string]string {
 
 // Cell returns the spec with the point's values substituted.
 func (f *File) Cell(point map[string]string) (*Spec, error) {
-	return f.substitute(point)
+	s, err := f.substitute(point)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 func (f *File) substitute(point map[string]string) (*Spec, error) {
@@ -219,10 +228,73 @@ func (f *File) substitute(point map[string]string) (*Spec, error) {
 	})
 	var spec Spec
 	if err := decode(n, &spec); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			// What decoded, for Load to validate.
+			spec.Params = f.Spec.Params
+			return &spec, err
+		}
 		return nil, err
 	}
 	spec.Params = f.Spec.Params
 	return &spec, nil
+}
+
+// validateRest validates a spec that decoded only in part, leaving out
+// the problems of the entries (top-level fields, list items) holding a
+// type error on one of lines: their zero values are no mistake of the
+// file's. Problems of the whole file are left out too.
+func validateRest(ps *problems, root *yaml.Node, s *Spec, params Params, lines []int) {
+	// A top-level key given twice makes the decoder drop every field.
+	keys := map[string]bool{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if keys[root.Content[i].Value] {
+			return
+		}
+		keys[root.Content[i].Value] = true
+	}
+	type span struct{ first, last int }
+	var spans []span
+	last := func(n *yaml.Node) int {
+		l := n.Line
+		var walk func(*yaml.Node)
+		walk = func(x *yaml.Node) {
+			l = max(l, x.Line)
+			for _, c := range x.Content {
+				walk(c)
+			}
+		}
+		walk(n)
+		return l
+	}
+	for _, line := range lines {
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			k, v := root.Content[i], root.Content[i+1]
+			if line < k.Line || line > last(v) {
+				continue
+			}
+			sp := span{k.Line, last(v)}
+			if v.Kind == yaml.SequenceNode {
+				for _, item := range v.Content {
+					if line >= item.Line && line <= last(item) {
+						sp = span{item.Line, last(item)}
+					}
+				}
+			}
+			spans = append(spans, sp)
+		}
+	}
+	vs := &problems{file: ps.file}
+	validate(vs, root, s, params)
+	for _, p := range vs.list {
+		if p.Line == root.Line && p.Col == root.Column {
+			continue
+		}
+		if slices.ContainsFunc(spans, func(sp span) bool { return p.Line >= sp.first && p.Line <= sp.last }) {
+			continue
+		}
+		ps.add(p.Line, p.Col, "%s", p.Msg)
+	}
 }
 
 func decode(n *yaml.Node, v any) error {
@@ -429,16 +501,26 @@ func yamlFields(t reflect.Type) []string {
 
 var lineRe = regexp.MustCompile(`line (\d+): `)
 
+// shapeRe matches the typed decoder's errors that checkFields reports
+// better, on the same line: a list or mapping where the field wants
+// another shape, and a key given twice.
+var shapeRe = regexp.MustCompile(`^(cannot unmarshal !!(seq|map) into |mapping key ".*" already defined)`)
+
 // typeProblems turns the typed decoder's errors ("line 7: cannot
-// unmarshal !!str `x` into int") into problems.
-func typeProblems(ps *problems, root *yaml.Node, err error) {
+// unmarshal !!str `x` into int") into problems, and returns their lines.
+func typeProblems(ps *problems, root *yaml.Node, err error) []int {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
+		var lines []int
 		for _, e := range te.Errors {
 			line, col := 0, 0
 			if m := lineRe.FindStringSubmatch(e); m != nil {
 				fmt.Sscan(m[1], &line)
 				e = e[len(m[0]):]
+			}
+			lines = append(lines, line)
+			if shapeRe.MatchString(e) && slices.ContainsFunc(ps.list, func(p Problem) bool { return p.Line == line }) {
+				continue
 			}
 			msg, found := friendlyType(e)
 			if line > 0 {
@@ -446,9 +528,10 @@ func typeProblems(ps *problems, root *yaml.Node, err error) {
 			}
 			ps.add(line, col, "%s", msg)
 		}
-		return
+		return lines
 	}
 	ps.add(yamlLine(err), 0, "%s", yamlMsg(err))
+	return nil
 }
 
 var unmarshalRe = regexp.MustCompile("^cannot unmarshal !!(\\w+) `(.*)` into (.+)$")
@@ -486,6 +569,32 @@ func friendlyType(e string) (string, string) {
 		want = "a mapping"
 	}
 	return fmt.Sprintf("found %q, want %s", m[2], want), m[2]
+}
+
+// syntaxLine is the line of a YAML syntax error. yaml.v3 names where the
+// enclosing block starts (for parser errors, the line before it), often
+// lines above the mistake: the mistake is on the first line at which
+// the file's beginning fails the same way.
+func syntaxLine(data []byte, err error) int {
+	msg := yamlMsg(err)
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	fails := func(n int) bool {
+		var x yaml.Node
+		e := yaml.Unmarshal(bytes.Join(lines[:n], nil), &x)
+		return e != nil && yamlMsg(e) == msg
+	}
+	lo, hi := 0, len(lines)
+	if !fails(hi) {
+		return yamlLine(err)
+	}
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; fails(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 func yamlLine(err error) int {
@@ -530,6 +639,18 @@ func cloneNode(n *yaml.Node) *yaml.Node {
 		c.Content[i] = cloneNode(x)
 	}
 	return &c
+}
+
+// UnmarshalYAML parses a size; a bad one is a type error with its line,
+// as the decoder's own are, so that decoding goes on.
+func (s *Size) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot unmarshal %s into a size", n.Line, n.ShortTag())}}
+	}
+	if err := s.UnmarshalText([]byte(n.Value)); err != nil {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot unmarshal !!str `%s` into a size (bytes, or a number with k, M, G: 4k, 1M)", n.Line, n.Value)}}
+	}
+	return nil
 }
 
 // WithSets returns f with parameters overridden: name -> values

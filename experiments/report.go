@@ -123,39 +123,49 @@ func (s *Saved) Report() *report.Report {
 			continue
 		}
 		for _, w := range cell.Workloads {
-			metric := metricName(&w)
-			unit, dir := metricInfo(metric)
-			var a, b []float64
-			var failed []string
-			for _, smp := range s.Samples.Samples {
-				if smp.Row != ri || smp.Workload != w.Name {
-					continue
+			names := metricNames(&w)
+			for mi, metric := range names {
+				unit, dir := metricInfo(metric)
+				var a, b []float64
+				var failed []string
+				for _, smp := range s.Samples.Samples {
+					if smp.Row != ri || smp.Workload != w.Name {
+						continue
+					}
+					if smp.Error != "" {
+						failed = append(failed, fmt.Sprintf("%s round %d: %s", sideName(p, smp.Side), smp.Round, smp.Error))
+						continue
+					}
+					v := smp.Value
+					if smp.Metrics != nil {
+						v = metricOf(metric, smp.Metrics)
+					}
+					if smp.Side == SideA {
+						a = append(a, v)
+					} else {
+						b = append(b, v)
+					}
 				}
-				if smp.Error != "" {
-					failed = append(failed, fmt.Sprintf("%s round %d: %s", sideName(p, smp.Side), smp.Round, smp.Error))
-					continue
+				name := w.Name
+				if pr.Label != "-" {
+					name += " " + pr.Label
 				}
-				if smp.Side == SideA {
-					a = append(a, smp.Value)
-				} else {
-					b = append(b, smp.Value)
+				if mi > 0 {
+					name += " " + metric
+					failed = nil // reported on the first row
 				}
+				row := report.Row{Name: name, Workload: w.Name, Params: pr.Params, Metric: metric, Unit: unit, Direction: dir,
+					A: stats.Summarize(a), B: stats.Summarize(b), ThresholdPct: w.ThresholdPct}
+				row.Change = stats.Compare(row.A, row.B, dir)
+				if mi == 0 && w.ThresholdPct > 0 && row.Change.Verdict == stats.Worse && absf(row.Change.Pct) > w.ThresholdPct {
+					row.Regression = true
+					r.Failures = append(r.Failures, fmt.Sprintf("%s: %s %+.1f%% (threshold %.1f%%)", name, metric, row.Change.Pct, w.ThresholdPct))
+				}
+				if len(failed) > 0 {
+					r.Failures = append(r.Failures, fmt.Sprintf("%s: %d sample(s) failed: %s", name, len(failed), failed[0]))
+				}
+				r.Rows = append(r.Rows, row)
 			}
-			name := w.Name
-			if pr.Label != "-" {
-				name += " " + pr.Label
-			}
-			row := report.Row{Name: name, Workload: w.Name, Params: pr.Params, Metric: metric, Unit: unit, Direction: dir,
-				A: stats.Summarize(a), B: stats.Summarize(b), ThresholdPct: w.ThresholdPct}
-			row.Change = stats.Compare(row.A, row.B, dir)
-			if w.ThresholdPct > 0 && row.Change.Verdict == stats.Worse && absf(row.Change.Pct) > w.ThresholdPct {
-				row.Regression = true
-				r.Failures = append(r.Failures, fmt.Sprintf("%s: %s %+.1f%% (threshold %.1f%%)", name, metric, row.Change.Pct, w.ThresholdPct))
-			}
-			if len(failed) > 0 {
-				r.Failures = append(r.Failures, fmt.Sprintf("%s: %d sample(s) failed: %s", name, len(failed), failed[0]))
-			}
-			r.Rows = append(r.Rows, row)
 		}
 	}
 	for _, c := range s.Samples.Checks {

@@ -283,7 +283,7 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 			eta = fmt.Sprintf(", about %s left", (time.Since(runStart) / time.Duration(done) * time.Duration(left)).Round(time.Second))
 		}
 		progress("[guest %d/%d] %s: %d unit(s)%s", gi+1, len(plan.Guests), plan.Kernels[gp.Kernel], len(gp.Units), eta)
-		rec, err := runGuest(ctx, f, plan, gi, gp, o, run.Dir, cpus, mem, accel, samples, progress)
+		rec, err := runGuest(ctx, f, plan, kernels, gi, gp, o, run.Dir, cpus, mem, accel, samples, progress)
 		done++
 		if rec != nil {
 			man.Guests = append(man.Guests, *rec)
@@ -340,7 +340,7 @@ func isKernelOrStep(err error) bool {
 
 // runGuest boots one guest and runs its units. A kernel failure ends the
 // guest (its remaining units get the error) but not the run.
-func runGuest(ctx context.Context, f *File, plan *Plan, gi int, gp GuestPlan, o RunOptions, dir string,
+func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel, gi int, gp GuestPlan, o RunOptions, dir string,
 	cpus, mem int, accel string, samples *Samples, progress func(string, ...any)) (*GuestRecord, error) {
 	s := f.Spec
 	type item struct {
@@ -397,9 +397,12 @@ func runGuest(ctx context.Context, f *File, plan *Plan, gi int, gp GuestPlan, o 
 		policy = p
 	}
 	req := lab.BootRequest{
-		Kernel: plan.Kernels[gp.Kernel], MemMB: mem, CPUs: cpus, Prepare: all,
+		Kernel: plan.Kernels[gp.Kernel], Resolved: kernels[gp.Kernel], MemMB: mem, CPUs: cpus, Prepare: all,
 		HostTools: hostTools(&s.Setup), MultiThreadTCG: s.VM.TCGMultithread, IgnoreSplats: true, Policy: policy,
 		Command: o.Command, RunKind: "guest",
+	}
+	if s.VM.Icount != "" {
+		req.QEMUArgs = []string{"-icount", s.VM.Icount}
 	}
 	if s.VM.StepTimeoutS > 0 {
 		req.StepTimeout = time.Duration(s.VM.StepTimeoutS) * time.Second
@@ -431,7 +434,11 @@ func runGuest(ctx context.Context, f *File, plan *Plan, gi int, gp GuestPlan, o 
 		progress("  the guest did not boot: %s", firstLine(err.Error()))
 		return closeGuest(g, gp, dir), err
 	}
-	if _, err := g.Run(ctx, setupSteps(&s.Setup)); err != nil {
+	setup := setupSteps(&s.Setup)
+	for i := range setup {
+		setup[i].ID = newID()
+	}
+	if _, err := g.Run(ctx, setup); err != nil {
 		failAll(0, "setup failed: "+firstLine(err.Error()))
 		progress("  setup failed: %s", firstLine(err.Error()))
 		return closeGuest(g, gp, dir), err
@@ -468,6 +475,13 @@ func runGuest(ctx context.Context, f *File, plan *Plan, gi int, gp GuestPlan, o 
 					smp.Error = strings.TrimSpace(fmt.Sprintf("exit %d: %s", d.ExitCode, d.Error))
 				default:
 					smp.Metrics = d.Metrics
+					if prof := d.Metrics.CPUProfile; len(prof) > 0 {
+						name := fmt.Sprintf("%s-%s%s-round%d.pprof", it.workload.Name, strings.ReplaceAll(rowText(plan, u.Row), " ", "-"), u.Side, u.Round)
+						p := filepath.Join(dir, "profiles", safeName(name))
+						if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil && writeAtomic(p, prof) == nil {
+							progress("  CPU profile of the guest agent: %s", p)
+						}
+					}
 					smp.Metrics.CPUProfile = nil
 					smp.Value = metricOf(smp.Metric, d.Metrics)
 				}
@@ -534,10 +548,13 @@ func errText(err error) string {
 	return firstLine(err.Error())
 }
 
-// doneFor finds the result of step id, by ID.
+// doneFor finds the result of step id, by the step it answers, not by
+// Done.Step: that is the guest's numbering, which the Guest interface
+// does not promise to be the runner's (vm.Agent used to renumber every
+// step, setup steps included).
 func doneFor(out []lab.StepResult, id int) *proto.Done {
 	for i := range out {
-		if out[i].Done.Step == id {
+		if out[i].Step.ID == id {
 			return &out[i].Done
 		}
 	}
@@ -570,6 +587,16 @@ func closeGuest(g lab.Guest, gp GuestPlan, dir string) *GuestRecord {
 		rec.Outcome = res.Manifest.Outcome
 	}
 	return rec
+}
+
+// safeName keeps letters, digits and ._- of a file name.
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, s)
 }
 
 func firstLine(s string) string {

@@ -96,6 +96,10 @@ type VM struct {
 	// StepTimeoutS bounds each step under KVM, scaled under TCG (default
 	// 600).
 	StepTimeoutS int `yaml:"step_timeout_s"`
+	// Icount is QEMU's -icount setting ("shift=0,sleep=off"): guest time
+	// then counts instructions, so that host load does not move the
+	// numbers under TCG.
+	Icount string `yaml:"icount"`
 }
 
 // Setup prepares a guest.
@@ -178,6 +182,13 @@ type Workload struct {
 	// Fio is a fio command line, verbatim as a seed gives it; it
 	// excludes Pattern.
 	Fio string `yaml:"fio"`
+	// Engine runs a Pattern with klab's Go engine ("go", the default) or
+	// with fio ("fio": the same job as fio options), to cross-check the
+	// two.
+	Engine string `yaml:"engine"`
+	// Profile saves a CPU profile of the guest agent during each Go
+	// engine run, under profiles/ in the run directory.
+	Profile bool `yaml:"profile"`
 	// Dir is where the job's files go (fio's working directory).
 	Dir string `yaml:"dir"`
 	// Jobs, BS, Size, Files, Fallocate, FilenameFormat, RampS,
@@ -199,8 +210,11 @@ type Workload struct {
 	// is a server); false runs it without the server.
 	Mount *bool `yaml:"mount"`
 	// Metric is what the row compares: ops_per_sec (default),
-	// bytes_per_sec, p50_ns, p99_ns, cpu_per_op_ns.
+	// bytes_per_sec, p50_ns, p99_ns, p999_ns, cpu_per_op_ns,
+	// user_per_op_ns, sys_per_op_ns.
 	Metric string `yaml:"metric"`
+	// Metrics are more metrics of the same runs, one table row each.
+	Metrics []string `yaml:"metrics"`
 	// ThresholdPct fails the run (in JUnit) on a significant regression
 	// larger than this many percent; 0 never fails.
 	ThresholdPct float64 `yaml:"threshold_pct"`
@@ -254,7 +268,8 @@ var (
 	accels     = []string{"auto", "kvm", "tcg"}
 	servers    = []string{"passthrough", "stuck", "interrupt", "libfuse-passthrough_ll"}
 	transports = []string{"dev", "uring"}
-	metrics    = []string{"ops_per_sec", "bytes_per_sec", "p50_ns", "p99_ns", "cpu_per_op_ns"}
+	metrics    = []string{"ops_per_sec", "bytes_per_sec", "p50_ns", "p99_ns", "p999_ns", "cpu_per_op_ns", "user_per_op_ns", "sys_per_op_ns"}
+	engines    = []string{"go", "fio"}
 	features   = []string{"fuse-io-uring", "fuse-request-timeout", "fuse-passthrough"}
 	fuseChecks = []string{"timeout", "interrupt", "kill"}
 	fsTypes    = []string{"ext4", "ext2", "ext3"}

@@ -2,10 +2,12 @@ package experiments
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"klab/guest/proto"
+	"klab/guest/workload"
 )
 
 // setupScript is the shell that prepares a guest: brd, mkfs, mounts,
@@ -86,6 +88,12 @@ func workloadStep(s *Spec, w *Workload) proto.Step {
 	} else {
 		ws := w.step()
 		inner = proto.Step{Kind: proto.StepWorkload, Workload: &ws}
+		if w.Engine == "fio" {
+			// Validated: FioStepFor accepts the job.
+			if fs, err := workload.FioStepFor(&ws); err == nil {
+				inner = proto.Step{Kind: proto.StepFio, Fio: fs}
+			}
+		}
 	}
 	if s.Server == nil || (w.Mount != nil && !*w.Mount) {
 		return inner
@@ -139,8 +147,14 @@ func metricOf(name string, m *proto.Metrics) float64 {
 		return float64(m.Latency.P50Ns)
 	case "p99_ns":
 		return float64(m.Latency.P99Ns)
+	case "p999_ns":
+		return float64(m.Latency.P999Ns)
 	case "cpu_per_op_ns":
 		return m.CPU.PerOpNs
+	case "user_per_op_ns":
+		return m.CPU.UserPerOpNs
+	case "sys_per_op_ns":
+		return m.CPU.PerOpNs - m.CPU.UserPerOpNs
 	}
 	return m.OpsPerSec
 }
@@ -150,7 +164,7 @@ func metricInfo(name string) (unit string, direction int) {
 	switch name {
 	case "bytes_per_sec":
 		return "B/s", 1
-	case "p50_ns", "p99_ns", "cpu_per_op_ns":
+	case "p50_ns", "p99_ns", "p999_ns", "cpu_per_op_ns", "user_per_op_ns", "sys_per_op_ns":
 		return "ns", -1
 	}
 	return "ops/s", 1
@@ -161,4 +175,15 @@ func metricName(w *Workload) string {
 		return "ops_per_sec"
 	}
 	return w.Metric
+}
+
+// metricNames are every metric a workload's rows show: Metric first.
+func metricNames(w *Workload) []string {
+	out := []string{metricName(w)}
+	for _, m := range w.Metrics {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -98,6 +98,9 @@ func validate(ps *problems, root *yaml.Node, s *Spec, params Params) {
 	if s.VM.Accel != "" && !slices.Contains(accels, s.VM.Accel) {
 		ps.at(at("vm", "accel"), "vm.accel: %q is not allowed, want one of %s", s.VM.Accel, oneOf(accels))
 	}
+	if s.VM.Icount != "" && !regexp.MustCompile(`^[a-z0-9=,]+$`).MatchString(s.VM.Icount) {
+		ps.at(at("vm", "icount"), "vm.icount: %q, want QEMU's -icount options, e.g. shift=0,sleep=off", s.VM.Icount)
+	}
 	if s.VM.StepTimeoutS < 0 || s.VM.StepTimeoutS > 86400 {
 		ps.at(at("vm", "step_timeout_s"), "vm.step_timeout_s: %d is out of range, want 1..86400", s.VM.StepTimeoutS)
 	}
@@ -252,6 +255,17 @@ func validateWorkload(ps *problems, root *yaml.Node, s *Spec, i int) {
 	if w.Metric != "" && !slices.Contains(metrics, w.Metric) {
 		ps.at(at("metric"), "%s.metric: %q is unknown, want one of %s", pre, w.Metric, oneOf(metrics))
 	}
+	for j, m := range w.Metrics {
+		if !slices.Contains(metrics, m) {
+			ps.at(node(root, "workloads", i, "metrics", j), "%s.metrics: %q is unknown, want one of %s", pre, m, oneOf(metrics))
+		}
+	}
+	if w.Engine != "" && !slices.Contains(engines, w.Engine) {
+		ps.at(at("engine"), "%s.engine: %q is unknown, want one of %s", pre, w.Engine, oneOf(engines))
+	}
+	if w.Engine != "" && w.Fio != "" {
+		ps.at(at("engine"), "%s.engine: only with pattern; a fio command line always runs fio", pre)
+	}
 	if w.ThresholdPct < 0 || w.ThresholdPct > 1000 {
 		ps.at(at("threshold_pct"), "%s.threshold_pct: %g is out of range, want 0..1000", pre, w.ThresholdPct)
 	}
@@ -276,6 +290,10 @@ func validateWorkload(ps *problems, root *yaml.Node, s *Spec, i int) {
 	ws := w.step()
 	if err := workload.Validate(&ws); err != nil {
 		ps.at(node(root, "workloads", i), "%s: %v", pre, err)
+	} else if w.Engine == "fio" {
+		if _, err := workload.FioStepFor(&ws); err != nil {
+			ps.at(at("engine"), "%s.engine: fio cannot run this job: %v", pre, err)
+		}
 	}
 }
 
@@ -294,7 +312,7 @@ func (w *Workload) step() proto.WorkloadStep {
 		Name: w.Name, Pattern: proto.Pattern(w.Pattern), Dir: w.Dir, Jobs: w.Jobs,
 		BlockSize: int64(w.BS), FileSize: int64(w.Size), Files: w.Files, Fallocate: fa,
 		FilenameFormat: w.FilenameFormat, RampMs: int64(w.RampS) * 1000, RuntimeMs: int64(w.RuntimeS) * 1000,
-		TimeBased: w.TimeBased,
+		TimeBased: w.TimeBased, Profile: w.Profile && w.Engine != "fio",
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"klab/guest/proto"
+	"klab/images"
 	"klab/internal/proc"
 	"klab/results"
 	"klab/results/splat"
@@ -68,6 +69,10 @@ type BootRequest struct {
 	Prepare []proto.Step
 	// RunKind names the run directory's kind ("boot" when empty).
 	RunKind string
+	// Resolved, when set, is Kernel already resolved: every guest of an
+	// experiment boots the very kernel resolved at its start, even when
+	// an alias such as debian:7.3 moves meanwhile.
+	Resolved *images.Kernel
 }
 
 // StepResult is one finished step.

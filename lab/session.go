@@ -96,9 +96,12 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 	opt := o.withDefaults()
 	o = &opt
 	start := time.Now()
-	k, err := o.ResolveKernel(ctx, req.Kernel)
-	if err != nil {
-		return nil, err
+	k := req.Resolved
+	if k == nil {
+		var err error
+		if k, err = o.ResolveKernel(ctx, req.Kernel); err != nil {
+			return nil, err
+		}
 	}
 	all := req
 	all.Steps = append(append([]proto.Step(nil), req.Steps...), req.Prepare...)
@@ -385,6 +388,7 @@ wait:
 	}
 	_ = s.events.Append(Event{Kind: "done", Done: r.done})
 	sr := StepResult{Step: st, Done: *r.done}
+	sr.Step.ID = r.done.Step
 	s.res.Steps = append(s.res.Steps, sr)
 	if r.done.Error != "" && st.Kind == proto.StepSysctl {
 		s.man.Outcome = results.NewOutcome(results.StatusInfraError, r.done.Error, r.done.ExitCode)

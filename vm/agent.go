@@ -52,11 +52,17 @@ type StepHandler func(*proto.Message)
 
 // Run sends step s and waits for its Done. Messages other than Done are
 // passed to h as they come. A closed channel is ErrAgentGone; ctx ending
-// returns ctx.Err() (the guest keeps running the step).
+// returns ctx.Err() (the guest keeps running the step). A step keeps the
+// ID its caller gave it, so that results are matched to the caller's
+// steps by ID; a step without one (ID 0) gets the next free ID.
 func (a *Agent) Run(ctx context.Context, s proto.Step, h StepHandler) (*proto.Done, error) {
 	a.mu.Lock()
-	a.nextID++
-	s.ID = a.nextID
+	if s.ID <= 0 {
+		a.nextID++
+		s.ID = a.nextID
+	} else if s.ID > a.nextID {
+		a.nextID = s.ID
+	}
 	a.mu.Unlock()
 	if err := a.enc.Encode(&proto.Message{Kind: proto.KindStep, Step: &s}); err != nil {
 		return nil, fmt.Errorf("send step: %w", err)

@@ -172,4 +172,3 @@ func checkFormat(f string) error {
 func badInput(err error) error {
 	return &exitError{code: exitBadInput, msg: err.Error()}
 }
-

@@ -5,7 +5,7 @@
 // proto.Metrics. Both stream per-interval proto.Samples while they run.
 //
 // The Go engine mirrors fio's sync engines closely on purpose, so that the
-// two can be cross-checked (cmd/klab-bench/fidelity): one system call per
+// two can be cross-checked (experiments/fidelity.yaml): one system call per
 // operation, two clock reads per operation, fio's file names, its
 // fallocate and fadvise behaviour, and its ramp and runtime rules. Each job
 // runs on its own goroutine locked to its own OS thread, and Run raises
