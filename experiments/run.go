@@ -111,6 +111,8 @@ type Sample struct {
 	Metric   string         `json:"metric"`
 	Value    float64        `json:"value"`
 	Metrics  *proto.Metrics `json:"metrics,omitempty"`
+	// FUSE are the server's counters when the job ran on its mount.
+	FUSE *proto.FUSEStats `json:"fuse,omitempty"`
 	// Error says why there is no value.
 	Error string `json:"error,omitempty"`
 }
@@ -484,6 +486,10 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 					}
 					smp.Metrics.CPUProfile = nil
 					smp.Value = metricOf(smp.Metric, d.Metrics)
+					smp.FUSE = d.FUSE
+					if msg := servedCheck(it.workload, d); msg != "" {
+						smp.Error = msg
+					}
 				}
 				samples.Samples = append(samples.Samples, smp)
 				if smp.Error != "" {
@@ -497,7 +503,13 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 				if d != nil {
 					cr.ExitCode = d.ExitCode
 					cr.Passed = d.ExitCode == it.check.ExpectExit && !d.TimedOut
+					guestS := float64(d.DurationNs) / 1e9
+					if it.check.MaxS > 0 && cr.Passed && guestS > it.check.MaxS {
+						cr.Passed = false
+						cr.Message = fmt.Sprintf("took %.1fs, want at most %gs", guestS, it.check.MaxS)
+					}
 					switch {
+					case cr.Message != "":
 					case d.TimedOut:
 						cr.Message = "timed out"
 					case !cr.Passed:
@@ -587,6 +599,22 @@ func closeGuest(g lab.Guest, gp GuestPlan, dir string) *GuestRecord {
 		rec.Outcome = res.Manifest.Outcome
 	}
 	return rec
+}
+
+// servedCheck fails a read job whose server read too little of what the
+// job counted.
+func servedCheck(w *Workload, d *proto.Done) string {
+	if w.MinServed == 0 || d.Metrics == nil || d.Metrics.Bytes == 0 {
+		return ""
+	}
+	if d.FUSE == nil || d.FUSE.ServerReadBytes < 0 {
+		return "min_served: the server's read counters are unknown"
+	}
+	r := float64(d.FUSE.ServerReadBytes) / float64(d.Metrics.Bytes)
+	if r < w.MinServed {
+		return fmt.Sprintf("the server read %.0f%% of the %d bytes the job counted (min_served %.0f%%): served from a cache", 100*r, d.Metrics.Bytes, 100*w.MinServed)
+	}
+	return ""
 }
 
 // safeName keeps letters, digits and ._- of a file name.

@@ -218,6 +218,10 @@ type Workload struct {
 	// ThresholdPct fails the run (in JUnit) on a significant regression
 	// larger than this many percent; 0 never fails.
 	ThresholdPct float64 `yaml:"threshold_pct"`
+	// MinServed, for a read job on the server's mount, fails a sample
+	// whose server read less than this share (0..1) of the bytes the job
+	// counted: the reads were served from a cache, not by the server.
+	MinServed float64 `yaml:"min_served"`
 }
 
 // Check is a pass/fail step: a command, or one of klab's FUSE checks.
@@ -234,6 +238,10 @@ type Check struct {
 	ExpectExit int `yaml:"expect_exit"`
 	// TimeoutS bounds the check under KVM, scaled under TCG.
 	TimeoutS int `yaml:"timeout_s"`
+	// MaxS, when set, fails a check that took longer than this many
+	// seconds (a timing bound such as "ECONNABORTED within T+15 s"); it
+	// is not scaled.
+	MaxS float64 `yaml:"max_s"`
 }
 
 // Splats is the splat policy of the experiment's guests.

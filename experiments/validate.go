@@ -173,6 +173,9 @@ func validate(ps *problems, root *yaml.Node, s *Spec, params Params) {
 		if c.ExpectExit < 0 || c.ExpectExit > 255 {
 			ps.at(p("expect_exit"), "checks[%d].expect_exit: %d is out of range, want 0..255", i, c.ExpectExit)
 		}
+		if c.MaxS < 0 || c.MaxS > 86400 {
+			ps.at(p("max_s"), "checks[%d].max_s: %g is out of range, want 0..86400", i, c.MaxS)
+		}
 		if c.TimeoutS < 0 || c.TimeoutS > 86400 {
 			ps.at(p("timeout_s"), "checks[%d].timeout_s: %d is out of range, want 1..86400", i, c.TimeoutS)
 		}
@@ -268,6 +271,12 @@ func validateWorkload(ps *problems, root *yaml.Node, s *Spec, i int) {
 	}
 	if w.ThresholdPct < 0 || w.ThresholdPct > 1000 {
 		ps.at(at("threshold_pct"), "%s.threshold_pct: %g is out of range, want 0..1000", pre, w.ThresholdPct)
+	}
+	if w.MinServed < 0 || w.MinServed > 1 {
+		ps.at(at("min_served"), "%s.min_served: %g is out of range, want 0..1", pre, w.MinServed)
+	}
+	if w.MinServed > 0 && (s.Server == nil || (w.Mount != nil && !*w.Mount)) {
+		ps.at(at("min_served"), "%s.min_served: only for a job on the server's mount", pre)
 	}
 	if !strings.HasPrefix(w.Dir, "/") {
 		ps.at(at("dir"), "%s.dir: %q, want an absolute guest path", pre, w.Dir)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +44,7 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 	var d proto.Done
 	failed := false // the step failed or we aborted the connection
 	aborted := false
+	rBefore, wBefore := procIO(sess.ServerPID())
 	if s.FUSE.Then != nil {
 		then := *s.FUSE.Then
 		if then.ID == 0 {
@@ -50,6 +53,7 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 		d, aborted = runWatched(ctx, a, sess, &then, s.TimeoutMs)
 		failed = aborted
 	}
+	rAfter, wAfter := procIO(sess.ServerPID())
 	if d.ExitCode != 0 || d.Error != "" {
 		failed = true
 	}
@@ -62,6 +66,7 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 		failed = true
 	default:
 	}
+	d.FUSE = fuseStats(sess.Stats(), rBefore, rAfter, wBefore, wAfter)
 	terr := sess.Teardown(context.Background(), failed)
 	if b, err := json.Marshal(sess.Stats()); err == nil {
 		a.Logf("fuse: %s server on %s stopped: %s", cfg.Server, cfg.Mountpoint, b)
@@ -145,4 +150,50 @@ type logWriter struct{ a *Agent }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.a.Logf("%s", strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// fuseStats are the typed counters a fuse step's Done carries.
+func fuseStats(st fuse.Stats, rBefore, rAfter, wBefore, wAfter int64) *proto.FUSEStats {
+	out := &proto.FUSEStats{Server: st.Server, Transport: st.Transport, InitFlags: st.InitFlags,
+		RequestTimeoutS: int(st.RequestTimeout), ServerReadBytes: -1, ServerWrittenBytes: -1}
+	if c := st.Conn; c != nil {
+		out.Interrupts, out.InterruptsEAGAIN, out.InterruptsENOSYS = c.Interrupts, c.InterruptsEAGAIN, c.InterruptsENOSYS
+		out.ReplyENOENT, out.ReplyErrors = c.ReplyENOENT, c.ReplyErrors
+	}
+	if r := st.Ring; r != nil {
+		out.RingRequests = r.Requests
+	}
+	if rBefore >= 0 && rAfter >= rBefore {
+		out.ServerReadBytes = rAfter - rBefore
+	}
+	if wBefore >= 0 && wAfter >= wBefore {
+		out.ServerWrittenBytes = wAfter - wBefore
+	}
+	return out
+}
+
+// procIO returns rchar and wchar of process pid, -1 when unknown.
+func procIO(pid int) (rchar, wchar int64) {
+	rchar, wchar = -1, -1
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "rchar":
+			rchar = n
+		case "wchar":
+			wchar = n
+		}
+	}
+	return
 }

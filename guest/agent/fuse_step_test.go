@@ -52,6 +52,11 @@ func TestFUSEStep(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(backing, "f")); err != nil || string(b) != "data\n" {
 		t.Errorf("backing file: %q, %v", b, err)
 	}
+	// The server's counters come back typed: it wrote the 5 bytes to its
+	// backing file and read them back.
+	if f := d.FUSE; f == nil || f.Server != "passthrough" || f.Transport != "dev" || f.ServerWrittenBytes < 5 || f.ServerReadBytes < 5 {
+		t.Errorf("Done.FUSE = %+v, want passthrough over dev with >= 5 bytes written and read", d.FUSE)
+	}
 }
 
 // TestFUSEStepFailure checks that a failing step is reported and the mount

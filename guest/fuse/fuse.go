@@ -645,6 +645,15 @@ type Stats struct {
 	Interrupt []intr.Outcome `json:"interrupt,omitempty"`
 }
 
+// ServerPID is the process that serves the mount: libfuse's for an
+// external server, else the caller's own (klab's servers run in it).
+func (s *Session) ServerPID() int {
+	if s.cmd != nil && s.cmd.Process != nil {
+		return s.cmd.Process.Pid
+	}
+	return os.Getpid()
+}
+
 // Stats returns the session's counters.
 func (s *Session) Stats() Stats {
 	st := Stats{Server: s.cfg.Server, Transport: s.cfg.Transport, ConnID: s.ConnID()}

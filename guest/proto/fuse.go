@@ -101,3 +101,31 @@ type FUSEInterruptOptions struct {
 	// before serving them, e.g. "lookup:held*=2s".
 	Hold []string `json:"hold,omitempty"`
 }
+
+// FUSEStats are a FUSE step's server counters, sent in its Done.
+type FUSEStats struct {
+	// Server and Transport name what served the mount.
+	Server    string `json:"server"`
+	Transport string `json:"transport"`
+	// InitFlags are the INIT flags granted (klab's servers).
+	InitFlags string `json:"init_flags,omitempty"`
+	// RequestTimeoutS is the request timeout sent in INIT.
+	RequestTimeoutS int `json:"request_timeout_s,omitempty"`
+	// Interrupts counts INTERRUPT requests; InterruptsEAGAIN and
+	// InterruptsENOSYS the replies of those kinds.
+	Interrupts       uint64 `json:"interrupts,omitempty"`
+	InterruptsEAGAIN uint64 `json:"interrupts_eagain,omitempty"`
+	InterruptsENOSYS uint64 `json:"interrupts_enosys,omitempty"`
+	// ReplyENOENT counts replies the kernel refused with ENOENT;
+	// ReplyErrors other failed replies.
+	ReplyENOENT uint64 `json:"reply_enoent,omitempty"`
+	ReplyErrors uint64 `json:"reply_errors,omitempty"`
+	// RingRequests counts requests received over io_uring.
+	RingRequests uint64 `json:"ring_requests,omitempty"`
+	// ServerReadBytes and ServerWrittenBytes are the server process's
+	// rchar and wchar (/proc/PID/io) during the wrapped step: what it
+	// read from and wrote to its backing files (and, for klab's servers
+	// in the agent, the agent's own small traffic). -1 when unknown.
+	ServerReadBytes    int64 `json:"server_read_bytes"`
+	ServerWrittenBytes int64 `json:"server_written_bytes"`
+}

@@ -194,6 +194,8 @@ type Done struct {
 	DurationNs int64 `json:"duration_ns"`
 	// Metrics are the final numbers of a workload or fio step.
 	Metrics *Metrics `json:"metrics,omitempty"`
+	// FUSE are the server's counters, for a fuse step.
+	FUSE *FUSEStats `json:"fuse,omitempty"`
 }
 
 // Log is a diagnostic line from the agent itself.
