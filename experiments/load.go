@@ -158,7 +158,7 @@ func Load(path string, data []byte) (*File, error) {
 		return nil, ps.err()
 	}
 	if structural > 0 {
-		validate(ps, root, first, params)
+		validate(ps, root, first, params, true)
 		return nil, ps.err()
 	}
 	f.Spec = first
@@ -174,7 +174,7 @@ func Load(path string, data []byte) (*File, error) {
 			typeProblems(ps, root, err)
 			continue
 		}
-		validate(ps, root, s, params)
+		validate(ps, root, s, params, true)
 	}
 	if err := ps.err(); err != nil {
 		return nil, err
@@ -285,7 +285,7 @@ func validateRest(ps *problems, root *yaml.Node, s *Spec, params Params, lines [
 		}
 	}
 	vs := &problems{file: ps.file}
-	validate(vs, root, s, params)
+	validate(vs, root, s, params, true)
 	for _, p := range vs.list {
 		if p.Line == root.Line && p.Col == root.Column {
 			continue
@@ -695,7 +695,7 @@ func (f *File) WithSets(sets map[string]string) (*File, error) {
 			typeProblems(ps, c.root, err)
 			continue
 		}
-		validate(ps, c.root, s, params)
+		validate(ps, c.root, s, params, false)
 	}
 	if err := ps.err(); err != nil {
 		return nil, err

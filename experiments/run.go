@@ -149,8 +149,10 @@ type RunOptions struct {
 	// Opener boots guests; Resolve resolves kernel references.
 	Opener  lab.Opener
 	Resolve func(ctx context.Context, ref string) (*images.Kernel, error)
-	// Progress receives one line per guest and unit.
+	// Progress receives one line per guest and unit; with Terminal, a
+	// progress bar too.
 	Progress io.Writer
+	Terminal bool
 	// Command is klab's argv, for the manifest.
 	Command []string
 }
@@ -255,11 +257,15 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Dir: run.Dir, Manifest: man, Plan: plan, Samples: samples}
-	progress := func(format string, args ...any) {
-		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, format+"\n", args...)
+	total := 0
+	for _, gp := range plan.Guests {
+		if skipped[gp.Kernel] == "" {
+			total += len(gp.Units)
 		}
 	}
+	disp := newDisplay(o.Progress, o.Terminal, total)
+	defer disp.close()
+	progress := disp.printf
 	progress("klab: %s: %s against %s, %d row(s), %d round(s), %d guest(s); saving to %s",
 		s.Name, plan.A, plan.B, len(plan.Rows), plan.Rounds, len(plan.Guests), run.Dir)
 
@@ -285,7 +291,9 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 			eta = fmt.Sprintf(", about %s left", (time.Since(runStart) / time.Duration(done) * time.Duration(left)).Round(time.Second))
 		}
 		progress("[guest %d/%d] %s: %d unit(s)%s", gi+1, len(plan.Guests), plan.Kernels[gp.Kernel], len(gp.Units), eta)
-		rec, err := runGuest(ctx, f, plan, kernels, gi, gp, o, run.Dir, cpus, mem, accel, samples, progress)
+		advanced := 0
+		rec, err := runGuest(ctx, f, plan, kernels, gi, gp, o, run.Dir, cpus, mem, accel, samples, disp, func() { advanced++; disp.advance(1) })
+		disp.advance(len(gp.Units) - advanced)
 		done++
 		if rec != nil {
 			man.Guests = append(man.Guests, *rec)
@@ -343,8 +351,9 @@ func isKernelOrStep(err error) bool {
 // runGuest boots one guest and runs its units. A kernel failure ends the
 // guest (its remaining units get the error) but not the run.
 func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel, gi int, gp GuestPlan, o RunOptions, dir string,
-	cpus, mem int, accel string, samples *Samples, progress func(string, ...any)) (*GuestRecord, error) {
+	cpus, mem int, accel string, samples *Samples, disp *display, unitDone func()) (*GuestRecord, error) {
 	s := f.Spec
+	progress := disp.printf
 	type item struct {
 		unit     Unit
 		workload *Workload
@@ -417,7 +426,7 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 		}
 	}
 	guestDir := filepath.Join(dir, GuestsDirName)
-	opener := withRunsDir(o.Opener, guestDir, accel)
+	opener := withRunsDir(o.Opener, guestDir, accel, disp)
 	g, err := opener.Open(ctx, req)
 	if g == nil {
 		if err == nil {
@@ -447,6 +456,7 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 	}
 	for ui, unit := range items {
 		u := unit[0].unit
+		disp.unit(fmt.Sprintf("%s%s round %d", rowText(plan, u.Row), sideLabel(plan, u.Side), u.Round))
 		for j, it := range unit {
 			start := time.Now()
 			out, err := g.Run(ctx, it.steps)
@@ -529,6 +539,7 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 				progress("  check %s %s%s round %d: %s", it.check.Name, rowText(plan, u.Row), sideLabel(plan, u.Side), u.Round, verdict)
 			}
 		}
+		unitDone()
 	}
 	return closeGuest(g, gp, dir), nil
 }
@@ -636,13 +647,13 @@ func firstLine(s string) string {
 type runsDirOpener interface {
 	lab.Opener
 	// WithRunsDir returns an Opener saving guests in dir, with the
-	// accelerator policy accel.
-	WithRunsDir(dir, accel string) lab.Opener
+	// accelerator policy accel, printing its progress to progress.
+	WithRunsDir(dir, accel string, progress io.Writer) lab.Opener
 }
 
-func withRunsDir(o lab.Opener, dir, accel string) lab.Opener {
+func withRunsDir(o lab.Opener, dir, accel string, progress io.Writer) lab.Opener {
 	if r, ok := o.(runsDirOpener); ok {
-		return r.WithRunsDir(dir, accel)
+		return r.WithRunsDir(dir, accel, progress)
 	}
 	return o
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,7 +92,7 @@ type fakeOpener struct {
 	requests []lab.BootRequest
 }
 
-func (o *fakeOpener) WithRunsDir(dir, accel string) lab.Opener {
+func (o *fakeOpener) WithRunsDir(dir, accel string, _ io.Writer) lab.Opener {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.runsDir, o.accel = dir, accel

@@ -51,12 +51,16 @@ func (o *Options) Open(ctx context.Context, req BootRequest) (Guest, error) {
 }
 
 // WithRunsDir returns a copy of o that saves runs in dir, with the
-// accelerator policy accel ("" keeps o's).
-func (o *Options) WithRunsDir(dir, accel string) Opener {
+// accelerator policy accel ("" keeps o's) and its progress lines going to
+// progress (nil keeps o's).
+func (o *Options) WithRunsDir(dir, accel string, progress io.Writer) Opener {
 	c := *o
 	c.RunsDir = dir
 	if accel != "" {
 		c.Accel = accel
+	}
+	if progress != nil {
+		c.Progress = progress
 	}
 	return &c
 }

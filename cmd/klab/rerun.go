@@ -47,6 +47,7 @@ the comparison of the two runs.`,
 			}
 			if !quiet {
 				base.Progress = os.Stderr
+				base.Terminal = isTerminal(os.Stderr)
 			}
 			f, o, err := experiments.RerunOptions(old, base)
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"klab/experiments"
 	"klab/images"
@@ -112,6 +113,7 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 	}
 	if !o.quiet {
 		ro.Progress = stderr
+		ro.Terminal = isTerminal(stderr)
 	}
 	res, err := experiments.Run(ctx, f, ro)
 	var bad *experiments.BadInputError
@@ -171,4 +173,10 @@ func checkFormat(f string) error {
 // badInput ends klab with status 2 and the error.
 func badInput(err error) error {
 	return &exitError{code: exitBadInput, msg: err.Error()}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
