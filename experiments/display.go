@@ -46,7 +46,7 @@ func newDisplay(out io.Writer, terminal bool, total int) *display {
 			decor.Elapsed(decor.ET_STYLE_MMSS),
 			decor.Name(" elapsed, "),
 			decor.OnComplete(decor.AverageETA(decor.ET_STYLE_MMSS), "done"),
-			decor.Name(" left"),
+			decor.OnComplete(decor.Name(" left"), ""),
 		),
 	)
 	return d
