@@ -1,20 +1,15 @@
-// Command klab-bench-fuse measures klab's passthrough FUSE server over
-// /dev/fuse against FUSE-over-io_uring, in the shape of the tables of the
-// FUSE-over-io_uring series' cover letter (seed 003): paged reads at 128K
-// and 1M, O_DIRECT reads at 1M and mmap reads at 4K (MB/s), and creates/s,
-// each at several job counts, with a gain column (uring over /dev/fuse).
-// It is what `make bench-fuse` runs.
+// Command klab-bench-fuse measures FUSE servers on this host (as root):
+// klab's passthrough server over /dev/fuse against FUSE-over-io_uring, and
+// libfuse's passthrough_hp over both, side by side, in the shape of the
+// tables of the FUSE-over-io_uring series' cover letter (seed 003): paged
+// reads at 128K and 1M, O_DIRECT reads at 1M and mmap reads at 4K (MB/s),
+// and creates/s, each at several job counts, with a gain column (uring
+// over /dev/fuse). `make bench-fuse` runs it after the guest part, which
+// is the experiment experiments/fuse-bench.yaml run by `klab run`.
 //
-// It measures in two places:
-//
-//   - guest: one debian:7.3 guest (TCG on this machine) booted with
-//     lab.Boot, where every cell is a fuse step whose `then` runs the
-//     workload with klab's Go engine (the agent serves the mount and runs
-//     the engine in a child process), or fio with --guest-engine fio;
-//   - host: fuse.Start in this process, and the Go engine in a child
-//     process (this binary re-executed), so that the client and the server
-//     do not share a Go runtime. Needs root. With --libfuse-hp, libfuse's
-//     passthrough_hp is measured the same way, with and without io_uring.
+// The servers run in this process (libfuse's as a child), and the Go
+// engine in a child process (this binary re-executed), so that the client
+// and the server do not share a Go runtime.
 //
 // Every cell (workload, jobs, server, transport, round) gets a fresh mount,
 // and the two transports alternate cell by cell (ABBA across rounds), so
@@ -22,9 +17,9 @@
 //
 // Every byte counted crossed the FUSE transport:
 //
-//   - the read files are sparse files on tmpfs, far larger than a cell can
-//     read, and each job reads its file at most once (size-based runs
-//     bounded by --seconds), so nothing is read twice;
+//   - the read files are sparse files far larger than a cell can read,
+//     and each job reads its file at most once (size-based runs bounded
+//     by --seconds), so nothing is read twice;
 //   - every cell mounts afresh, caches are dropped before it
 //     (/proc/sys/vm/drop_caches), and the engine drops the file's pages
 //     when it opens it (POSIX_FADV_DONTNEED);
@@ -38,14 +33,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -68,7 +61,6 @@ import (
 	"klab/images"
 	"klab/images/build"
 	"klab/internal/paths"
-	"klab/lab"
 	"klab/results"
 	"klab/results/stats"
 )
@@ -78,23 +70,24 @@ import (
 // writes a clientResult as JSON on stdout.
 const clientEnv = "KLAB_BENCH_FUSE_CLIENT"
 
-const usageText = `klab-bench-fuse: klab's passthrough FUSE server over /dev/fuse against
+const usageText = `klab-bench-fuse: FUSE servers on this host (as root), klab's passthrough
+server and libfuse's passthrough_hp, each over /dev/fuse and over
 FUSE-over-io_uring, in the shape of the FUSE-over-io_uring cover letter's
 tables (paged reads 128K/1M, O_DIRECT reads 1M, mmap reads 4K in MB/s,
-creates/s), with a gain column (uring over /dev/fuse).
+creates/s), with a gain column (uring over /dev/fuse). The same tables in a
+guest are an experiment: klab run fuse-bench --kernel debian:7.3.
 
-It measures in a debian:7.3 guest (TCG here) and on this host (as root:
-the server runs in this process, the Go workload engine in a child
-process). Each cell gets a fresh mount; /dev/fuse and io_uring alternate
+The servers run in this process, the Go workload engine in a child
+process. Each cell gets a fresh mount; /dev/fuse and io_uring alternate
 cell by cell for --rounds rounds; tables show the medians. Raw samples go
 to a JSON file under a new run directory, or to --json.
 
 Examples:
-  klab-bench-fuse                                   # guest and host, 2 rounds of 3 s cells
-  klab-bench-fuse --where host --rounds 3 --seconds 5
-  klab-bench-fuse --where guest --jobs 1,2 --workloads paged-1m,creates
-  klab-bench-fuse --where host --libfuse-hp none   # klab only, no libfuse build
-  make bench-fuse BENCH_FUSE_FLAGS='--where host --rounds 3'
+  klab-bench-fuse                                   # 2 rounds of 3 s cells
+  klab-bench-fuse --rounds 3 --seconds 5
+  klab-bench-fuse --jobs 1,2 --workloads paged-1m,creates
+  klab-bench-fuse --libfuse-hp none                 # klab only, no libfuse build
+  make bench-fuse BENCH_FUSE_FLAGS='--rounds 3'
 
 Workloads: paged-128k, paged-1m (sequential buffered reads), dio-1m
 (sequential O_DIRECT reads), mmap-4k (sequential 4 KiB copies from a
@@ -105,30 +98,23 @@ Flags:
 
 // options are the command's flags.
 type options struct {
-	where        string
-	seconds      float64
-	rounds       int
-	jobs         []int
-	workloads    []wdef
-	jsonPath     string
-	libfuseHP    string
-	libfuseArgs  []string
-	kernel       string
-	memMB        int
-	cpus         int
-	hostSize     int64
-	guestSize    int64
-	devThreads   int
-	queueDepth   int
-	icount       string
-	guestEngine  string
-	hostCreates  int
-	guestCreates int
-	dropCaches   bool
-	cacheDir     string
-	runsDir      string
-	verbose      bool
-	fromJSON     string
+	where       string
+	seconds     float64
+	rounds      int
+	jobs        []int
+	workloads   []wdef
+	jsonPath    string
+	libfuseHP   string
+	libfuseArgs []string
+	hostSize    int64
+	devThreads  int
+	queueDepth  int
+	hostCreates int
+	dropCaches  bool
+	cacheDir    string
+	runsDir     string
+	verbose     bool
+	fromJSON    string
 }
 
 func main() {
@@ -159,7 +145,6 @@ func parseFlags(args []string) (options, error) {
 		fmt.Fprint(fs.Output(), usageText)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.where, "where", "both", "where to measure: guest, host or both")
 	fs.Float64Var(&o.seconds, "seconds", 3, "measured seconds per cell (a cell may end sooner when its data or creates run out)")
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds; each runs every cell over both transports, alternating which goes first")
 	jobs := fs.String("jobs", "1,2,4", "comma-separated job counts")
@@ -167,17 +152,10 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write the raw samples here (default: bench-fuse.json in a new run directory under --runs-dir)")
 	fs.StringVar(&o.libfuseHP, "libfuse-hp", "auto", "libfuse's passthrough_hp binary to measure on the host with and without io_uring; auto: build libfuse 3.18 from Debian sid's source into the cache (skipped with a note when that fails); none: klab only")
 	hpArgs := fs.String("libfuse-hp-args", "", "extra passthrough_hp arguments, space-separated (e.g. --nosplice)")
-	fs.StringVar(&o.kernel, "kernel", "debian:7.3", "guest kernel")
-	fs.IntVar(&o.memMB, "memory", 2048, "guest memory in MiB")
-	fs.IntVar(&o.cpus, "cpus", 2, "guest vCPUs")
 	hostSize := fs.String("host-size", "64G", "size of each job's sparse read file on the host")
-	guestSize := fs.String("guest-size", "16G", "size of each job's sparse read file in the guest")
 	fs.IntVar(&o.devThreads, "dev-threads", 0, "klab's /dev/fuse worker threads (0: the largest --jobs value)")
 	fs.IntVar(&o.queueDepth, "queue-depth", 8, "klab's io_uring entries per queue (and passthrough_hp's io_uring_q_depth)")
-	fs.StringVar(&o.guestEngine, "guest-engine", "go", "client in the guest: go (klab's engine, in a child process of the agent) or fio")
-	fs.StringVar(&o.icount, "icount", "", "QEMU -icount for the guest (e.g. shift=0,sleep=off: guest time counts instructions); empty: real time")
 	fs.IntVar(&o.hostCreates, "host-creates", 200000, "most files one create cell makes on the host, over all jobs")
-	fs.IntVar(&o.guestCreates, "guest-creates", 10000, "most files one create cell makes in the guest, over all jobs")
 	fs.BoolVar(&o.dropCaches, "drop-caches", true, "write 3 to /proc/sys/vm/drop_caches before every cell")
 	fs.StringVar(&o.cacheDir, "cache-dir", paths.CacheDir(), "klab's cache directory")
 	fs.StringVar(&o.runsDir, "runs-dir", paths.RunsDir(), "where runs are saved")
@@ -190,19 +168,7 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
 	}
 	var errs []error
-	if o.guestEngine == "auto" {
-		o.guestEngine = "go"
-	}
-	switch o.guestEngine {
-	case "auto", "go", "fio":
-	default:
-		errs = append(errs, fmt.Errorf("--guest-engine %q: want auto, go or fio", o.guestEngine))
-	}
-	switch o.where {
-	case "guest", "host", "both":
-	default:
-		errs = append(errs, fmt.Errorf("--where %q: want guest, host or both", o.where))
-	}
+	o.where = "host"
 	if o.seconds < 0.5 || o.seconds > 600 {
 		errs = append(errs, fmt.Errorf("--seconds %v: want 0.5..600", o.seconds))
 	}
@@ -219,10 +185,7 @@ func parseFlags(args []string) (options, error) {
 	if o.hostSize, err = build.ParseSize(*hostSize); err != nil {
 		errs = append(errs, fmt.Errorf("--host-size: %w", err))
 	}
-	if o.guestSize, err = build.ParseSize(*guestSize); err != nil {
-		errs = append(errs, fmt.Errorf("--guest-size: %w", err))
-	}
-	for _, s := range []int64{o.hostSize, o.guestSize} {
+	for _, s := range []int64{o.hostSize} {
 		if s != 0 && (s < 1<<20 || s > workload.MaxFileSize) {
 			errs = append(errs, fmt.Errorf("read file size %s: want 1M..1T", workload.FormatSize(s)))
 		}
@@ -233,10 +196,10 @@ func parseFlags(args []string) (options, error) {
 	if o.devThreads < 0 || o.devThreads > 1024 {
 		errs = append(errs, fmt.Errorf("--dev-threads %d: want 0..1024", o.devThreads))
 	}
-	if o.hostCreates < 1 || o.guestCreates < 1 {
-		errs = append(errs, errors.New("--host-creates and --guest-creates must be positive"))
+	if o.hostCreates < 1 {
+		errs = append(errs, errors.New("--host-creates must be positive"))
 	}
-	if o.libfuseHP == "none" || (o.libfuseHP == "auto" && o.where == "guest") {
+	if o.libfuseHP == "none" {
 		o.libfuseHP = ""
 	}
 	if o.libfuseHP != "" && o.libfuseHP != "auto" {
@@ -244,9 +207,6 @@ func parseFlags(args []string) (options, error) {
 			errs = append(errs, fmt.Errorf("--libfuse-hp: %w", err))
 		} else if fi.IsDir() || fi.Mode()&0o111 == 0 {
 			errs = append(errs, fmt.Errorf("--libfuse-hp %s: not an executable file", o.libfuseHP))
-		}
-		if o.where == "guest" {
-			errs = append(errs, errors.New("--libfuse-hp runs on the host only; use --where host or both"))
 		}
 	}
 	o.libfuseArgs = strings.Fields(*hpArgs)
@@ -636,11 +596,10 @@ func run(ctx context.Context, o options) error {
 	start := time.Now()
 	rep := &Report{Started: start, Command: os.Args, Options: map[string]any{
 		"where": o.where, "seconds": o.seconds, "rounds": o.rounds, "jobs": o.jobs,
-		"workloads": workloadKeys(o.workloads), "kernel": o.kernel, "memory_mib": o.memMB, "cpus": o.cpus,
-		"host_size": o.hostSize, "guest_size": o.guestSize, "dev_threads": o.devThreads,
-		"queue_depth": o.queueDepth, "icount": o.icount, "libfuse_hp": o.libfuseHP,
+		"workloads": workloadKeys(o.workloads), "host_size": o.hostSize, "dev_threads": o.devThreads,
+		"queue_depth": o.queueDepth, "libfuse_hp": o.libfuseHP,
 		"libfuse_hp_args": o.libfuseArgs, "drop_caches": o.dropCaches,
-		"host_creates": o.hostCreates, "guest_creates": o.guestCreates, "guest_engine": o.guestEngine,
+		"host_creates": o.hostCreates,
 	}}
 	jsonPath := o.jsonPath
 	if jsonPath == "" {
@@ -664,28 +623,12 @@ func run(ctx context.Context, o options) error {
 	}
 
 	var errs []error
-	if o.where == "guest" || o.where == "both" {
-		cells, info, err := runGuest(ctx, o)
-		rep.Cells = append(rep.Cells, cells...)
-		rep.Guest = info
-		if err != nil {
-			errs = append(errs, fmt.Errorf("guest: %w", err))
-			if info != nil {
-				info.Error = err.Error()
-			}
-		}
-		if serr := save(); serr != nil {
-			errs = append(errs, serr)
-		}
-	}
-	if ctx.Err() == nil && (o.where == "host" || o.where == "both") {
+	if ctx.Err() == nil {
 		if os.Geteuid() != 0 {
 			msg := "the host part needs root (it mounts FUSE and sets fuse's enable_uring); skipped"
 			fmt.Fprintln(os.Stderr, "klab-bench-fuse: "+msg)
 			rep.Host = &PartInfo{Error: msg}
-			if o.where == "host" {
-				errs = append(errs, errors.New(msg))
-			}
+			errs = append(errs, errors.New(msg))
 		} else {
 			cells, info, err := runHost(ctx, o)
 			rep.Cells = append(rep.Cells, cells...)
@@ -1547,307 +1490,4 @@ func possibleCPUs() (int, error) {
 		n += z - a + 1
 	}
 	return n, nil
-}
-
-// ---- guest ----
-
-// Guest paths: the read files and per-cell mount points and create
-// backings, all on the guest's /tmp (tmpfs). Each create cell's backing is
-// a tmpfs of its own, unmounted after the cell.
-const (
-	guestBase    = "/tmp/kbf"
-	guestBacking = guestBase + "/b"
-	// ioMarker starts the agent's /proc/PID/io in the output of a
-	// boundary step.
-	ioMarker = "KBF-IO "
-)
-
-func guestMnt(k int) string    { return fmt.Sprintf("%s/m%d", guestBase, k) }
-func guestCreate(k int) string { return fmt.Sprintf("%s/c%d", guestBase, k) }
-
-func sh(script string) proto.Step {
-	return proto.Step{Kind: proto.StepExec, Argv: []string{"sh", "-c", script}}
-}
-
-// boundaryScript runs between cells k-1 and k (k == len(plan) after the
-// last): it unmounts cell k-1's create backing, mounts cell k's, and
-// prints the agent's I/O counters (the agent is the exec step's parent).
-func boundaryScript(plan []planned, k int) string {
-	var s []string
-	if k > 0 && plan[k-1].W.isCreate() {
-		s = append(s, "umount -l "+guestCreate(k-1))
-	}
-	if k < len(plan) && plan[k].W.isCreate() {
-		s = append(s, "mkdir -p "+guestCreate(k), "mount -t tmpfs tmpfs "+guestCreate(k))
-	}
-	s = append(s, fmt.Sprintf("echo %s%d", ioMarker, k), "cat /proc/$PPID/io")
-	return strings.Join(s, "; ")
-}
-
-// parseIOMarkers finds each "KBF-IO k" and the rchar that follows it.
-func parseIOMarkers(out string) map[int]int64 {
-	res := map[int]int64{}
-	cur := -1
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		l := strings.TrimSpace(sc.Text())
-		if v, ok := strings.CutPrefix(l, strings.TrimSpace(ioMarker)); ok {
-			if k, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				cur = k
-			}
-			continue
-		}
-		if v, ok := strings.CutPrefix(l, "rchar:"); ok && cur >= 0 {
-			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-				res[cur] = n
-			}
-			cur = -1
-		}
-	}
-	return res
-}
-
-// sampleRate is the rate over a cell's measured samples, in the unit of
-// the tables.
-func sampleRate(ss []proto.Sample, w wdef) (float64, string) {
-	var ops, byt, ms int64
-	for _, s := range ss {
-		if !s.Ramp {
-			ops, byt, ms = ops+s.Ops, byt+s.Bytes, ms+s.IntervalMs
-		}
-	}
-	if ms == 0 {
-		return 0, w.Unit
-	}
-	if w.isCreate() {
-		return float64(ops) * 1000 / float64(ms), w.Unit
-	}
-	return float64(byt) * 1000 / float64(ms) / 1e6, w.Unit
-}
-
-// parseStopLog parses the agent's "fuse: SERVER server on MNT stopped:
-// {stats}" line.
-func parseStopLog(msg string) (mnt string, st *fuse.Stats, raw json.RawMessage, ok bool) {
-	rest, found := strings.CutPrefix(msg, "fuse: ")
-	if !found {
-		return "", nil, nil, false
-	}
-	_, rest, found = strings.Cut(rest, " server on ")
-	if !found {
-		return "", nil, nil, false
-	}
-	mnt, js, found := strings.Cut(rest, " stopped: ")
-	if !found {
-		return "", nil, nil, false
-	}
-	var s fuse.Stats
-	if err := json.Unmarshal([]byte(js), &s); err != nil {
-		return "", nil, nil, false
-	}
-	return mnt, &s, json.RawMessage(js), true
-}
-
-// guestEngine says who runs workload w in the guest.
-func guestEngine(choice string, w wdef) proto.Engine {
-	if choice == "fio" {
-		return proto.EngineFio
-	}
-	return proto.EngineGo
-}
-
-func runGuest(ctx context.Context, o options) ([]Cell, *PartInfo, error) {
-	start := time.Now()
-	info := &PartInfo{Kernel: o.kernel, CPUs: o.cpus, MemMiB: o.memMB, Backing: guestBacking + " (the guest's /tmp, tmpfs); creates: a tmpfs per cell", Queues: o.cpus}
-	defer func() { info.Wall = time.Since(start) }()
-	vs := []variant{{serverKlab, transportDev}, {serverKlab, transportRing}}
-	plan := makePlan(o.workloads, o.jobs, o.rounds, vs)
-
-	// Steps: set-up, then per cell: drop caches, a boundary (create
-	// backing, the agent's counters), the fuse step; a last boundary.
-	var files []string
-	for j := 0; j < slices.Max(o.jobs); j++ {
-		files = append(files, guestBacking+"/"+workload.FileName("$jobname.$jobnum.$filenum", "rd", j, 0))
-	}
-	steps := []proto.Step{sh(fmt.Sprintf("set -e; mkdir -p %s; truncate -s %d %s; ls -l %s",
-		guestBacking, o.guestSize, strings.Join(files, " "), guestBacking))}
-	fuseStep := make([]int, len(plan)) // index in steps
-	mntCell := map[string]int{}
-	for k, p := range plan {
-		if o.dropCaches {
-			steps = append(steps, proto.Step{Kind: proto.StepSysctl, Key: "vm.drop_caches", Value: "3"})
-		}
-		steps = append(steps, sh(boundaryScript(plan, k)))
-		bk := guestBacking
-		if p.W.isCreate() {
-			bk = guestCreate(k)
-		}
-		ws := stepFor(p.W, p.Jobs, guestMnt(k), o.seconds, o.guestSize, o.guestCreates)
-		then := &proto.Step{Kind: proto.StepWorkload, Workload: &ws, TimeoutMs: int64(o.seconds*1000) + 120_000}
-		if guestEngine(o.guestEngine, p.W) == proto.EngineFio {
-			f, err := workload.FioStepFor(&ws)
-			if err != nil {
-				return nil, info, fmt.Errorf("%s as fio: %w", p.W.Key, err)
-			}
-			then = &proto.Step{Kind: proto.StepFio, Fio: f, TimeoutMs: then.TimeoutMs}
-		}
-		fs := &proto.FUSEStep{
-			Transport:  p.V.Transport,
-			Mountpoint: guestMnt(k),
-			Backing:    bk,
-			Then:       then,
-		}
-		if p.V.Transport == transportDev {
-			fs.Threads = o.devThreads
-		} else {
-			fs.QueueDepth = o.queueDepth
-		}
-		fuseStep[k] = len(steps)
-		mntCell[guestMnt(k)] = k
-		steps = append(steps, proto.Step{Kind: proto.StepFUSE, FUSE: fs, TimeoutMs: int64(o.seconds*1000) + 300_000})
-	}
-	steps = append(steps, sh(boundaryScript(plan, len(plan))))
-
-	pr := &progress{where: "guest", total: len(plan), start: start}
-	pr.line(0, "booting %s with %d MiB and %d vCPUs for %d cells of %gs (%s)", o.kernel, o.memMB, o.cpus, len(plan), o.seconds,
-		strings.Join(workloadKeys(o.workloads), ","))
-	var (
-		mu       sync.Mutex
-		stdout   bytes.Buffer
-		stats    = map[int]*fuse.Stats{}
-		rawStats = map[int]json.RawMessage{}
-		samples  = map[int][]proto.Sample{}
-		stepCell = map[int]int{} // step ID -> cell
-		done     int
-	)
-	for k, i := range fuseStep {
-		stepCell[i+1] = k // the agent numbers steps from 1, in order
-	}
-	var qemuArgs []string
-	if o.icount != "" {
-		qemuArgs = []string{"-icount", o.icount}
-	}
-	var guestOut io.Writer = io.Discard
-	if o.verbose {
-		guestOut = os.Stderr
-	}
-	lo := &lab.Options{CacheDir: o.cacheDir, RunsDir: o.runsDir, Progress: os.Stderr}
-	res, err := lo.Boot(ctx, lab.BootRequest{
-		Kernel:       o.kernel,
-		CPUs:         o.cpus,
-		MemMB:        o.memMB,
-		QEMUArgs:     qemuArgs,
-		IgnoreSplats: true,
-		Steps:        steps,
-		Stdout:       guestOut,
-		Stderr:       guestOut,
-		Command:      os.Args,
-		OnMessage: func(m *proto.Message) {
-			mu.Lock()
-			defer mu.Unlock()
-			switch m.Kind {
-			case proto.KindOutput:
-				if m.Output.Stream == proto.Stdout {
-					stdout.Write(m.Output.Data)
-				} else if !o.verbose {
-					fmt.Fprintf(os.Stderr, "  guest: %s", m.Output.Data)
-				}
-			case proto.KindSample:
-				if k, ok := stepCell[m.Sample.Step]; ok {
-					samples[k] = append(samples[k], *m.Sample)
-				}
-				if o.verbose {
-					s := m.Sample
-					fmt.Fprintf(os.Stderr, "  sample step %d t=%5dms %10.0f ops/s %8.1f MB/s\n", s.Step, s.ElapsedMs, s.OpsPerSec, s.BytesPerSec/1e6)
-				}
-			case proto.KindLog:
-				msg := m.Log.Msg
-				if o.verbose {
-					fmt.Fprintf(os.Stderr, "  agent: %s\n", msg)
-				}
-				if mnt, st, raw, ok := parseStopLog(msg); ok {
-					if k, ok := mntCell[mnt]; ok {
-						stats[k], rawStats[k] = st, raw
-						done++
-						p := plan[k]
-						rate, unit := sampleRate(samples[k], p.W)
-						extra := ""
-						if st.Ring != nil {
-							extra = fmt.Sprintf(", %d ring requests", st.Ring.Requests)
-						}
-						pr.line(done, "%-10s jobs=%d %-17s round %d: about %.0f %s (from the samples)%s", p.W.Key, p.Jobs, p.V, p.Round+1, rate, unit, extra)
-					}
-				} else if strings.Contains(msg, "level=WARN") || strings.Contains(msg, "level=ERROR") {
-					fmt.Fprintf(os.Stderr, "  agent: %s\n", msg)
-				}
-			}
-		},
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	if res != nil {
-		info.RunDir = res.RunDir
-		if m := res.Manifest; m != nil {
-			info.Kernel = m.Kernel.Name + " (" + m.Kernel.Version + ")"
-			info.Accel = string(m.Accel)
-		}
-		for _, sp := range res.Splats {
-			info.Note += "kernel report during the run: " + sp.Title + "\n"
-		}
-		info.Note = strings.TrimSpace(info.Note)
-		if o.icount != "" {
-			info.Note = strings.TrimSpace("guest time is virtual (-icount " + o.icount + ")\n" + info.Note)
-		}
-	}
-	var setupErr error
-	if res != nil && len(res.Steps) > 0 {
-		if d := res.Steps[0].Done; d.ExitCode != 0 || d.Error != "" {
-			setupErr = fmt.Errorf("guest set-up failed (exit %d %s)", d.ExitCode, d.Error)
-		}
-	}
-	ioc := parseIOMarkers(stdout.String())
-	var cells []Cell
-	for k, p := range plan {
-		c := newCell("guest", k, p)
-		c.Engine = string(guestEngine(o.guestEngine, p.W))
-		i := fuseStep[k]
-		if res == nil || i >= len(res.Steps) {
-			c.Error = "not run: the guest run stopped before this cell"
-			// The step that was running when the run stopped is one of
-			// this cell's (its boundary, or the fuse step itself).
-			if res != nil && i-len(res.Steps) <= 2 && (k == 0 || fuseStep[k-1] < len(res.Steps)) {
-				c.Error = "the guest run stopped during this cell"
-			}
-			if err != nil {
-				c.Error += ": " + strings.SplitN(err.Error(), "\n", 2)[0]
-			}
-			cells = append(cells, c)
-			continue
-		}
-		d := res.Steps[i].Done
-		c.Metrics = d.Metrics
-		if c.Metrics != nil {
-			c.Metrics.CPUProfile = nil
-		}
-		c.Samples = samples[k]
-		c.WallMs = d.DurationNs / 1e6
-		if d.Error != "" || d.ExitCode != 0 {
-			c.Error = fmt.Sprintf("exit %d: %s", d.ExitCode, d.Error)
-		}
-		if st := stats[k]; st != nil {
-			c.FUSEStats = rawStats[k]
-			if st.Ring != nil {
-				c.RingRequests = st.Ring.Requests
-				info.Queues = st.Ring.Queues
-			}
-		}
-		r0, ok0 := ioc[k]
-		r1, ok1 := ioc[k+1]
-		if ok0 && ok1 {
-			c.ServerRchar = r1 - r0
-		}
-		c.finish(p.W, true, ok0 && ok1)
-		cells = append(cells, c)
-	}
-	return cells, info, errors.Join(setupErr, err)
 }

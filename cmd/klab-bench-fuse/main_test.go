@@ -8,7 +8,7 @@ import (
 )
 
 func TestParseFlags(t *testing.T) {
-	o, err := parseFlags([]string{"--where", "host", "--jobs", "4,1,2,1", "--workloads", "creates,paged-1m", "--host-size", "8G"})
+	o, err := parseFlags([]string{"--jobs", "4,1,2,1", "--workloads", "creates,paged-1m", "--host-size", "8G"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,11 +21,11 @@ func TestParseFlags(t *testing.T) {
 	if o.hostSize != 8<<30 || o.devThreads != 4 {
 		t.Errorf("host size %d, dev threads %d", o.hostSize, o.devThreads)
 	}
-	_, err = parseFlags([]string{"--where", "moon", "--jobs", "0", "--workloads", "nope", "--rounds", "0"})
+	_, err = parseFlags([]string{"--jobs", "0", "--workloads", "nope", "--rounds", "0"})
 	if err == nil {
 		t.Fatal("bad flags accepted")
 	}
-	for _, want := range []string{"--where", "--jobs", "--workloads", "--rounds"} {
+	for _, want := range []string{"--jobs", "--workloads", "--rounds"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}
@@ -133,25 +133,6 @@ func TestFinishChecks(t *testing.T) {
 		if c.Value != 500 {
 			t.Errorf("%s: value %v, want 500 MB/s", tc.name, c.Value)
 		}
-	}
-}
-
-func TestGuestParsing(t *testing.T) {
-	out := "-rw-r--r-- root 0 17179869184 rd.0.0\nKBF-IO 0\nrchar: 42795\nwchar: 1264\nKBF-IO 1\nrchar: 228806506\nwchar: 1\n"
-	got := parseIOMarkers(out)
-	if got[0] != 42795 || got[1] != 228806506 || len(got) != 2 {
-		t.Errorf("markers %v", got)
-	}
-	mnt, st, _, ok := parseStopLog(`fuse: passthrough server on /tmp/kbf/m3 stopped: {"server":"passthrough","transport":"uring","conn_id":39,"ring":{"queues":2,"depth":8,"threads":2,"requests":453,"commits":450,"async_commits":0,"register_retries":0,"enotconn":16}}`)
-	if !ok || mnt != "/tmp/kbf/m3" || st.Ring == nil || st.Ring.Requests != 453 {
-		t.Errorf("stop log: %v %q %+v", ok, mnt, st)
-	}
-	if _, _, _, ok := parseStopLog("fuse: passthrough server over dev mounted on /tmp/kbf/m0 (backing /tmp/kbf/b)"); ok {
-		t.Error("a mount log parsed as a stop log")
-	}
-	s := boundaryScript([]planned{{W: allWorkloads[4]}, {W: allWorkloads[0]}}, 1)
-	if want := "umount -l /tmp/kbf/c0; echo KBF-IO 1; cat /proc/$PPID/io"; s != want {
-		t.Errorf("boundary %q, want %q", s, want)
 	}
 }
 
