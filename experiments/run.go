@@ -390,6 +390,9 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 		}
 		for i := range cell.Checks {
 			c := &cell.Checks[i]
+			if c.Once && u.Round != 1 {
+				continue
+			}
 			st := checkStep(c)
 			st.ID = newID()
 			unit = append(unit, item{unit: u, check: c, steps: []proto.Step{st}, id: st.ID})

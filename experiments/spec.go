@@ -171,6 +171,9 @@ type Server struct {
 	RequestTimeoutS int `yaml:"request_timeout_s"`
 	// MaxWrite is the largest WRITE in bytes.
 	MaxWrite int `yaml:"max_write"`
+	// KernelPassthrough registers backing files with the kernel
+	// (FUSE_PASSTHROUGH), as libfuse's passthrough_hp does.
+	KernelPassthrough bool `yaml:"kernel_passthrough"`
 }
 
 // Workload is one measured job: klab's Go engine, or fio.
@@ -238,6 +241,9 @@ type Check struct {
 	ExpectExit int `yaml:"expect_exit"`
 	// TimeoutS bounds the check under KVM, scaled under TCG.
 	TimeoutS int `yaml:"timeout_s"`
+	// Once runs the check in the first round only (for each row and
+	// side): for long correctness checks that rounds would only repeat.
+	Once bool `yaml:"once"`
 	// MaxS, when set, fails a check that took longer than this many
 	// seconds (a timing bound such as "ECONNABORTED within T+15 s"); it
 	// is not scaled.

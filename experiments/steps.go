@@ -106,7 +106,8 @@ func fuseStep(sv *Server, then *proto.Step) *proto.FUSEStep {
 		Server: sv.Kind, Transport: sv.Transport, QueueDepth: sv.QueueDepth,
 		Mountpoint: sv.Mountpoint, Backing: sv.Backing, MountOptions: sv.Options,
 		Threads: sv.Threads, RequestTimeoutSec: sv.RequestTimeoutS, MaxWrite: sv.MaxWrite,
-		Then: then,
+		Passthrough: proto.FUSEPassthroughOptions{KernelPassthrough: sv.KernelPassthrough},
+		Then:        then,
 	}
 }
 

@@ -133,6 +133,9 @@ func validate(ps *problems, root *yaml.Node, s *Spec, params Params, axis bool) 
 		if sv.Transport != "" && !slices.Contains(transports, sv.Transport) {
 			ps.at(at("server", "transport"), "server.transport: %q is not allowed, want one of %s", sv.Transport, oneOf(transports))
 		}
+		if sv.KernelPassthrough && sv.Kind == "libfuse-passthrough_ll" {
+			ps.at(at("server", "kernel_passthrough"), "server.kernel_passthrough: klab's servers only; libfuse's passthrough_ll has none")
+		}
 		if sv.Threads < 0 || sv.Threads > 1024 {
 			ps.at(at("server", "threads"), "server.threads: %d is out of range, want 1..1024", sv.Threads)
 		}
