@@ -98,7 +98,7 @@ bench-fidelity: deps build
 
 # klab's passthrough server over /dev/fuse against FUSE-over-io_uring, in
 # the shape of the seed's tables: in a guest, the experiment
-# experiments/fuse-bench.yaml (about 6 minutes under TCG; BENCH_FUSE_RUN
+# experiments/fuse-uring.yaml (about 6 minutes under TCG; BENCH_FUSE_RUN
 # passes klab run's options), then on the host next to libfuse's
 # passthrough_hp (about 4 minutes, as root; BENCH_FUSE_FLAGS passes
 # --rounds, --seconds, --jobs, --libfuse-hp PATH|none: see
@@ -106,7 +106,7 @@ bench-fidelity: deps build
 BENCH_FUSE_RUN ?=
 BENCH_FUSE_FLAGS ?=
 bench-fuse: deps bench-deps build
-	./$(BIN) run fuse-bench --kernel $(KERNEL) $(BENCH_FUSE_RUN)
+	./$(BIN) run fuse-uring --kernel $(KERNEL) $(BENCH_FUSE_RUN)
 	@if [ "$$(id -u)" = 0 ]; then $(GO) run ./cmd/klab-bench-fuse $(BENCH_FUSE_FLAGS); else echo "klab: the host part of bench-fuse needs root (it mounts FUSE); skipped"; fi
 
 # bench-deps installs what building libfuse's passthrough_hp needs (when

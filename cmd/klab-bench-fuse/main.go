@@ -5,7 +5,7 @@
 // reads at 128K and 1M, O_DIRECT reads at 1M and mmap reads at 4K (MB/s),
 // and creates/s, each at several job counts, with a gain column (uring
 // over /dev/fuse). `make bench-fuse` runs it after the guest part, which
-// is the experiment experiments/fuse-bench.yaml run by `klab run`.
+// is the experiment experiments/fuse-uring.yaml run by `klab run`.
 //
 // The servers run in this process (libfuse's as a child), and the Go
 // engine in a child process (this binary re-executed), so that the client
@@ -75,7 +75,7 @@ server and libfuse's passthrough_hp, each over /dev/fuse and over
 FUSE-over-io_uring, in the shape of the FUSE-over-io_uring cover letter's
 tables (paged reads 128K/1M, O_DIRECT reads 1M, mmap reads 4K in MB/s,
 creates/s), with a gain column (uring over /dev/fuse). The same tables in a
-guest are an experiment: klab run fuse-bench --kernel debian:7.3.
+guest are an experiment: klab run fuse-uring --kernel debian:7.3.
 
 The servers run in this process, the Go workload engine in a child
 process. Each cell gets a fresh mount; /dev/fuse and io_uring alternate
