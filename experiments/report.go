@@ -224,6 +224,10 @@ func (s *Saved) Report() *report.Report {
 		r.Warnings = append(r.Warnings, msg)
 	}
 	for _, g := range m.Guests {
+		if len(g.EmulatorFaults) > 0 {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("guest %s: %d boot(s) died of multi-threaded TCG's false \"Oops: int3\" and were retried (an emulator fault, not a kernel result): %s",
+				g.Dir, len(g.EmulatorFaults), strings.Join(g.EmulatorFaults, ", ")))
+		}
 		if g.Outcome.Status != "" && g.Outcome.Status != "ok" {
 			r.Failures = append(r.Failures, fmt.Sprintf("guest %s: %s: %s", g.Dir, g.Outcome.Status, g.Outcome.Message))
 		}

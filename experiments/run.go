@@ -99,6 +99,10 @@ type GuestRecord struct {
 	WallMs        int64           `json:"wall_ms"`
 	// Splats are the kernel reports the guest's console showed.
 	Splats []splat.Report `json:"splats"`
+	// EmulatorFaults are the boots of this guest that died of a known
+	// fault of multi-threaded TCG (a false "Oops: int3"), retried and
+	// never counted as kernel results: their run directories.
+	EmulatorFaults []string `json:"emulator_faults,omitempty"`
 }
 
 // Sample is one workload measured in one unit.
@@ -415,6 +419,7 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 		HostTools: hostTools(&s.Setup), MultiThreadTCG: s.VM.TCGMultithread, IgnoreSplats: true, Policy: policy,
 		Command: o.Command, RunKind: "guest",
 	}
+	req.Cmdline = s.VM.Cmdline
 	if s.VM.Icount != "" {
 		req.QEMUArgs = []string{"-icount", s.VM.Icount}
 	}
@@ -430,7 +435,22 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 	}
 	guestDir := filepath.Join(dir, GuestsDirName)
 	opener := withRunsDir(o.Opener, guestDir, accel, disp)
+	var faults []string
 	g, err := opener.Open(ctx, req)
+	for attempt := 1; err != nil && attempt < 3 && req.MultiThreadTCG && emulatorFault(err); attempt++ {
+		rec := closeGuest(g, gp, dir)
+		if rec != nil {
+			faults = append(faults, rec.Dir)
+		}
+		progress("  the boot died of a known multi-threaded TCG fault (%s), not a kernel result; booting again", firstLine(err.Error()))
+		g, err = opener.Open(ctx, req)
+	}
+	withFaults := func(rec *GuestRecord) *GuestRecord {
+		if rec != nil {
+			rec.EmulatorFaults = faults
+		}
+		return rec
+	}
 	if g == nil {
 		if err == nil {
 			err = errors.New("no guest")
@@ -446,7 +466,7 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 	if err != nil {
 		failAll(0, "the guest did not boot: "+firstLine(err.Error()))
 		progress("  the guest did not boot: %s", firstLine(err.Error()))
-		return closeGuest(g, gp, dir), err
+		return withFaults(closeGuest(g, gp, dir)), err
 	}
 	setup := setupSteps(&s.Setup)
 	for i := range setup {
@@ -455,7 +475,7 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 	if _, err := g.Run(ctx, setup); err != nil {
 		failAll(0, "setup failed: "+firstLine(err.Error()))
 		progress("  setup failed: %s", firstLine(err.Error()))
-		return closeGuest(g, gp, dir), err
+		return withFaults(closeGuest(g, gp, dir)), err
 	}
 	for ui, unit := range items {
 		u := unit[0].unit
@@ -474,7 +494,7 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 				}
 				failAll(ui+1, msg)
 				progress("  %s%s: %s", rowText(plan, u.Row), sideLabel(plan, u.Side), msg)
-				return closeGuest(g, gp, dir), err
+				return withFaults(closeGuest(g, gp, dir)), err
 			}
 			if it.id == 0 {
 				continue
@@ -544,7 +564,14 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 		}
 		unitDone()
 	}
-	return closeGuest(g, gp, dir), nil
+	return withFaults(closeGuest(g, gp, dir)), nil
+}
+
+// emulatorFault reports whether a boot died of multi-threaded TCG's
+// known false "Oops: int3" (static-key patching seen by another vCPU).
+func emulatorFault(err error) bool {
+	var ke *lab.KernelError
+	return errors.As(err, &ke) && strings.Contains(ke.Msg, "int3")
 }
 
 // rowText is a row's label for progress lines ("" for no parameters).
@@ -598,6 +625,9 @@ func recordFailure(samples *Samples, gi int, u Unit, w *Workload, c *Check, msg 
 
 // closeGuest closes g and describes it.
 func closeGuest(g lab.Guest, gp GuestPlan, dir string) *GuestRecord {
+	if g == nil {
+		return nil
+	}
 	res, _ := g.Close()
 	if res == nil {
 		return nil

@@ -96,6 +96,9 @@ type VM struct {
 	// StepTimeoutS bounds each step under KVM, scaled under TCG (default
 	// 600).
 	StepTimeoutS int `yaml:"step_timeout_s"`
+	// Cmdline is extra kernel command line (brd.rd_size=1048576 sizes
+	// a built-in brd).
+	Cmdline string `yaml:"cmdline"`
 	// Icount is QEMU's -icount setting ("shift=0,sleep=off"): guest time
 	// then counts instructions, so that host load does not move the
 	// numbers under TCG.

@@ -101,6 +101,9 @@ func validate(ps *problems, root *yaml.Node, s *Spec, params Params, axis bool) 
 	if s.VM.Accel != "" && !slices.Contains(accels, s.VM.Accel) {
 		ps.at(at("vm", "accel"), "vm.accel: %q is not allowed, want one of %s", s.VM.Accel, oneOf(accels))
 	}
+	if strings.ContainsAny(s.VM.Cmdline, "\"'`$;&|<>\\\n") {
+		ps.at(at("vm", "cmdline"), "vm.cmdline: %q, want plain kernel parameters (brd.rd_size=1048576 ...)", s.VM.Cmdline)
+	}
 	if s.VM.Icount != "" && !regexp.MustCompile(`^[a-z0-9=,]+$`).MatchString(s.VM.Icount) {
 		ps.at(at("vm", "icount"), "vm.icount: %q, want QEMU's -icount options, e.g. shift=0,sleep=off", s.VM.Icount)
 	}
