@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"klab/internal/testenv"
+)
+
+// runExperiment runs a shipped experiment by name with args and returns
+// its JSON report, failing the test when klab fails or any sample has no
+// value.
+func runExperiment(t *testing.T, name string, args ...string) report {
+	t.Helper()
+	runs := t.TempDir()
+	start := time.Now()
+	r := runTimeout(t, runs, 30*time.Minute, append([]string{"run", name, "--format", "json"}, args...)...)
+	t.Logf("klab run %s took %s", name, time.Since(start).Round(time.Second))
+	var rep report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("klab run %s: exit %d, no JSON report: %v\n%s", name, r.code, err, tail(r.stdout, 20))
+	}
+	if r.code != 0 {
+		t.Fatalf("klab run %s: exit %d, failures %q", name, r.code, rep.Failures)
+	}
+	for _, row := range rep.Rows {
+		t.Logf("%s: A %v B %v, %s (p=%.3f)", row.Name, row.A.Values, row.B.Values, row.Change.Verdict, row.Change.P)
+		if row.A.N == 0 || row.B.N == 0 {
+			t.Errorf("%s: a side has no samples", row.Name)
+		}
+		for _, v := range append(row.A.Values, row.B.Values...) {
+			if v <= 0 {
+				t.Errorf("%s: sample %v", row.Name, v)
+			}
+		}
+	}
+	return rep
+}
+
+// TestSeedFUSETimeout runs seed 000's experiment in a reduced shape: klab's
+// server only, one round, default_request_timeout 0 against 500, and the
+// stuck-server check on both sides.
+func TestSeedFUSETimeout(t *testing.T) {
+	testenv.E2E(t)
+	rep := runExperiment(t, "fuse-timeout", "--kernel", "debian:7.3", "--rounds", "1", "--set", "server=passthrough")
+	if len(rep.Rows) != 1 || rep.A.Label != "request_timeout=0" || rep.B.Label != "request_timeout=500" {
+		t.Errorf("rows %d, A %s, B %s", len(rep.Rows), rep.A.Label, rep.B.Label)
+	}
+	if len(rep.Checks) != 2 {
+		t.Errorf("%d checks, want the stuck-server check on each side", len(rep.Checks))
+	}
+	for _, c := range rep.Checks {
+		if !c.Passed {
+			t.Errorf("check %s failed", c.Name)
+		}
+	}
+}
+
+// TestSeedFUSEInterrupt runs seed 004's experiment on its two kernels in a
+// reduced shape: one thread count, klab's server, one round.
+func TestSeedFUSEInterrupt(t *testing.T) {
+	testenv.E2E(t)
+	rep := runExperiment(t, "fuse-interrupt", "--kernel", "debian:6.12", "--kernel", "debian:7.3",
+		"--rounds", "1", "--set", "threads=4", "--set", "server=passthrough")
+	if len(rep.Rows) != 3 || !strings.HasPrefix(rep.Rows[0].Name, "futimes threads=4") {
+		t.Errorf("rows: %+v", rep.Rows)
+	}
+	if len(rep.Checks) != 2 {
+		t.Errorf("%d checks, want the interrupt check on each kernel", len(rep.Checks))
+	}
+}
+
+// TestSeedFUSEURing runs seed 003's experiment at one job count, one
+// round: every table's cell over /dev/fuse and io_uring, the bytes checked
+// against the server's reads.
+func TestSeedFUSEURing(t *testing.T) {
+	testenv.E2E(t)
+	rep := runExperiment(t, "fuse-uring", "--kernel", "debian:7.3", "--rounds", "1", "--set", "jobs=2")
+	if len(rep.Rows) != 5 {
+		t.Errorf("%d rows, want paged 128k and 1m, dio 1m, mmap 4k and creates", len(rep.Rows))
+	}
+}
+
+// TestSeedExt4Lazytime builds linux-source-7.3 with the lab config, with
+// and without the revert patch (incremental builds of the work tree the
+// build test uses), and runs seed 002's experiment on them for one round.
+func TestSeedExt4Lazytime(t *testing.T) {
+	testenv.E2E(t)
+	requiresBuildTools(t)
+	for _, args := range [][]string{
+		{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--name", "e2e-lab"},
+		{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--name", "e2e-ext4-revert",
+			"--patches", "experiments/patches/ext4-lazytime-revert.patch"},
+	} {
+		if r := runLong(t, 60*time.Minute, args...); r.code != 0 {
+			t.Fatalf("%v: exit %d", args, r.code)
+		} else {
+			t.Logf("%s took %.1fs", args[len(args)-1], r.wall.Seconds())
+		}
+	}
+	rep := runExperiment(t, "ext4-lazytime", "--kernel", "build:e2e-ext4-revert", "--kernel", "build:e2e-lab", "--rounds", "1")
+	if len(rep.Rows) != 2 {
+		t.Errorf("%d rows, want fio's and the Go engine's", len(rep.Rows))
+	}
+}
