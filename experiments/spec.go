@@ -162,7 +162,8 @@ type Server struct {
 	Kind string `yaml:"kind"`
 	// Transport is dev (/dev/fuse) or uring (FUSE-over-io_uring).
 	Transport string `yaml:"transport"`
-	// Threads are server threads; QueueDepth io_uring entries per queue.
+	// Threads are server threads; QueueDepth io_uring entries per queue
+	// (used over uring only, so that a transport parameter can switch).
 	Threads    int `yaml:"threads"`
 	QueueDepth int `yaml:"queue_depth"`
 	// Backing is the directory served; Mountpoint where it is mounted.

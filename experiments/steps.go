@@ -102,8 +102,12 @@ func workloadStep(s *Spec, w *Workload) proto.Step {
 }
 
 func fuseStep(sv *Server, then *proto.Step) *proto.FUSEStep {
+	depth := sv.QueueDepth
+	if sv.Transport != "uring" {
+		depth = 0 // the io_uring queues' depth: nothing to size over /dev/fuse
+	}
 	return &proto.FUSEStep{
-		Server: sv.Kind, Transport: sv.Transport, QueueDepth: sv.QueueDepth,
+		Server: sv.Kind, Transport: sv.Transport, QueueDepth: depth,
 		Mountpoint: sv.Mountpoint, Backing: sv.Backing, MountOptions: sv.Options,
 		Threads: sv.Threads, RequestTimeoutSec: sv.RequestTimeoutS, MaxWrite: sv.MaxWrite,
 		Passthrough: proto.FUSEPassthroughOptions{KernelPassthrough: sv.KernelPassthrough},
