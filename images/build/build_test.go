@@ -81,6 +81,30 @@ func fakeHeader(version string) []byte {
 	return b
 }
 
+// fakeSource makes the fake tree in a new directory dir, as a git
+// repository (kind "git") or a tarball, and returns dir, the tree and the
+// source to build from.
+func fakeSource(t *testing.T, kind string) (dir, tree, source string) {
+	t.Helper()
+	dir = t.TempDir()
+	tree = filepath.Join(dir, "linux")
+	makeFakeTree(t, tree)
+	source = tree
+	if kind == "git" {
+		for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"commit", "-q", "-m", "base"}} {
+			if _, err := git(context.Background(), tree, args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir, tree, source
+	}
+	source = filepath.Join(dir, "linux.tar.gz")
+	if out, err := runCmd(dir, "tar", "-czf", source, "linux"); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	return dir, tree, source
+}
+
 // makeFakeTree writes the fake tree at dir.
 func makeFakeTree(t *testing.T, dir string) {
 	t.Helper()
@@ -152,22 +176,7 @@ func TestBuildFakeTree(t *testing.T) {
 
 func testBuildFakeTree(t *testing.T, kind string) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	tree := filepath.Join(dir, "linux")
-	makeFakeTree(t, tree)
-	source := tree
-	if kind == "git" {
-		for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"commit", "-q", "-m", "base"}} {
-			if _, err := git(ctx, tree, args...); err != nil {
-				t.Fatal(err)
-			}
-		}
-	} else {
-		source = filepath.Join(dir, "linux.tar.gz")
-		if out, err := runCmd(dir, "tar", "-czf", source, "linux"); err != nil {
-			t.Fatalf("tar: %v %s", err, out)
-		}
-	}
+	dir, tree, source := fakeSource(t, kind)
 	frag := writeTemp(t, dir, "my.config", "CONFIG_A=y\nCONFIG_C=y\n")
 	p1 := fakePatch(t, dir, "p1.patch", "a: one", "a", "/* a */", "/* a1 */")
 	p2 := fakePatch(t, dir, "p2.patch", "b: two", "b", "/* b */", "/* b2 */")

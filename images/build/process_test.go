@@ -86,23 +86,7 @@ func TestBuildSequenceAcrossProcesses(t *testing.T) {
 }
 
 func testBuildSequenceAcrossProcesses(t *testing.T, kind string) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	tree := filepath.Join(dir, "linux")
-	makeFakeTree(t, tree)
-	source := tree
-	if kind == "git" {
-		for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"commit", "-q", "-m", "base"}} {
-			if _, err := git(ctx, tree, args...); err != nil {
-				t.Fatal(err)
-			}
-		}
-	} else {
-		source = filepath.Join(dir, "linux.tar.gz")
-		if out, err := runCmd(dir, "tar", "-czf", source, "linux"); err != nil {
-			t.Fatalf("tar: %v %s", err, out)
-		}
-	}
+	dir, _, source := fakeSource(t, kind)
 	frag := writeTemp(t, dir, "my.config", "CONFIG_A=y\n")
 	fix := fakePatch(t, dir, "fix.patch", "a: fix", "a", "/* a */", "/* a fixed */")
 	other := fakePatch(t, dir, "other.patch", "b: other", "b", "/* b */", "/* b other */")
