@@ -507,7 +507,7 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 				case d == nil:
 					smp.Error = "no result: " + errText(err)
 				case d.Error != "" || d.ExitCode != 0 || d.Metrics == nil:
-					smp.Error = strings.TrimSpace(fmt.Sprintf("exit %d: %s", d.ExitCode, d.Error))
+					smp.Error = strings.TrimSpace(fmt.Sprintf("exit %d: %s", d.ExitCode, guestText(d.Error)))
 				default:
 					smp.Metrics = d.Metrics
 					if prof := d.Metrics.CPUProfile; len(prof) > 0 {
@@ -548,7 +548,7 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 					case !cr.Passed:
 						cr.Message = fmt.Sprintf("exit %d, want %d", d.ExitCode, it.check.ExpectExit)
 						if d.Error != "" {
-							cr.Message += ": " + d.Error
+							cr.Message += ": " + guestText(d.Error)
 						}
 					}
 				} else {
@@ -671,8 +671,33 @@ func safeName(s string) string {
 	}, s)
 }
 
+// firstLine is the first line of s, which may come from the guest (a
+// kernel error quotes its console): see guestText.
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return guestText(s)
+}
+
+// maxGuestText bounds one message from the guest kept in samples.json and
+// printed in progress lines.
+const maxGuestText = 1024
+
+// guestText makes a string the guest sent safe to store and print: no
+// control characters (a terminal escape stays inert) and at most
+// maxGuestText bytes.
+func guestText(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t':
+			return ' '
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > maxGuestText {
+		s = strings.ToValidUTF8(s[:maxGuestText], "") + " [cut]"
+	}
 	return s
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"klab/guest/proto"
 	"klab/images"
@@ -769,5 +770,17 @@ func TestRunBadInput(t *testing.T) {
 				t.Errorf("%d guests booted", len(fake.guests))
 			}
 		})
+	}
+}
+
+// TestGuestText: what the guest sends is stored and printed without
+// control characters, and bounded.
+func TestGuestText(t *testing.T) {
+	if got := guestText("exit\x1b[31m red\x07\tx\u0085"); got != "exit[31m red x" {
+		t.Errorf("guestText = %q", got)
+	}
+	long := guestText(strings.Repeat("é", maxGuestText))
+	if len(long) > maxGuestText+len(" [cut]") || !strings.HasSuffix(long, " [cut]") || !utf8.ValidString(long) {
+		t.Errorf("a long message: %d bytes, valid %v", len(long), utf8.ValidString(long))
 	}
 }
