@@ -197,7 +197,7 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if keep < 0 || (keep == 0 && older <= 0) {
-				return badInput(errors.New("give --keep N (N >= 0... at least 1) or --older-than DURATION (e.g. 720h)"))
+				return badInput(errors.New("give --keep N (N at least 1) or --older-than DURATION (e.g. 720h)"))
 			}
 			runs, err := listRuns(g.runsDir)
 			if err != nil {
