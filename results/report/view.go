@@ -273,7 +273,10 @@ func kernelDesc(r *Report, s Side, detail int) string {
 		return ""
 	}
 	var parts []string
-	for _, p := range []string{k.Name, k.Version, shortID(k.ID)}[:detail] {
+	for i, p := range []string{k.Name, k.Version, shortID(k.ID)}[:detail] {
+		if i == 0 && p == s.Label {
+			continue // the label names the kernel already
+		}
 		if p = oneLine(p); p != "" {
 			parts = append(parts, p)
 		}
