@@ -42,7 +42,7 @@ func TestHTML(t *testing.T) {
 		"/var/lib/klab/runs/20260301-101500-fuse-uring",
 		"wall 27m13s",
 		"5 (abba, fresh)",
-		`<td>randread bs=4k</td><td class="right">12.3k ops/s</td><td class="right">13.8k ops/s</td><td class="right">&#43;12.2%</td><td>[&#43;9.7% &#43;15%]</td><td>p=0.008</td><td>better</td>`,
+		`<td>randread bs=4k</td><td class="right">12.3k ops/s</td><td class="right">13.8k ops/s</td><td class="right">1.12x</td><td class="right">&#43;12.2%</td><td>[&#43;9.7% &#43;15%]</td><td>p=0.008</td><td>better</td>`,
 		`<li class="fail">FAIL fsx [transport=uring on build:fix] B round 2: READ BAD DATA`,
 		"skipped: transport=uring jobs=8 on debian:7.3: needs fuse-io-uring",
 		"warning: need &gt;= 6 samples for confidence interval at level 0.95 (seqwrite bs=1M)",

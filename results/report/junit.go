@@ -47,7 +47,7 @@ func JUnit(w io.Writer, r *Report) error {
 			Classname: exp + ".cells",
 			Name:      oneLine(row.Name),
 			Time:      junitTime(0),
-			SystemOut: joinNonEmpty(", ", "A "+cells[1], "B "+cells[2], joinNonEmpty(" ", "change", cells[3], cells[4]), cells[5], cells[6]),
+			SystemOut: joinNonEmpty(", ", "A "+cells[1], "B "+cells[2], "B/A "+cells[3], joinNonEmpty(" ", "change", cells[4], cells[5]), cells[6], cells[7]),
 		}
 		if row.Regression {
 			change := joinNonEmpty(" ", fmt.Sprintf("%+.1f%%", row.Change.Pct), cells[4], cells[5])

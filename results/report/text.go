@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"klab/results/stats"
 )
 
 // TextWidth is the widest line Text writes, in columns.
@@ -110,9 +112,21 @@ func (t *textWriter) table(rows []Row) {
 	}
 	const gap = "  "
 	cells := [][]string{slices.Clone(tableHeader)}
+	shortened := false
 	for _, row := range rows {
-		cells = append(cells, tableRow(row))
+		c := tableRow(row)
+		// The long verdict would push most tables past TextWidth.
+		if v := &c[len(c)-1]; *v == string(stats.NoChange) {
+			*v, shortened = "n.s.", true
+		}
+		cells = append(cells, c)
 	}
+	defer func() {
+		if shortened {
+			t.line("")
+			t.line(fmt.Sprintf("B/A: ratio of the medians; ~ and n.s.: no significant change (Mann-Whitney U, alpha %.2f)", stats.Alpha))
+		}
+	}()
 	widths := make([]int, len(tableHeader))
 	for _, c := range cells {
 		for i := range c {

@@ -194,8 +194,8 @@ func verdict(row Row) string {
 // tableHeader are the titles of the table's columns; tableRight says
 // which columns are right-aligned.
 var (
-	tableHeader = []string{"name", "A", "B", "change", "CI", "p", "verdict"}
-	tableRight  = []bool{false, true, true, true, false, false, false}
+	tableHeader = []string{"name", "A", "B", "B/A", "change", "CI", "p", "verdict"}
+	tableRight  = []bool{false, true, true, true, true, false, false, false}
 )
 
 // tableRow returns the cells of row in the table, in the order of
@@ -205,11 +205,21 @@ func tableRow(row Row) []string {
 		oneLine(row.Name),
 		fmtValue(row.A.Median, row.Unit),
 		fmtValue(row.B.Median, row.Unit),
+		fmtRatio(row.Change.Ratio),
 		fmtChange(row),
 		fmtCI(row.Change),
 		fmtP(row.Change.P),
 		verdict(row),
 	}
+}
+
+// fmtRatio is B's median over A's ("1.72x"), as the seeds' gain columns
+// give it, significant or not; "-" when A's median is 0.
+func fmtRatio(r float64) string {
+	if r == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", r)
 }
 
 // titleLine names the experiment: "name: description".
