@@ -52,12 +52,50 @@ func Open(dir string) (*Saved, error) {
 		}
 	}
 	s.File = f
-	for _, smp := range s.Samples.Samples {
-		if smp.Row < 0 || smp.Row >= len(s.Plan.Rows) {
-			return nil, fmt.Errorf("%s: a sample names row %d of %d", filepath.Join(dir, SamplesFileName), smp.Row, len(s.Plan.Rows))
-		}
+	if err := s.check(); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// check validates what the report and the commands index into, so that
+// a damaged or edited run directory gives an error, not a panic.
+func (s *Saved) check() error {
+	p, m := s.Plan, s.Manifest
+	var errs []error
+	bad := func(file, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", filepath.Join(s.Dir, file), fmt.Sprintf(format, args...)))
+	}
+	if len(p.Rows) == 0 {
+		bad(PlanFileName, "no rows")
+	}
+	if p.Axis == "kernel" && len(p.Kernels) != 2 {
+		bad(PlanFileName, "the kernel axis with %d kernels, want 2", len(p.Kernels))
+	}
+	if p.Axis != "kernel" && len(p.Kernels) != 1 {
+		bad(PlanFileName, "a parameter axis with %d kernels, want 1", len(p.Kernels))
+	}
+	if len(m.Kernels) != len(p.Kernels) {
+		bad(ManifestFileName, "%d kernels, but the plan has %d", len(m.Kernels), len(p.Kernels))
+	}
+	for _, g := range m.Guests {
+		if g.Kernel < 0 || g.Kernel >= len(m.Kernels) {
+			bad(ManifestFileName, "a guest names kernel %d of %d", g.Kernel, len(m.Kernels))
+		}
+	}
+	for _, smp := range s.Samples.Samples {
+		if smp.Row < 0 || smp.Row >= len(p.Rows) || (smp.Side != SideA && smp.Side != SideB) {
+			bad(SamplesFileName, "a sample names row %d side %q, want a row of %d and side a or b", smp.Row, smp.Side, len(p.Rows))
+			break
+		}
+	}
+	for _, c := range s.Samples.Checks {
+		if c.Row < 0 || c.Row >= len(p.Rows) || (c.Side != SideA && c.Side != SideB) {
+			bad(SamplesFileName, "a check names row %d side %q, want a row of %d and side a or b", c.Row, c.Side, len(p.Rows))
+			break
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func readJSON(path string, v any) error {

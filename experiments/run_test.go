@@ -784,3 +784,46 @@ func TestGuestText(t *testing.T) {
 		t.Errorf("a long message: %d bytes, valid %v", len(long), utf8.ValidString(long))
 	}
 }
+
+// TestOpenDamagedRun: a run directory whose files were damaged or edited
+// gives an error naming the file, never a panic, in the next process's
+// reading of it.
+func TestOpenDamagedRun(t *testing.T) {
+	f := loadRunSpec(t, runSpec)
+	res, err := Run(context.Background(), f, runOptions(t, &fakeOpener{t: t}))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := Open(res.Dir); err != nil {
+		t.Fatalf("Open of a good run: %v", err)
+	}
+	for _, c := range []struct {
+		file, from, to, want string
+	}{
+		{SamplesFileName, `"side": "b"`, `"side": "c"`, "side \"c\""},
+		{SamplesFileName, `"row": 0`, `"row": 7`, "row 7"},
+		{PlanFileName, `"axis": "transport"`, `"axis": "kernel"`, "the kernel axis with 1 kernels"},
+		{ManifestFileName, `"kernel": 0`, `"kernel": 5`, "kernel 5 of 1"},
+		{ManifestFileName, `"schema": 1`, `"schema": 9`, "schema 9"},
+		{SamplesFileName, `{`, `[`, SamplesFileName},
+	} {
+		path := filepath.Join(res.Dir, c.file)
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(orig), c.from) {
+			t.Fatalf("%s lacks %q", c.file, c.from)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(orig), c.from, c.to, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err = Open(res.Dir)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.file) {
+			t.Errorf("%s with %s: %v, want an error naming %q", c.file, c.to, err, c.want)
+		}
+		if err := os.WriteFile(path, orig, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
