@@ -188,6 +188,15 @@ func (s *Saved) Report() *report.Report {
 				if pr.Label != "-" {
 					name += " " + pr.Label
 				}
+				if mi == 0 && w.MinServed > 0 {
+					for _, smp := range s.Samples.Samples {
+						if smp.Row == ri && smp.Workload == w.Name && smp.Error == "" && (smp.FUSE == nil || smp.FUSE.ServerReadBytes < 0) {
+							r.Warnings = append(r.Warnings, fmt.Sprintf("%s: min_served not checked on %s: the kernel has no /proc/PID/io (CONFIG_TASK_IO_ACCOUNTING)",
+								name, sideName(p, smp.Side)))
+							break
+						}
+					}
+				}
 				if mi > 0 {
 					name += " " + metric
 					failed = nil // reported on the first row

@@ -652,7 +652,7 @@ func servedCheck(w *Workload, d *proto.Done) string {
 		return ""
 	}
 	if d.FUSE == nil || d.FUSE.ServerReadBytes < 0 {
-		return "min_served: the server's read counters are unknown"
+		return "" // not checkable on this kernel: the report warns
 	}
 	r := float64(d.FUSE.ServerReadBytes) / float64(d.Metrics.Bytes)
 	if r < w.MinServed {
