@@ -80,8 +80,14 @@ func TestStress(t *testing.T) {
 			for _, e := range errs {
 				t.Error(e)
 			}
-			if st.Conn.ReplyErrors != 0 || st.Conn.ReplyENOENT != 0 {
-				t.Errorf("reply errors %d, ENOENT %d, want none", st.Conn.ReplyErrors, st.Conn.ReplyENOENT)
+			// A signal to a client (the Go runtime's preemption, say)
+			// interrupts its request, and the kernel may end an
+			// interrupted request before the server's reply comes: that
+			// reply is refused with ENOENT. At most once per interrupt,
+			// that is the protocol; any other refused reply is a bug.
+			if st.Conn.ReplyErrors != 0 || st.Conn.ReplyENOENT > st.Conn.Interrupts {
+				t.Errorf("reply errors %d, ENOENT %d (%d interrupts), want no errors and no more ENOENT than interrupts",
+					st.Conn.ReplyErrors, st.Conn.ReplyENOENT, st.Conn.Interrupts)
 			}
 			if st.Conn.InFlight != 0 {
 				t.Errorf("%d requests still in flight after the clients stopped", st.Conn.InFlight)
