@@ -31,6 +31,22 @@ type File struct {
 	root *yaml.Node
 }
 
+// checkRefs returns the parameters that the i-th check refers to.
+func (f *File) checkRefs(i int) []string {
+	var out []string
+	walkScalars(node(f.root, "checks", i), func(s *yaml.Node) {
+		for _, m := range refRe.FindAllString(s.Value, -1) {
+			if name := m[2 : len(m)-1]; !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	})
+	if node(f.root, "checks", i) == node(f.root, "checks") {
+		return nil // no such check
+	}
+	return out
+}
+
 // Problem is one error in an experiment file, with where it is.
 type Problem struct {
 	File      string

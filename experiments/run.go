@@ -397,6 +397,11 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 			if c.Once && u.Round != 1 {
 				continue
 			}
+			// A check that no row parameter changes runs in the first
+			// row only: the other rows would repeat it.
+			if u.Row != 0 && !slices.ContainsFunc(f.checkRefs(i), func(p string) bool { return p != plan.Axis }) {
+				continue
+			}
 			st := checkStep(c)
 			st.ID = newID()
 			unit = append(unit, item{unit: u, check: c, steps: []proto.Step{st}, id: st.ID})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -825,5 +826,34 @@ func TestOpenDamagedRun(t *testing.T) {
 		if err := os.WriteFile(path, orig, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestChecksPerRow: a check that refers to a row parameter runs in every
+// row; one that does not runs in the first row only.
+func TestChecksPerRow(t *testing.T) {
+	spec := strings.Replace(runSpec, "  transport: [dev, uring]\n", "  transport: [dev, uring]\n  jobs: [1, 2]\n", 1)
+	spec = strings.Replace(spec, "    jobs: 1\n    files: 10\n", "    jobs: ${jobs}\n    files: 10\n", 1)
+	spec = strings.Replace(spec, "checks:\n  - name: ok\n    run: \"true\"\n",
+		"checks:\n  - name: ok\n    run: \"true\"\n  - name: per-jobs\n    run: \"test ${jobs} -gt 0\"\n  - name: once\n    run: \"true\"\n    once: true\n", 1)
+	f := loadRunSpec(t, spec)
+	res, err := Run(context.Background(), f, runOptions(t, &fakeOpener{t: t}))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	counts := map[string]map[int]int{}
+	for _, c := range readSamples(t, res.Dir).Checks {
+		if counts[c.Check] == nil {
+			counts[c.Check] = map[int]int{}
+		}
+		counts[c.Check][c.Row]++
+		if !c.Passed {
+			t.Errorf("check %s row %d failed: %s", c.Check, c.Row, c.Message)
+		}
+	}
+	// 4 rounds, 2 sides.
+	want := map[string]map[int]int{"ok": {0: 8}, "per-jobs": {0: 8, 1: 8}, "once": {0: 2}}
+	if !reflect.DeepEqual(counts, want) {
+		t.Errorf("checks per row: %v, want %v", counts, want)
 	}
 }

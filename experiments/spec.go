@@ -247,6 +247,8 @@ type Check struct {
 	TimeoutS int `yaml:"timeout_s"`
 	// Once runs the check in the first round only (for each row and
 	// side): for long correctness checks that rounds would only repeat.
+	// A check that refers to no parameter but the axis runs in the
+	// first row only, whatever Once says.
 	Once bool `yaml:"once"`
 	// MaxS, when set, fails a check that took longer than this many
 	// seconds (a timing bound such as "ECONNABORTED within T+15 s"); it
