@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"regexp"
@@ -128,7 +129,7 @@ func LoadFile(path string) (*File, error) {
 	}
 	defer f.Close()
 	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(ioLimit(f, maxSpecSize+1)); err != nil {
+	if _, err := buf.ReadFrom(io.LimitReader(f, maxSpecSize+1)); err != nil {
 		return nil, fmt.Errorf("experiment %s: %w", path, err)
 	}
 	if buf.Len() > maxSpecSize {

@@ -780,3 +780,6 @@ func readConfig(path string) map[string]string {
 	}
 	return m
 }
+
+// writeAtomic replaces path with data so that readers never see a part.
+func writeAtomic(path string, data []byte) error { return results.WriteFileAtomic(path, data, 0o644) }
