@@ -44,7 +44,7 @@ func runExperiment(t *testing.T, name string, args ...string) report {
 // stuck-server check on both sides.
 func TestSeedFUSETimeout(t *testing.T) {
 	testenv.E2E(t)
-	rep := runExperiment(t, "fuse-timeout", "--kernel", "debian:7.3", "--rounds", "1", "--set", "server=passthrough")
+	rep := runExperiment(t, "fuse-timeout", "--kernel", "debian:7.3", "--rounds", "1", "--set", "server=passthrough", "--set", "kernel_passthrough=false")
 	if len(rep.Rows) != 1 || rep.A.Label != "request_timeout=0" || rep.B.Label != "request_timeout=500" {
 		t.Errorf("rows %d, A %s, B %s", len(rep.Rows), rep.A.Label, rep.B.Label)
 	}

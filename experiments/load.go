@@ -30,6 +30,8 @@ type File struct {
 	// substitutes them.
 	Spec *Spec
 	root *yaml.Node
+	// exclude are the spec's exclude entries, checked.
+	exclude []map[string]string
 }
 
 // checkRefs returns the parameters that the i-th check refers to.
@@ -153,6 +155,7 @@ func Load(path string, data []byte) (*File, error) {
 	}
 	root := doc.Content[0]
 	params := parseParams(ps, root)
+	exclude := parseExclude(ps, root, params)
 	checkFields(ps, root, reflect.TypeOf(Spec{}), "")
 	refs := checkRefs(ps, root, params)
 	for _, p := range params {
@@ -161,7 +164,11 @@ func Load(path string, data []byte) (*File, error) {
 		}
 	}
 	structural := len(ps.list)
-	f := &File{Path: path, Data: data, root: root, Spec: &Spec{Params: params}}
+	f := &File{Path: path, Data: data, root: root, Spec: &Spec{Params: params}, exclude: exclude}
+	if len(f.Points()) == 0 {
+		ps.at(node(root, "exclude"), "exclude: every point of the matrix is excluded")
+		return nil, ps.err()
+	}
 	sum := sha256.Sum256(data)
 	f.SHA256 = hex.EncodeToString(sum[:])
 	first, err := f.substitute(f.Points()[0])
@@ -217,7 +224,63 @@ func (f *File) Points() []map[string]string {
 		}
 		pts = next
 	}
-	return pts
+	return slices.DeleteFunc(pts, f.excluded)
+}
+
+// excluded reports whether an exclude entry matches pt.
+func (f *File) excluded(pt map[string]string) bool {
+	for _, e := range f.exclude {
+		match := true
+		for k, v := range e {
+			if pt[k] != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
+
+// parseExclude reads and checks the exclude entries: each names
+// parameters and values of the matrix.
+func parseExclude(ps *problems, root *yaml.Node, params Params) []map[string]string {
+	n := node(root, "exclude")
+	if n == root {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		ps.at(n, "exclude: want a list of {param: value, ...}")
+		return nil
+	}
+	var out []map[string]string
+	for i, e := range n.Content {
+		if e.Kind != yaml.MappingNode || len(e.Content) == 0 {
+			ps.at(e, "exclude[%d]: want {param: value, ...}", i)
+			continue
+		}
+		m, ok := map[string]string{}, true
+		for j := 0; j+1 < len(e.Content); j += 2 {
+			k, v := e.Content[j], e.Content[j+1]
+			pi := slices.IndexFunc(params, func(p Param) bool { return p.Name == k.Value })
+			switch {
+			case pi < 0:
+				ps.at(k, "exclude[%d]: %q is not a parameter", i, k.Value)
+				ok = false
+			case v.Kind != yaml.ScalarNode || !slices.Contains(params[pi].Values, v.Value):
+				ps.at(v, "exclude[%d]: %s: %q is not one of its values (%s)", i, k.Value, v.Value, strings.Join(params[pi].Values, ", "))
+				ok = false
+			default:
+				m[k.Value] = v.Value
+			}
+		}
+		if ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Cell returns the spec with the point's values substituted.

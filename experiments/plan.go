@@ -128,6 +128,11 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 			return nil, fmt.Errorf("--compare %s: it has %d values (%s), want exactly 2; narrow it with --set %s=A,B",
 				axis.Name, len(axis.Values), strings.Join(axis.Values, ", "), axis.Name)
 		}
+		for _, e := range f.exclude {
+			if _, ok := e[axis.Name]; ok {
+				return nil, fmt.Errorf("%s: exclude names %s, the A/B axis: every row needs both sides", f.Path, axis.Name)
+			}
+		}
 		if len(p.Kernels) != 1 {
 			return nil, fmt.Errorf("comparing %s runs on one kernel, got %d --kernel; to compare kernels, use --compare kernel", axis.Name, len(p.Kernels))
 		}

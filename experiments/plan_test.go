@@ -292,3 +292,61 @@ checks:
 		t.Errorf("--rounds 1000: %d", p.Rounds)
 	}
 }
+
+// TestExclude: exclude drops points of the matrix; it names parameters
+// and their values, and never the A/B axis.
+func TestExclude(t *testing.T) {
+	spec := `
+name: excl
+rounds: 2
+compare: timeout
+params:
+  timeout: [0, 500]
+  server: [passthrough, libfuse-passthrough_ll]
+  kp: [false, true]
+  jobs: [1, 2]
+exclude:
+  - {server: libfuse-passthrough_ll, kp: true}
+  - {jobs: 2, kp: true}
+sysctls:
+  fs.fuse.default_request_timeout: ${timeout}
+server: {kind: "${server}", kernel_passthrough: "${kp}", backing: /tmp/b, mountpoint: /mnt/f}
+workloads:
+  - {name: w, pattern: create, dir: /mnt/f/c, jobs: "${jobs}", files: 10}
+`
+	f, err := Load("excl.yaml", []byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2*2*2*2 = 16 points; libfuse+kp drops 4, jobs=2+kp drops 4, 2 of
+	// them the same: 10 left.
+	if n := len(f.Points()); n != 10 {
+		t.Errorf("%d points, want 10", n)
+	}
+	p, err := MakePlan(f, PlanOptions{Kernels: []string{"k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, r := range p.Rows {
+		rows = append(rows, r.Label)
+	}
+	want := []string{"server=passthrough kp=false jobs=1", "server=passthrough kp=false jobs=2", "server=passthrough kp=true jobs=1",
+		"server=libfuse-passthrough_ll kp=false jobs=1", "server=libfuse-passthrough_ll kp=false jobs=2"}
+	if !slices.Equal(rows, want) {
+		t.Errorf("rows %q, want %q", rows, want)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{"{jobs: 2, kp: true}", "{jobs: 3}", `excl.yaml:12:12: exclude[1]: jobs: "3" is not one of its values (1, 2)`},
+		{"{jobs: 2, kp: true}", "{nope: 1}", `excl.yaml:12:6: exclude[1]: "nope" is not a parameter`},
+		{"{jobs: 2, kp: true}", "{timeout: 0}", "exclude names timeout, the A/B axis"},
+	} {
+		f, err := Load("excl.yaml", []byte(strings.Replace(spec, c.from, c.to, 1)))
+		if err == nil {
+			_, err = MakePlan(f, PlanOptions{Kernels: []string{"k"}})
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.to, err, c.want)
+		}
+	}
+}

@@ -42,6 +42,10 @@ type Spec struct {
 	// Params is the parameter matrix, substituted as ${name} into the
 	// steps. Its order is the file's.
 	Params Params `yaml:"params"`
+	// Exclude drops the points of the matrix that match every value of
+	// one of its entries ({server: libfuse-passthrough_ll,
+	// kernel_passthrough: true}).
+	Exclude []map[string]string `yaml:"exclude"`
 	// Setup prepares each guest once, before any cell runs.
 	Setup Setup `yaml:"setup"`
 	// Sysctls are written before each cell's workloads; ${param} is
