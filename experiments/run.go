@@ -15,6 +15,7 @@ import (
 	"klab/images"
 	"klab/lab"
 	"klab/results"
+	"klab/results/report"
 	"klab/results/splat"
 )
 
@@ -691,15 +692,7 @@ const maxGuestText = 1024
 // control characters (a terminal escape stays inert) and at most
 // maxGuestText bytes.
 func guestText(s string) string {
-	s = strings.Map(func(r rune) rune {
-		switch {
-		case r == '\t':
-			return ' '
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			return -1
-		}
-		return r
-	}, s)
+	s = strings.NewReplacer("\n", "", "\t", " ").Replace(report.Clean(s))
 	if len(s) > maxGuestText {
 		s = strings.ToValidUTF8(s[:maxGuestText], "") + " [cut]"
 	}

@@ -238,7 +238,7 @@ func showRun(w io.Writer, dir string) error {
 		m := s.Manifest
 		fmt.Fprintf(w, "run %s: experiment %s, %s", m.RunID, m.Experiment, m.Status)
 		if m.Message != "" {
-			fmt.Fprintf(w, " (%s)", cleanText(m.Message))
+			fmt.Fprintf(w, " (%s)", report.Clean(m.Message))
 		}
 		fmt.Fprintf(w, "\n%d guest(s):\n", len(m.Guests))
 		for _, gr := range m.Guests {
@@ -254,7 +254,7 @@ func showRun(w io.Writer, dir string) error {
 	}
 	fmt.Fprintf(w, "run %s: %s", m.RunID, m.Outcome.Status)
 	if m.Outcome.Message != "" {
-		fmt.Fprintf(w, " (%s)", cleanText(m.Outcome.Message))
+		fmt.Fprintf(w, " (%s)", report.Clean(m.Outcome.Message))
 	}
 	fmt.Fprintf(w, ", exit %d\nkernel %s %s (%s)\naccel %s, qemu %s\ncommand: %s\n", m.Outcome.ExitCode, m.Kernel.Name,
 		m.Kernel.Version, m.Kernel.ID, m.Accel, m.QEMU.Version, strings.Join(m.Command, " "))
@@ -266,7 +266,7 @@ func showRun(w io.Writer, dir string) error {
 	}
 	fmt.Fprintf(w, "%d kernel splat(s)\n", len(splats))
 	for _, s := range splats {
-		fmt.Fprintf(w, "  %s\n", cleanText(s.Title))
+		fmt.Fprintf(w, "  %s\n", report.Clean(s.Title))
 	}
 	out, err := guestOutput(filepath.Join(dir, "events.jsonl"), 64<<10)
 	if err == nil && out != "" {
@@ -304,21 +304,11 @@ func guestOutput(path string, limit int) (string, error) {
 		if err != nil {
 			continue
 		}
-		b.WriteString(cleanText(string(data)))
+		b.WriteString(report.Clean(string(data)))
 	}
 	s := b.String()
 	if len(s) > limit {
 		s = s[:limit] + "\n[output cut at " + fmt.Sprint(limit) + " bytes]\n"
 	}
 	return s, nil
-}
-
-// cleanText removes control characters other than newline and tab.
-func cleanText(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' || (r >= 0x20 && r != 0x7f && !(r >= 0x80 && r < 0xa0)) {
-			return r
-		}
-		return -1
-	}, s)
 }

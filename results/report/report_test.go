@@ -427,8 +427,8 @@ func TestClean(t *testing.T) {
 		"µs ± 3":                "µs ± 3",
 		"del\x7f and c1 \u0085": "del and c1 ",
 	} {
-		if got := clean(in); got != want {
-			t.Errorf("clean(%q) = %q, want %q", in, got, want)
+		if got := Clean(in); got != want {
+			t.Errorf("Clean(%q) = %q, want %q", in, got, want)
 		}
 	}
 	if got, want := oneLine(" a\n\tb  c \x1b"), "a b c"; got != want {

@@ -14,10 +14,10 @@ import (
 // share: the sanitising of untrusted strings, the formatting of numbers
 // and the lines and table cells every format shows.
 
-// clean returns s without control and format characters (escape
+// Clean returns s without control and format characters (escape
 // sequences, bidirectional overrides, zero-width characters) other than
 // newline and tab: the report carries text from an untrusted guest.
-func clean(s string) string {
+func Clean(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\t' {
 			return r
@@ -29,9 +29,9 @@ func clean(s string) string {
 	}, s)
 }
 
-// oneLine is clean(s) on one line, runs of white space made one space.
+// oneLine is Clean(s) on one line, runs of white space made one space.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(clean(s)), " ")
+	return strings.Join(strings.Fields(Clean(s)), " ")
 }
 
 // scale says how to show values of one unit: divided by div, followed
@@ -505,5 +505,5 @@ func resultLine(r *Report) string {
 // referenceText is the Reference without leading empty lines, trailing
 // white space and control characters.
 func referenceText(r *Report) string {
-	return strings.TrimLeft(strings.TrimRight(clean(r.Reference), " \t\n"), "\n")
+	return strings.TrimLeft(strings.TrimRight(Clean(r.Reference), " \t\n"), "\n")
 }
