@@ -21,7 +21,10 @@ BENCH_APT_PKGS := meson ninja-build g++ pkg-config liburing-dev libnuma-dev
 TEST_APT_PKGS := chromium
 # Commands that prove each package is there.
 BUILD_NEED_CMDS := make flex bison bc git patch cpio depmod
-NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio mke2fs $(BUILD_NEED_CMDS)
+NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio mke2fs perf $(BUILD_NEED_CMDS)
+# perf, for experiments with profile: perf: Debian's linux-perf, or
+# Ubuntu's linux-tools for the running kernel.
+PERF_PKG = $$(apt-cache show linux-perf >/dev/null 2>&1 && echo linux-perf || echo linux-tools-generic)
 
 .PHONY: all deps test-deps build run test test-unit test-e2e bench bench-build bench-fidelity bench-fuse bench-deps fmt vet clean
 
@@ -37,12 +40,12 @@ deps:
 	[ -f /usr/include/openssl/ssl.h ] || missing="$$missing libssl-dev"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "klab: installing $(APT_PKGS) (missing:$$missing)"; \
+			echo "klab: installing $(APT_PKGS) perf (missing:$$missing)"; \
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(APT_PKGS) >/dev/null || exit 1; \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(APT_PKGS) $(PERF_PKG) >/dev/null || exit 1; \
 		else \
 			echo "klab: missing:$$missing"; \
-			echo "klab: install them with: sudo apt-get install -y $(APT_PKGS)"; \
+			echo "klab: install them with: sudo apt-get install -y $(APT_PKGS) linux-perf (Ubuntu: linux-tools-generic)"; \
 			exit 1; \
 		fi; \
 	fi

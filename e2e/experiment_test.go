@@ -42,6 +42,21 @@ type report struct {
 		Name   string `json:"name"`
 		Passed bool   `json:"passed"`
 	} `json:"checks"`
+	RunDir   string `json:"run_dir"`
+	Profiles []struct {
+		Row       string `json:"row"`
+		SamplesA  int64  `json:"samples_a"`
+		SamplesB  int64  `json:"samples_b"`
+		Functions []struct {
+			Func string  `json:"func"`
+			A    float64 `json:"a"`
+			B    float64 `json:"b"`
+		} `json:"functions"`
+		Changed []struct {
+			Func string `json:"func"`
+		} `json:"changed"`
+		Files []string `json:"files"`
+	} `json:"profiles"`
 	Skipped []struct {
 		Reason string `json:"reason"`
 	} `json:"skipped"`

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +72,32 @@ func TestSeedFUSEInterrupt(t *testing.T) {
 	if len(rep.Checks) != 2 {
 		t.Errorf("%d checks, want the interrupt check on each kernel", len(rep.Checks))
 	}
+	// The seed's evidence: perf record -a -g of the whole guest on both
+	// kernels, and the reply path's share of it.
+	if len(rep.Profiles) != 1 {
+		t.Fatalf("%d profiles, want the futimes row's", len(rep.Profiles))
+	}
+	p := rep.Profiles[0]
+	if p.SamplesA < 100 || p.SamplesB < 100 {
+		t.Errorf("profile samples: A %d, B %d, want at least 100 each", p.SamplesA, p.SamplesB)
+	}
+	found := false
+	for _, f := range p.Functions {
+		if f.Func == "fuse_dev_do_write" {
+			found = true
+			if f.A <= 0 || f.B <= 0 || f.A >= 1 || f.B >= 1 {
+				t.Errorf("fuse_dev_do_write's share: A %.3f, B %.3f, want the server's replies on both kernels", f.A, f.B)
+			}
+		}
+	}
+	if !found || len(p.Changed) == 0 {
+		t.Errorf("profile: functions %+v, changed %+v", p.Functions, p.Changed)
+	}
+	for _, f := range p.Files {
+		if _, err := os.Stat(filepath.Join(rep.RunDir, f)); err != nil {
+			t.Errorf("profile file: %v", err)
+		}
+	}
 }
 
 // TestSeedFUSEURing runs seed 003's experiment at one job count, one
@@ -80,6 +108,16 @@ func TestSeedFUSEURing(t *testing.T) {
 	rep := runExperiment(t, "fuse-uring", "--kernel", "debian:7.3", "--rounds", "1", "--set", "jobs=2")
 	if len(rep.Rows) != 5 {
 		t.Errorf("%d rows, want paged 128k and 1m, dio 1m, mmap 4k and creates", len(rep.Rows))
+	}
+	// The hang from the thread: a killed server leaves no client hanging,
+	// over either transport.
+	if len(rep.Checks) != 2 {
+		t.Errorf("%d checks, want killed-server over dev and uring", len(rep.Checks))
+	}
+	for _, c := range rep.Checks {
+		if c.Name != "killed-server" || !c.Passed {
+			t.Errorf("check %+v", c)
+		}
 	}
 }
 

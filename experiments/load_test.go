@@ -126,6 +126,38 @@ workloads:
 			want: []string{`t.yaml:7:9: found "lots", want a size (bytes, or a number with k, M, G: 4k, 1M)`},
 		},
 		{
+			name: "bad profiler",
+			yaml: yml(`
+name: x
+workloads:
+  - name: w
+    pattern: create
+    dir: /tmp/w
+    jobs: 1
+    files: 10
+    profile: perff
+`),
+			want: []string{`t.yaml:8:14: found "perff", want a profiler (perf: the whole guest with perf; go: the guest agent's Go engine; false)`},
+		},
+		{
+			name: "profile functions",
+			yaml: yml(`
+name: x
+profile_functions: [do_writev, "a b"]
+workloads:
+  - name: w
+    pattern: create
+    dir: /tmp/w
+    jobs: 1
+    files: 10
+    profile: go
+`),
+			want: []string{
+				`t.yaml:2:20: profile_functions: no workload has profile: perf, so there is nothing to look them up in`,
+				`t.yaml:2:32: profile_functions: "a b" is not a function name, want letters, digits, '_' and '.' (at most 128)`,
+			},
+		},
+		{
 			name: "a list for a size",
 			yaml: yml(`
 name: x

@@ -215,6 +215,7 @@ func (s *Saved) Report() *report.Report {
 			}
 		}
 	}
+	r.Profiles, r.Warnings = s.profiles(r.Warnings)
 	for _, c := range s.Samples.Checks {
 		cellName := p.Rows[c.Row].Label + " on " + sideName(p, c.Side)
 		if p.Rows[c.Row].Label == "-" {

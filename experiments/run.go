@@ -120,6 +120,10 @@ type Sample struct {
 	FUSE *proto.FUSEStats `json:"fuse,omitempty"`
 	// Error says why there is no value.
 	Error string `json:"error,omitempty"`
+	// Profile is the folded call graph of the run (profile: perf), a
+	// file under the run directory; ProfileError says why there is none.
+	Profile      string `json:"profile,omitempty"`
+	ProfileError string `json:"profile_error,omitempty"`
 }
 
 // CheckResult is one check in one unit.
@@ -524,6 +528,13 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 						}
 					}
 					smp.Metrics.CPUProfile = nil
+					if it.workload.Profile == ProfilePerf {
+						name := fmt.Sprintf("%s-%s%s-round%d.folded", it.workload.Name, strings.ReplaceAll(rowText(plan, u.Row), " ", "-"), u.Side, u.Round)
+						smp.Profile, smp.ProfileError = saveProfile(dir, safeName(name), d.Profile)
+						if smp.ProfileError != "" {
+							progress("  no profile of %s %s%s round %d: %s", it.workload.Name, rowText(plan, u.Row), sideLabel(plan, u.Side), u.Round, smp.ProfileError)
+						}
+					}
 					smp.Value = metricOf(smp.Metric, d.Metrics)
 					smp.FUSE = d.FUSE
 					if msg := servedCheck(it.workload, d); msg != "" {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"go.yaml.in/yaml/v3"
+
 	"klab/images/build"
 )
 
@@ -61,6 +63,42 @@ type Spec struct {
 	Checks []Check `yaml:"checks"`
 	// Splats is the splat policy.
 	Splats Splats `yaml:"splats"`
+	// ProfileFunctions are the kernel or user functions whose share of
+	// the profiled time the report shows for each side (workloads with
+	// profile: perf), next to the functions whose share changed most.
+	ProfileFunctions []string `yaml:"profile_functions"`
+}
+
+// Profiler says what a workload's profile records.
+type Profiler string
+
+// Profilers.
+const (
+	// ProfileNone records nothing.
+	ProfileNone Profiler = ""
+	// ProfileGo is a pprof CPU profile of the guest agent (Go engine).
+	ProfileGo Profiler = "go"
+	// ProfilePerf is perf record of the whole guest with call graphs.
+	ProfilePerf Profiler = "perf"
+)
+
+// UnmarshalYAML takes perf, go, true (go) or false; anything else is a
+// type error with its line, so that decoding goes on.
+func (p *Profiler) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		switch n.Value {
+		case "perf":
+			*p = ProfilePerf
+			return nil
+		case "go", "true":
+			*p = ProfileGo
+			return nil
+		case "false", "":
+			*p = ProfileNone
+			return nil
+		}
+	}
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot unmarshal %s `%s` into a profiler (perf: the whole guest with perf; go: the guest agent's Go engine; false)", n.Line, n.ShortTag(), n.Value)}}
 }
 
 // Params is the ordered parameter matrix.
@@ -197,9 +235,12 @@ type Workload struct {
 	// with fio ("fio": the same job as fio options), to cross-check the
 	// two.
 	Engine string `yaml:"engine"`
-	// Profile saves a CPU profile of the guest agent during each Go
-	// engine run, under profiles/ in the run directory.
-	Profile bool `yaml:"profile"`
+	// Profile records a profile of each run, under profiles/ in the run
+	// directory: "perf" records the whole guest (kernel and user call
+	// graphs) with perf, and the report compares the sides' function
+	// shares; "go" (or true) a CPU profile of the guest agent during Go
+	// engine runs.
+	Profile Profiler `yaml:"profile"`
 	// Dir is where the job's files go (fio's working directory).
 	Dir string `yaml:"dir"`
 	// Jobs, BS, Size, Files, Fallocate, FilenameFormat, RampS,

@@ -95,6 +95,9 @@ func workloadStep(s *Spec, w *Workload) proto.Step {
 			}
 		}
 	}
+	if w.Profile == ProfilePerf {
+		inner.Perf = &proto.Perf{}
+	}
 	if s.Server == nil || (w.Mount != nil && !*w.Mount) {
 		return inner
 	}

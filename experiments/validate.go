@@ -45,6 +45,9 @@ func node(root *yaml.Node, path ...any) *yaml.Node {
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
+// funcRe matches a function name as perf prints it.
+var funcRe = regexp.MustCompile(`^[A-Za-z_.][A-Za-z0-9_.]{0,127}$`)
+
 func oneOf(list []string) string {
 	var q []string
 	for _, s := range list {
@@ -91,6 +94,14 @@ func validate(ps *problems, root *yaml.Node, s *Spec, params Params, axis bool) 
 		case axis && len(p.Values) != 2:
 			ps.at(at("compare"), "compare: %s has %d values, want exactly 2 (A and B)", p.Name, len(p.Values))
 		}
+	}
+	for i, f := range s.ProfileFunctions {
+		if !funcRe.MatchString(f) {
+			ps.at(at("profile_functions", i), "profile_functions: %q is not a function name, want letters, digits, '_' and '.' (at most 128)", f)
+		}
+	}
+	if len(s.ProfileFunctions) > 0 && !slices.ContainsFunc(s.Workloads, func(w Workload) bool { return w.Profile == ProfilePerf }) {
+		ps.at(at("profile_functions"), "profile_functions: no workload has profile: perf, so there is nothing to look them up in")
 	}
 	if s.VM.CPUs < 0 || s.VM.CPUs > 64 {
 		ps.at(at("vm", "cpus"), "vm.cpus: %d is out of range, want 1..64", s.VM.CPUs)
@@ -330,7 +341,7 @@ func (w *Workload) step() proto.WorkloadStep {
 		Name: w.Name, Pattern: proto.Pattern(w.Pattern), Dir: w.Dir, Jobs: w.Jobs,
 		BlockSize: int64(w.BS), FileSize: int64(w.Size), Files: w.Files, Fallocate: fa,
 		FilenameFormat: w.FilenameFormat, RampMs: int64(w.RampS) * 1000, RuntimeMs: int64(w.RuntimeS) * 1000,
-		TimeBased: w.TimeBased, Profile: w.Profile && w.Engine != "fio",
+		TimeBased: w.TimeBased, Profile: w.Profile == ProfileGo && w.Engine != "fio",
 	}
 }
 

@@ -2,8 +2,11 @@ package lab
 
 import (
 	"context"
+	"debug/elf"
 	"fmt"
+	"os/exec"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -28,14 +31,55 @@ func needsFio(s *proto.Step) bool {
 	return false
 }
 
+// PerfTool is the host program a step with Perf needs in the guest.
+const PerfTool = "perf"
+
+// needsPerf reports whether s, or a step it wraps, asks for a profile.
+func needsPerf(s *proto.Step) bool {
+	for ; s != nil; s = s.FUSE.Then {
+		if s.Perf != nil {
+			return true
+		}
+		if s.FUSE == nil {
+			return false
+		}
+	}
+	return false
+}
+
+// perfProgram is the host's perf binary: "perf" when it is one (Debian's
+// linux-perf), else the newest of Ubuntu's per-kernel builds, which its
+// /usr/bin/perf shell wrapper would run.
+func perfProgram() string {
+	if p, err := exec.LookPath(PerfTool); err == nil {
+		if f, err := elf.Open(p); err == nil {
+			f.Close()
+			return PerfTool
+		}
+	}
+	var found []string
+	for _, g := range []string{"/usr/lib/linux-tools/*/perf", "/usr/lib/linux-tools-*/perf"} {
+		m, _ := filepath.Glob(g)
+		found = append(found, m...)
+	}
+	if len(found) == 0 {
+		return PerfTool
+	}
+	slices.Sort(found)
+	return found[len(found)-1]
+}
+
 // hostTools returns the host programs the request needs in the guest: its
-// HostTools, and fio when a step runs it.
+// HostTools, fio when a step runs it, and perf when a step is profiled.
 func (r *BootRequest) hostTools() []string {
 	tools := slices.Clone(r.HostTools)
+	perf := false
 	for i := range r.Steps {
 		if needsFio(&r.Steps[i]) && !slices.Contains(tools, FioTool) {
 			tools = append(tools, FioTool)
-			break
+		}
+		if needsPerf(&r.Steps[i]) && !perf {
+			tools, perf = append(tools, perfProgram()), true
 		}
 	}
 	return tools
@@ -51,7 +95,7 @@ func (r *BootRequest) extraFiles() ([]images.ExtraFile, error) {
 	}
 	files, err := images.HostPrograms(tools, images.LibSearch{})
 	if err != nil {
-		return nil, fmt.Errorf("host tools for the guest (install them on the host, e.g. apt-get install fio): %w", err)
+		return nil, fmt.Errorf("host tools for the guest (install them on the host, e.g. apt-get install fio linux-perf): %w", err)
 	}
 	return files, nil
 }

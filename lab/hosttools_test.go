@@ -10,6 +10,9 @@ import (
 
 func TestHostTools(t *testing.T) {
 	fio := proto.Step{Kind: proto.StepFio, Fio: &proto.FioStep{Args: []string{"--name=x"}}}
+	profiled := proto.Step{Kind: proto.StepWorkload, Perf: &proto.Perf{}}
+	profiledFio := fio
+	profiledFio.Perf = &proto.Perf{}
 	for _, tc := range []struct {
 		name string
 		req  BootRequest
@@ -20,6 +23,9 @@ func TestHostTools(t *testing.T) {
 		{"fio under fuse", BootRequest{Steps: []proto.Step{{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{Then: &fio}}}}, []string{"fio"}},
 		{"explicit", BootRequest{HostTools: []string{"mke2fs"}, Steps: []proto.Step{fio}}, []string{"mke2fs", "fio"}},
 		{"explicit fio", BootRequest{HostTools: []string{"fio"}, Steps: []proto.Step{fio}}, []string{"fio"}},
+		{"perf under fuse, twice", BootRequest{Steps: []proto.Step{
+			{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{Then: &profiled}}, profiled}}, []string{perfProgram()}},
+		{"fio profiled", BootRequest{Steps: []proto.Step{profiledFio}}, []string{"fio", perfProgram()}},
 	} {
 		if got := tc.req.hostTools(); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)

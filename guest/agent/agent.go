@@ -219,6 +219,27 @@ func (a *Agent) Serve(ctx context.Context) error {
 // runStep executes one step and returns its Done.
 func (a *Agent) runStep(ctx context.Context, s *proto.Step) proto.Done {
 	start := time.Now()
+	var rec *perfRecording
+	var perfErr error
+	if s.Perf != nil {
+		if rec, perfErr = a.startPerf(s.Perf); perfErr != nil {
+			a.Logf("step %d: no profile: %v", s.ID, perfErr)
+		}
+	}
+	d := a.dispatch(ctx, s)
+	switch {
+	case rec != nil:
+		d.Profile = rec.finish(ctx)
+	case perfErr != nil:
+		d.Profile = &proto.Profile{Event: s.Perf.Event, Freq: s.Perf.Freq, Error: perfErr.Error()}
+	}
+	d.Step = s.ID
+	d.DurationNs = time.Since(start).Nanoseconds()
+	return d
+}
+
+// dispatch runs s by its kind.
+func (a *Agent) dispatch(ctx context.Context, s *proto.Step) proto.Done {
 	var d proto.Done
 	switch s.Kind {
 	case proto.StepExec:
@@ -236,8 +257,6 @@ func (a *Agent) runStep(ctx context.Context, s *proto.Step) proto.Done {
 			d = proto.Done{ExitCode: -1, Error: fmt.Sprintf("unknown step kind %q", s.Kind)}
 		}
 	}
-	d.Step = s.ID
-	d.DurationNs = time.Since(start).Nanoseconds()
 	return d
 }
 

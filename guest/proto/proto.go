@@ -162,6 +162,9 @@ type Step struct {
 	Workload *WorkloadStep `json:"workload,omitempty"`
 	// Fio is set for StepFio.
 	Fio *FioStep `json:"fio,omitempty"`
+	// Perf, when set, records the whole guest with perf while the step
+	// runs and returns the call graph in Done.Profile.
+	Perf *Perf `json:"perf,omitempty"`
 }
 
 // Stream names an output stream.
@@ -196,6 +199,8 @@ type Done struct {
 	Metrics *Metrics `json:"metrics,omitempty"`
 	// FUSE are the server's counters, for a fuse step.
 	FUSE *FUSEStats `json:"fuse,omitempty"`
+	// Profile is the call graph recorded for Step.Perf.
+	Profile *Profile `json:"profile,omitempty"`
 }
 
 // Log is a diagnostic line from the agent itself.

@@ -41,6 +41,14 @@ func HTML(w io.Writer, r *Report) error {
 		hr.Chart = chart
 		page.Rows = append(page.Rows, hr)
 	}
+	for _, p := range r.Profiles {
+		hp := htmlProfile{Title: profileTitle(p), Header: profileHeader, Rows: profileRows(p), Note: profileNote,
+			LabelA: "A: " + oneLine(r.A.Label), LabelB: "B: " + oneLine(r.B.Label),
+			// Icicles come from klab's own SVG writer, which escapes
+			// every name in them.
+			IcicleA: template.HTML(p.IcicleA), IcicleB: template.HTML(p.IcicleB)}
+		page.Profiles = append(page.Profiles, hp)
+	}
 	for _, c := range r.Checks {
 		page.Checks = append(page.Checks, htmlItem{checkLine(c), !c.Passed})
 	}
@@ -69,6 +77,7 @@ type htmlPage struct {
 	Manifest                 []htmlField
 	Header                   []htmlCell
 	Rows                     []htmlRow
+	Profiles                 []htmlProfile
 	Checks                   []htmlItem
 	Skipped                  []string
 	Splats                   []htmlItem
@@ -96,6 +105,14 @@ type htmlRow struct {
 	Cells []htmlCell
 	// Chart is the <svg> element chartSVG drew.
 	Chart template.HTML
+}
+
+// htmlProfile is one profile comparison with its icicle charts.
+type htmlProfile struct {
+	Title, Note, LabelA, LabelB string
+	Header                      []string
+	Rows                        [][]string
+	IcicleA, IcicleB            template.HTML
 }
 
 // htmlItem is one line of a list; Bad marks a failure.
@@ -174,6 +191,8 @@ p.result.pass { background: #e8f5e9; color: #1b5e20; }
 p.result.fail { background: #ffebee; color: #b71c1c; }
 div.charts { display: flex; flex-wrap: wrap; gap: 1em; }
 figure { margin: 0; border: 1px solid #ddd; padding: 0.5em; }
+figure.icicle { margin: 0.5em 0; overflow-x: auto; }
+figure.icicle svg { max-width: 100%; height: auto; }
 pre { background: #f6f6f6; padding: 0.7em; overflow-x: auto; }
 .note { color: #666; font-size: 0.9em; }
 </style>
@@ -211,6 +230,32 @@ Squares: the medians; whiskers: their 95% confidence intervals (none with too fe
 </div>
 {{- else}}
 <p>no measurements</p>
+{{- end}}
+{{- with .Profiles}}
+
+<h2>Profiles</h2>
+{{- range .}}
+<p>{{.Title}}</p>
+<table class="results">
+<thead><tr>{{range $i, $h := .Header}}<th{{if $i}} class="right"{{end}}>{{$h}}</th>{{end}}</tr></thead>
+<tbody>
+{{- range .Rows}}
+<tr>{{range $i, $c := .}}<td{{if $i}} class="right"{{end}}>{{$c}}</td>{{end}}</tr>
+{{- end}}
+</tbody>
+</table>
+<p class="note">{{.Note}}. Icicle charts: the callers at the top, what they call below, each frame as wide as its share of the samples.</p>
+{{- if .IcicleA}}
+<figure class="icicle"><figcaption>{{.LabelA}}</figcaption>
+{{.IcicleA}}
+</figure>
+{{- end}}
+{{- if .IcicleB}}
+<figure class="icicle"><figcaption>{{.LabelB}}</figcaption>
+{{.IcicleB}}
+</figure>
+{{- end}}
+{{- end}}
 {{- end}}
 {{- with .Checks}}
 

@@ -30,6 +30,15 @@ func Markdown(w io.Writer, r *Report) error {
 			b.WriteString(mdTableRow(tableRow(row)))
 		}
 	}
+	for _, p := range r.Profiles {
+		fmt.Fprintf(&b, "\n%s\n\n", mdEscape(profileTitle(p)))
+		b.WriteString(mdTableRow(profileHeader))
+		b.WriteString("|:---" + strings.Repeat("|---:", len(profileHeader)-1) + "|\n")
+		for _, row := range profileRows(p) {
+			b.WriteString(mdTableRow(row))
+		}
+		fmt.Fprintf(&b, "\n%s\n", mdEscape(profileNote))
+	}
 	var checks, skipped []string
 	for _, c := range r.Checks {
 		checks = append(checks, checkLine(c))

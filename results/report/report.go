@@ -54,6 +54,9 @@ type Report struct {
 	Reuse  string `json:"reuse"`
 	// Rows are the measured comparisons, one per row of the table.
 	Rows []Row `json:"rows"`
+	// Profiles compare where the guests spent their time, one per row of
+	// a workload profiled with perf.
+	Profiles []Profile `json:"profiles,omitempty"`
 	// Checks are the pass/fail checks, one per check, cell and round.
 	Checks []Check `json:"checks,omitempty"`
 	// Skipped are the cells that did not run, with why.
@@ -151,4 +154,39 @@ type SplatCount struct {
 	Type  string `json:"type"`
 	A     int    `json:"a"`
 	B     int    `json:"b"`
+}
+
+// Profile compares the perf profiles of one row's A and B runs: the
+// share of all samples (every CPU) spent in functions, inclusive of what
+// they call.
+type Profile struct {
+	// Row names the row ("futimes threads=4").
+	Row string `json:"row"`
+	// Event is the sampling event; SamplesA and SamplesB count the
+	// samples of each side, over all its rounds.
+	Event    string `json:"event"`
+	SamplesA int64  `json:"samples_a"`
+	SamplesB int64  `json:"samples_b"`
+	// Functions are the functions the spec names (profile_functions).
+	Functions []FuncShare `json:"functions,omitempty"`
+	// Changed are the functions whose share changed most.
+	Changed []FuncShare `json:"changed,omitempty"`
+	// Files are the folded profiles the shares come from, relative to
+	// the run directory.
+	Files []string `json:"files,omitempty"`
+	// IcicleA and IcicleB are SVG icicle charts of each side for the
+	// HTML report, escaped already; not part of the JSON form.
+	IcicleA string `json:"-"`
+	IcicleB string `json:"-"`
+}
+
+// FuncShare is one function's share of the samples on each side.
+type FuncShare struct {
+	Func string `json:"func"`
+	// A and B are inclusive shares (0..1): samples with the function
+	// anywhere on the stack. SelfA and SelfB count it as the leaf only.
+	A     float64 `json:"a"`
+	B     float64 `json:"b"`
+	SelfA float64 `json:"self_a"`
+	SelfB float64 `json:"self_b"`
 }

@@ -38,6 +38,12 @@ func Text(w io.Writer, r *Report) error {
 	for _, w := range warningLines(r) {
 		warnings = append(warnings, "warning: "+w)
 	}
+	for _, p := range r.Profiles {
+		t.blank()
+		t.line(profileTitle(p))
+		t.grid(profileHeader, profileRows(p))
+		t.line(profileNote)
+	}
 	t.section(checks)
 	t.section(skipped)
 	t.section(splatLines(r))
@@ -154,6 +160,46 @@ func (t *textWriter) table(rows []Row) {
 			}
 			pad := strings.Repeat(" ", max(0, widths[i]-len(cell)))
 			if tableRight[i] {
+				b.WriteString(pad + cell)
+			} else {
+				b.WriteString(cell + pad)
+			}
+		}
+		t.line(b.String())
+	}
+}
+
+// grid adds a table: the first column left-aligned and cut to fit
+// TextWidth, the others right-aligned.
+func (t *textWriter) grid(header []string, rows [][]string) {
+	const gap = "  "
+	cells := append([][]string{header}, rows...)
+	widths := make([]int, len(header))
+	for _, c := range cells {
+		for i := range c {
+			c[i] = toASCII(c[i])
+			widths[i] = max(widths[i], len(c[i]))
+		}
+	}
+	rest := 2 + len(gap)*(len(widths)-1)
+	for _, w := range widths[1:] {
+		rest += w
+	}
+	if widths[0]+rest > TextWidth {
+		widths[0] = max(8, TextWidth-rest)
+	}
+	for _, c := range cells {
+		var b strings.Builder
+		b.WriteString("  ")
+		for i, cell := range c {
+			if i > 0 {
+				b.WriteString(gap)
+			}
+			if i == 0 && len(cell) > widths[0] {
+				cell = cell[:widths[0]-2] + ".."
+			}
+			pad := strings.Repeat(" ", max(0, widths[i]-len(cell)))
+			if i > 0 {
 				b.WriteString(pad + cell)
 			} else {
 				b.WriteString(cell + pad)

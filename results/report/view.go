@@ -507,3 +507,40 @@ func resultLine(r *Report) string {
 func referenceText(r *Report) string {
 	return strings.TrimLeft(strings.TrimRight(Clean(r.Reference), " \t\n"), "\n")
 }
+
+// profileTitle heads a profile's table.
+func profileTitle(p Profile) string {
+	return fmt.Sprintf("profile of %s (%s; samples: A %d, B %d), share with callees:",
+		oneLine(p.Row), oneLine(p.Event), p.SamplesA, p.SamplesB)
+}
+
+// profileHeader are the columns of a profile's table.
+var profileHeader = []string{"function", "A", "B", "B-A", "self A", "self B"}
+
+// profileRows are a profile's table rows: the named functions, then
+// the most changed ones not named, marked "*".
+func profileRows(p Profile) [][]string {
+	var rows [][]string
+	named := map[string]bool{}
+	row := func(f FuncShare, mark string) []string {
+		return []string{oneLine(f.Func) + mark, fmtShare(f.A), fmtShare(f.B), fmt.Sprintf("%+.1f pt", 100*(f.B-f.A)), fmtShare(f.SelfA), fmtShare(f.SelfB)}
+	}
+	for _, f := range p.Functions {
+		named[f.Func] = true
+		rows = append(rows, row(f, ""))
+	}
+	for _, f := range p.Changed {
+		if !named[f.Func] {
+			rows = append(rows, row(f, " *"))
+		}
+	}
+	return rows
+}
+
+// profileNote explains the "*" of profileRows.
+const profileNote = "* among the functions whose share changed most; pt = percentage points"
+
+// fmtShare formats a share (0..1) as a percentage.
+func fmtShare(s float64) string {
+	return fmt.Sprintf("%.1f%%", 100*s)
+}
