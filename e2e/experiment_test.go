@@ -60,6 +60,13 @@ type report struct {
 	Skipped []struct {
 		Reason string `json:"reason"`
 	} `json:"skipped"`
+	Splats struct {
+		New []struct {
+			Title string `json:"title"`
+			A     int    `json:"a"`
+			B     int    `json:"b"`
+		} `json:"new"`
+	} `json:"splats"`
 	Failures []string `json:"failures"`
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +142,59 @@ func TestSeedExt4Lazytime(t *testing.T) {
 	rep := runExperiment(t, "ext4-lazytime", "--kernel", "build:e2e-ext4-revert", "--kernel", "build:e2e-lab", "--rounds", "1")
 	if len(rep.Rows) != 2 {
 		t.Errorf("%d rows, want fio's and the Go engine's", len(rep.Rows))
+	}
+}
+
+// TestSeedFUSEURingReviewBug is seed 003's review bug as an A/B: 7.3 built
+// with the lab and debug configs, against the same tree with the patch
+// that allocates the processing queue under the channel spinlock. B must
+// report "BUG: sleeping function called from invalid context" as new, and
+// the run must fail with it (exit 1, a JUnit failure), while A is clean.
+// Its cold debug build takes about 10 minutes on 2 cores, so it runs only
+// when KLAB_E2E_DEBUG_BUILD=1.
+func TestSeedFUSEURingReviewBug(t *testing.T) {
+	testenv.E2E(t)
+	if os.Getenv("KLAB_E2E_DEBUG_BUILD") != "1" {
+		t.Skip("needs a cold lab,debug kernel build (about 10 minutes on 2 cores): set KLAB_E2E_DEBUG_BUILD=1")
+	}
+	requiresBuildTools(t)
+	for _, args := range [][]string{
+		{"kernels", "build", "--source", "debian:7.3", "--config", "lab,debug", "--name", "e2e-debug"},
+		{"kernels", "build", "--source", "debian:7.3", "--config", "lab,debug", "--name", "e2e-debug-uring-bug",
+			"--patches", "experiments/patches/fuse-uring-alloc-under-lock.patch"},
+	} {
+		if r := runLong(t, 60*time.Minute, args...); r.code != 0 {
+			t.Fatalf("%v: exit %d", args, r.code)
+		} else {
+			t.Logf("%s took %.1fs", args[len(args)-1], r.wall.Seconds())
+		}
+	}
+	runs := t.TempDir()
+	r := runTimeout(t, runs, 30*time.Minute, "run", "fuse-uring", "--format", "json", "--kernel", "build:e2e-debug", "--kernel", "build:e2e-debug-uring-bug",
+		"--compare", "kernel", "--set", "transport=uring", "--set", "jobs=1", "--rounds", "1")
+	var rep report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("exit %d, no JSON report: %v\n%s", r.code, err, tail(r.stdout, 20))
+	}
+	if r.code != 1 {
+		t.Errorf("exit %d, want 1 (a new splat in B)", r.code)
+	}
+	const title = "BUG: sleeping function called from invalid context"
+	found := false
+	for _, s := range rep.Splats.New {
+		t.Logf("new in B: %s (A %d, B %d)", s.Title, s.A, s.B)
+		if strings.HasPrefix(s.Title, title) && s.A == 0 && s.B > 0 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no %q new in B: %+v", title, rep.Splats.New)
+	}
+	if !slices.ContainsFunc(rep.Failures, func(f string) bool { return strings.Contains(f, title) }) {
+		t.Errorf("failures %q do not name the splat", rep.Failures)
+	}
+	junit, err := os.ReadFile(filepath.Join(rep.RunDir, "report.xml"))
+	if err != nil || !strings.Contains(string(junit), "<failure") || !strings.Contains(string(junit), title) {
+		t.Errorf("report.xml: %v, no failure naming the splat", err)
 	}
 }

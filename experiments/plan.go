@@ -27,6 +27,9 @@ type Plan struct {
 	B      string `json:"b"`
 	AValue string `json:"a_value,omitempty"`
 	BValue string `json:"b_value,omitempty"`
+	// Single is set when only side A is measured (one kernel of a
+	// kernel comparison, as a matrix cell runs it); B is then empty.
+	Single bool `json:"single,omitempty"`
 	// Rows are the points of the matrix without the axis.
 	Rows []PlanRow `json:"rows"`
 	// Guests are the boots, in the order they run.
@@ -71,6 +74,10 @@ type PlanOptions struct {
 	// Order and Seed override the spec's when set.
 	Order string
 	Seed  *int64
+	// Single measures an experiment that compares kernels on the one
+	// kernel given, side A only: a matrix compares its cells across
+	// kernels afterwards.
+	Single bool
 }
 
 // MakePlan lays out the run of f with o.
@@ -138,6 +145,12 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 		}
 		p.AValue, p.BValue = axis.Values[0], axis.Values[1]
 		p.A, p.B = axis.Name+"="+p.AValue, axis.Name+"="+p.BValue
+	} else if o.Single {
+		if len(p.Kernels) != 1 {
+			return nil, fmt.Errorf("a single-kernel run needs exactly one kernel, got %d", len(p.Kernels))
+		}
+		p.Single = true
+		p.A = p.Kernels[0]
 	} else {
 		if len(p.Kernels) != 2 {
 			return nil, fmt.Errorf("comparing kernels needs exactly two --kernel (A and B), got %d; or compare a parameter with --compare NAME", len(p.Kernels))
@@ -182,6 +195,16 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 		return u
 	}
 	switch {
+	case p.Single && p.Reuse == "fresh":
+		for r := 1; r <= p.Rounds; r++ {
+			p.Guests = append(p.Guests, GuestPlan{Kernel: 0, Units: units(SideA, r)})
+		}
+	case p.Single:
+		g := GuestPlan{Kernel: 0}
+		for r := 1; r <= p.Rounds; r++ {
+			g.Units = append(g.Units, units(SideA, r)...)
+		}
+		p.Guests = []GuestPlan{g}
 	case p.Axis == "kernel" && p.Reuse == "fresh":
 		for r := 1; r <= p.Rounds; r++ {
 			for _, side := range order(r - 1) {

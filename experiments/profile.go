@@ -137,6 +137,7 @@ func (s *Saved) profiles(warnings []string) ([]report.Profile, []string) {
 					missing = append(missing, fmt.Sprintf("%s round %d: %v", sideName(p, smp.Side), smp.Round, err))
 					continue
 				}
+				prof = alias(prof)
 				files = append(files, smp.Profile)
 				if smp.Side == SideA {
 					a.Merge(prof)
@@ -179,4 +180,23 @@ func icicle(p *profile.Profile, title string, highlight []string) string {
 		return ""
 	}
 	return b.String()
+}
+
+// alias folds the names one function has in different kernels into one,
+// so that comparing kernels does not list a rename as a change: the
+// "_noprof" variants of the allocators (memory allocation profiling)
+// count as the function they wrap.
+func alias(p *profile.Profile) *profile.Profile {
+	out := profile.New()
+	for stack, n := range p.Stacks {
+		if strings.Contains(stack, "_noprof") {
+			frames := strings.Split(stack, ";")
+			for i, f := range frames {
+				frames[i] = strings.TrimSuffix(f, "_noprof")
+			}
+			stack = strings.Join(frames, ";")
+		}
+		out.Add(stack, n)
+	}
+	return out
 }

@@ -143,9 +143,12 @@ func (s *Saved) Report() *report.Report {
 		r.WallSec = m.End.Sub(m.Start).Seconds()
 	}
 	r.Host = strings.TrimSpace(m.Host.KernelRelease + ", " + m.Host.CPUModel)
-	if p.Axis == "kernel" {
+	switch {
+	case p.Single:
+		r.A.Kernel = p.Kernels[0]
+	case p.Axis == "kernel":
 		r.A.Kernel, r.B.Kernel = p.Kernels[0], p.Kernels[1]
-	} else {
+	default:
 		r.A.Value, r.B.Value = p.AValue, p.BValue
 	}
 	for _, k := range m.Kernels {
@@ -217,9 +220,16 @@ func (s *Saved) Report() *report.Report {
 	}
 	r.Profiles, r.Warnings = s.profiles(r.Warnings)
 	for _, c := range s.Samples.Checks {
-		cellName := p.Rows[c.Row].Label + " on " + sideName(p, c.Side)
-		if p.Rows[c.Row].Label == "-" {
-			cellName = sideName(p, c.Side)
+		// The cell names its kernel: "jobs=1 transport=uring on debian:7.3".
+		cellName := sideName(p, c.Side)
+		if p.Axis != "kernel" {
+			cellName += " on " + p.Kernels[0]
+		}
+		if p.Rows[c.Row].Label != "-" {
+			cellName = p.Rows[c.Row].Label + " " + cellName
+			if p.Axis == "kernel" {
+				cellName = p.Rows[c.Row].Label + " on " + sideName(p, c.Side)
+			}
 		}
 		r.Checks = append(r.Checks, report.Check{Name: c.Check, Cell: cellName, Side: c.Side, Round: c.Round,
 			Passed: c.Passed, Message: c.Message, TookSec: c.TookSec})

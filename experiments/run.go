@@ -275,8 +275,12 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 	disp := newDisplay(o.Progress, o.Terminal, total)
 	defer disp.close()
 	progress := disp.printf
-	progress("klab: %s: %s against %s, %d row(s), %d round(s), %d guest(s); saving to %s",
-		s.Name, plan.A, plan.B, len(plan.Rows), plan.Rounds, len(plan.Guests), run.Dir)
+	sides := plan.A + " against " + plan.B
+	if plan.Single {
+		sides = "on " + plan.A
+	}
+	progress("klab: %s: %s, %d row(s), %d round(s), %d guest(s); saving to %s",
+		s.Name, sides, len(plan.Rows), plan.Rounds, len(plan.Guests), run.Dir)
 
 	runStart := time.Now()
 	var runErr error

@@ -564,7 +564,7 @@ func TestRunKernelFailure(t *testing.T) {
 	for _, want := range []string{
 		"randread: 2 sample(s) failed: transport=uring round 2: BUG: x",
 		"create: 1 sample(s) failed: transport=dev round 2: BUG: x",
-		"check ok failed on transport=uring round 2: BUG: x",
+		"check ok failed on transport=uring on k round 2: BUG: x",
 		"guest guests/g-2: kernel-panic: BUG: x",
 	} {
 		if !slices.Contains(r.Failures, want) {
