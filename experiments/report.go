@@ -69,8 +69,11 @@ func (s *Saved) check() error {
 	if len(p.Rows) == 0 {
 		bad(PlanFileName, "no rows")
 	}
-	if p.Axis == "kernel" && len(p.Kernels) != 2 {
+	if p.Axis == "kernel" && !p.Single && len(p.Kernels) != 2 {
 		bad(PlanFileName, "the kernel axis with %d kernels, want 2", len(p.Kernels))
+	}
+	if p.Single && len(p.Kernels) != 1 {
+		bad(PlanFileName, "a single-kernel plan with %d kernels, want 1", len(p.Kernels))
 	}
 	if p.Axis != "kernel" && len(p.Kernels) != 1 {
 		bad(PlanFileName, "a parameter axis with %d kernels, want 1", len(p.Kernels))

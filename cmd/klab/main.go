@@ -68,6 +68,8 @@ to repeat it.`,
 		newRunsCommand(g),
 		newCompareCommand(g),
 		newRerunCommand(g),
+		newMatrixCommand(g),
+		newResultsCommand(),
 		newVersionCommand(),
 	)
 	return root

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"klab/images"
+	"klab/images/build"
+	"klab/matrix"
+	"klab/results/xreport"
+)
+
+type matrixRunOptions struct {
+	out, resume string
+	jobs        int
+	shard       string
+	cpus, memMB int
+	accel       string
+	format      string
+	quiet       bool
+}
+
+func newMatrixCommand(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "matrix",
+		Short: "Run experiments across kernels: parallel, resumable, sharded for CI",
+		Long: `A matrix file names kernels (Debian refs, build:NAME, or build recipes built
+first) and experiments; every pair is a cell. klab matrix run runs the cells
+in parallel VMs into one results tree with a cross-kernel report: kernels as
+columns, each compared against a baseline kernel.
+
+  name: smoke
+  baseline: debian:6.12
+  kernels:
+    - debian:6.12
+    - debian:7.3
+    - build: {name: my-fix, source: debian:7.3, config: lab, patches: [fix.patch]}
+  experiments:
+    - fuse-transport
+    - {name: fuse-uring, set: {jobs: "1"}, rounds: 2}
+
+An experiment that compares kernels runs on each kernel alone; one that
+compares a parameter (fuse-transport's transport) runs its A/B on each
+kernel, and the report has a row per side.`,
+	}
+	cmd.AddCommand(newMatrixRunCommand(g), newMatrixPlanCommand(), newMatrixReportCommand(),
+		newMatrixEmitCommand(), newMatrixCacheKeyCommand())
+	return cmd
+}
+
+func newMatrixRunCommand(g *globalOptions) *cobra.Command {
+	o := &matrixRunOptions{}
+	cmd := &cobra.Command{
+		Use:   "run FILE [--out DIR | --resume DIR] [--jobs N] [--shard i/n]",
+		Short: "Run a matrix's cells and write the cross-kernel report",
+		Long: `Run every cell of the matrix (or of one shard of it) into a results tree:
+matrix.json, cells/<cell>/ with each experiment's own run directory and a
+cell.json written when the cell ends, and report.{txt,md,json,xml,html}.
+
+Cells run in parallel VMs, --jobs at once; the default comes from the CPUs
+and the available memory (each VM's memory from its spec), and klab never
+runs more VMs than fit in memory. One failing cell never stops the others;
+their errors are listed together at the end.
+
+Ctrl-C, a crash or a reboot keeps the finished cells; --resume DIR runs only
+the cells that did not finish, each exactly once. --shard i/n runs every
+n-th cell of the sorted list from the i-th (the same split on every machine);
+klab results merge joins the shards' trees.
+
+Exit status: 0 when every cell ran and nothing failed; 1 when a cell failed,
+a check failed, or a kernel printed a splat the baseline did not; 2 for a
+broken matrix file or bad flags (nothing is run); 130 when interrupted.`,
+		Example: `  klab matrix run smoke.yaml
+  klab matrix run smoke.yaml --jobs 2 --out /tmp/smoke
+  klab matrix run smoke.yaml --resume /tmp/smoke
+  klab matrix run smoke.yaml --shard 2/4 --out results-2`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runMatrix(cmd.Context(), g, o, args[0], os.Stdout, os.Stderr)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.out, "out", "o", "", "results directory (default: a new directory in the runs directory)")
+	f.StringVar(&o.resume, "resume", "", "resume the results directory DIR: run only the cells that did not finish")
+	f.IntVarP(&o.jobs, "jobs", "j", 0, "cells at once (default: from the CPUs and the available memory)")
+	f.StringVar(&o.shard, "shard", "", "run shard i/n of the cells (for CI engines; merge with klab results merge)")
+	f.IntVar(&o.cpus, "cpus", 0, "guest vCPUs of every experiment (default: each spec's)")
+	f.IntVarP(&o.memMB, "memory", "m", 0, "guest memory in MiB of every experiment (default: each spec's)")
+	f.StringVar(&o.accel, "accel", "", "accelerator: auto, kvm or tcg (default: each spec's, else auto)")
+	f.StringVar(&o.format, "format", "text", "report printed at the end: "+strings.Join(xreport.Formats, ", "))
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the report")
+	return cmd
+}
+
+func loadMatrix(path string) (*matrix.File, error) {
+	f, err := matrix.LoadFile(path)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return f, nil
+}
+
+func checkMatrixFormat(f string) error {
+	for _, x := range xreport.Formats {
+		if f == x {
+			return nil
+		}
+	}
+	return badInput(fmt.Errorf("--format %q: want one of %s", f, strings.Join(xreport.Formats, ", ")))
+}
+
+func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path string, stdout, stderr io.Writer) error {
+	if err := checkMatrixFormat(o.format); err != nil {
+		return err
+	}
+	if o.accel != "" {
+		if err := checkAccel(o.accel); err != nil {
+			return badInput(err)
+		}
+	}
+	if o.out != "" && o.resume != "" {
+		return badInput(errors.New("give --out for a new results directory or --resume for an old one, not both"))
+	}
+	shard, err := matrix.ParseShard(o.shard)
+	if err != nil {
+		return badInput(err)
+	}
+	f, err := loadMatrix(path)
+	if err != nil {
+		return err
+	}
+	out, resume := o.out, o.resume != ""
+	if resume {
+		out = o.resume
+	}
+	if out == "" {
+		name := fmt.Sprintf("%s-matrix-%s", time.Now().Format("20060102-150405"), f.Name)
+		if shard.N > 1 {
+			name += fmt.Sprintf("-shard%dof%d", shard.I, shard.N)
+		}
+		out = filepath.Join(g.runsDir, name)
+	}
+	lo := g.labOptions()
+	lo.Log = nil
+	mo := matrix.Options{
+		Out: out, Resume: resume, Jobs: o.jobs, Shard: shard, CPUs: o.cpus, MemMB: o.memMB, Accel: o.accel,
+		Opener: &lo, Command: os.Args,
+		Resolve: func(ctx context.Context, ref string) (*images.Kernel, error) { return lo.ResolveKernel(ctx, ref) },
+		Build: func(ctx context.Context, r *matrix.Recipe) error {
+			_, err := build.Build(ctx, build.Options{
+				Source: r.Source, Rev: r.Rev, Patches: r.Patches, Config: r.Config, Name: r.Name, CacheDir: g.cacheDir,
+				Debian:   images.DebianOptions{Mirror: g.mirror, CacheDir: g.cacheDir, Progress: stderr},
+				Progress: stderr,
+			})
+			return err
+		},
+	}
+	if !o.quiet {
+		mo.Progress = stderr
+		mo.Terminal = isTerminal(stderr)
+	}
+	t, err := matrix.Run(ctx, f, mo)
+	var bad *matrix.BadInputError
+	if errors.As(err, &bad) {
+		return badInput(err)
+	}
+	if t == nil {
+		return err
+	}
+	code, rerr := finishMatrix(t, o.format, stdout, stderr)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintf(stderr, "klab: interrupted; the finished cells are in %s (go on with --resume %s)\n", t.Dir, t.Dir)
+		return &exitError{code: 130}
+	case rerr != nil:
+		return rerr
+	case err != nil:
+		fmt.Fprintf(stderr, "klab: %d cell(s) failed:\n%v\n", strings.Count(err.Error(), "\n")+1, err)
+		return &exitError{code: 1}
+	case code != 0:
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+// finishMatrix writes a tree's reports, prints one, and returns 1 when
+// the report has failures.
+func finishMatrix(t *matrix.Tree, format string, stdout, stderr io.Writer) (int, error) {
+	x := t.Report()
+	if err := xreport.WriteAll(t.Dir, x); err != nil {
+		return 0, fmt.Errorf("write reports: %w", err)
+	}
+	if err := xreport.Write(stdout, x, format); err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(stderr, "klab: matrix results in %s (HTML report: %s)\n", t.Dir, filepath.Join(t.Dir, "report.html"))
+	if len(x.Failures) > 0 {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func newMatrixPlanCommand() *cobra.Command {
+	var shard string
+	cmd := &cobra.Command{
+		Use:   "plan FILE [--shard i/n]",
+		Short: "Check a matrix file and list its cells",
+		Example: `  klab matrix plan smoke.yaml
+  klab matrix plan smoke.yaml --shard 1/2`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := matrix.ParseShard(shard)
+			if err != nil {
+				return badInput(err)
+			}
+			f, err := loadMatrix(args[0])
+			if err != nil {
+				return err
+			}
+			all := f.Cells()
+			cells := s.Of(all)
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "CELL\tKERNEL\tEXPERIMENT\n")
+			for _, c := range cells {
+				fmt.Fprintf(w, "%s\t%s\t%s\n", c.ID, c.Kernel, c.Experiment)
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			fmt.Printf("%d of %d cell(s); %d kernel(s), baseline %s; %d experiment(s)\n", len(cells), len(all), len(f.Kernels), f.Baseline, len(f.Experiments))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&shard, "shard", "", "list shard i/n only")
+	return cmd
+}
+
+func newMatrixReportCommand() *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:     "report DIR",
+		Short:   "Rewrite and print a matrix results tree's cross-kernel report",
+		Example: `  klab matrix report /tmp/smoke --format md`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkMatrixFormat(format); err != nil {
+				return err
+			}
+			t, err := matrix.Open(args[0])
+			if err != nil {
+				return badInput(err)
+			}
+			code, err := finishMatrix(t, format, os.Stdout, os.Stderr)
+			if err == nil && code != 0 {
+				return &exitError{code: code}
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "report format: "+strings.Join(xreport.Formats, ", "))
+	return cmd
+}
+
+func newMatrixEmitCommand() *cobra.Command {
+	var engine string
+	var shards int
+	cmd := &cobra.Command{
+		Use:   "emit FILE --engine github|gitlab [--shards N]",
+		Short: "Print a CI configuration that runs the matrix in N shards and merges them",
+		Long: `Print a CI configuration for the engine your CI already is: N parallel jobs
+each run klab matrix run FILE --shard i/N, klab's kernel and build cache is
+kept across runs under klab matrix cache-key FILE, every shard's results
+tree is kept, and a last job merges them into one report with klab results
+merge. FILE is the matrix file's path relative to the repository root.`,
+		Example: `  klab matrix emit ci/smoke.yaml --engine github --shards 4 > .github/workflows/klab.yml
+  klab matrix emit ci/smoke.yaml --engine gitlab --shards 4 > .gitlab-ci.yml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := loadMatrix(args[0]); err != nil {
+				return err
+			}
+			if err := matrix.Emit(os.Stdout, matrix.EmitOptions{Engine: engine, Shards: shards, File: filepath.ToSlash(filepath.Clean(args[0]))}); err != nil {
+				return badInput(err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&engine, "engine", "github", "CI engine: "+strings.Join(matrix.Engines, ", "))
+	cmd.Flags().IntVar(&shards, "shards", 2, "parallel jobs")
+	return cmd
+}
+
+func newMatrixCacheKeyCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cache-key FILE",
+		Short: "Print the key of a CI cache of the matrix's kernels and builds",
+		Long: `Print a key that changes when a kernel of the matrix or a build recipe's
+inputs (source, revision, config fragments, patch contents) change: a CI
+cache of klab's cache directory under it is restored as long as the kernels
+are the same.`,
+		Example: `  klab matrix cache-key ci/smoke.yaml`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := loadMatrix(args[0])
+			if err != nil {
+				return err
+			}
+			k, err := f.CacheKey()
+			if err != nil {
+				return err
+			}
+			fmt.Println(k)
+			return nil
+		},
+	}
+}
+
+func newResultsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "results",
+		Short: "Work with matrix results trees",
+	}
+	var out, format string
+	merge := &cobra.Command{
+		Use:   "merge DIR... --out DIR",
+		Short: "Merge matrix shards' results trees into one, with its report",
+		Long: `Merge the results trees of a matrix's shards (klab matrix run --shard i/n)
+into one tree, as if one machine had run every cell, and write its
+cross-kernel report. The trees must come from the same matrix file; a cell
+finished in two of them is an error naming both. Cells that are missing can
+be run afterwards with klab matrix run FILE --resume OUT.`,
+		Example: `  klab results merge results-1 results-2 --out merged`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return badInput(errors.New("--out DIR is needed"))
+			}
+			if err := checkMatrixFormat(format); err != nil {
+				return err
+			}
+			t, err := matrix.Merge(args, out)
+			if err != nil {
+				return badInput(err)
+			}
+			code, err := finishMatrix(t, format, os.Stdout, os.Stderr)
+			if err == nil && code != 0 {
+				return &exitError{code: code}
+			}
+			return err
+		},
+	}
+	merge.Flags().StringVarP(&out, "out", "o", "", "the merged results directory (must not exist)")
+	merge.Flags().StringVar(&format, "format", "text", "report printed: "+strings.Join(xreport.Formats, ", "))
+	cmd.AddCommand(merge)
+	return cmd
+}

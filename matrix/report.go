@@ -1,0 +1,189 @@
+package matrix
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+
+	"klab/experiments"
+	"klab/results/report"
+	"klab/results/stats"
+	"klab/results/xreport"
+)
+
+// Report makes the cross-kernel report of the tree: every experiment's
+// rows with the kernels as columns, each compared against the baseline.
+// A cell's run that cannot be read becomes a failure of that cell.
+func (t *Tree) Report() *xreport.Matrix {
+	m := t.Manifest
+	x := &xreport.Matrix{Schema: xreport.Schema, Name: m.Name, File: m.File, SHA256: m.SHA256, Dir: t.Dir,
+		Baseline: m.Baseline, Cells: len(m.Cells), Experiments: m.Experiments, Rows: []xreport.Row{}, Splats: []xreport.Splat{}}
+	cells := map[[2]string]Cell{}
+	for _, c := range m.Cells {
+		cells[[2]string{c.Experiment, c.Kernel}] = c
+	}
+	kernels := map[string]*xreport.Kernel{}
+	for _, ref := range m.Kernels {
+		x.Kernels = append(x.Kernels, xreport.Kernel{Ref: ref})
+	}
+	for i := range x.Kernels {
+		kernels[x.Kernels[i].Ref] = &x.Kernels[i]
+	}
+	accels := map[string]bool{}
+	splats := map[string]map[string]*xreport.Splat{} // kernel -> title
+	problem := func(c Cell, msg string) xreport.Problem {
+		return xreport.Problem{Cell: c.Name(), Kernel: c.Kernel, Experiment: c.Experiment, Message: report.Clean(msg)}
+	}
+	for _, exp := range m.Experiments {
+		type rowAcc struct {
+			row   xreport.Row
+			cells map[string]xreport.Cell
+		}
+		var order []string
+		rows := map[string]*rowAcc{}
+		for _, ref := range m.Kernels {
+			c, ok := cells[[2]string{exp, ref}]
+			if !ok {
+				continue // another shard's cell
+			}
+			r := t.Results[c.ID]
+			switch {
+			case r == nil:
+				x.Skipped = append(x.Skipped, problem(c, "not run"))
+				continue
+			case r.Status == StatusIncomplete:
+				x.Skipped = append(x.Skipped, problem(c, "incomplete: "+r.Message))
+				continue
+			case r.Status == StatusError:
+				x.Failures = append(x.Failures, problem(c, r.Message))
+				continue
+			}
+			saved, err := experiments.Open(filepath.Join(t.Dir, r.Run))
+			if err != nil {
+				x.Failures = append(x.Failures, problem(c, "its run cannot be read: "+err.Error()))
+				continue
+			}
+			x.Complete++
+			rep := saved.Report()
+			accels[rep.Accel] = true
+			if k := kernels[ref]; k != nil && len(rep.Kernels) > 0 && k.Version == "" {
+				k.Name, k.Version = rep.Kernels[0].Name, rep.Kernels[0].Version
+			}
+			for _, f := range rep.Failures {
+				x.Failures = append(x.Failures, problem(c, f))
+			}
+			for _, s := range rep.Skipped {
+				x.Skipped = append(x.Skipped, problem(c, s.Cell+": "+s.Reason))
+			}
+			for _, g := range saved.Manifest.Guests {
+				for _, s := range g.Splats {
+					if splats[ref] == nil {
+						splats[ref] = map[string]*xreport.Splat{}
+					}
+					title := report.Clean(s.Title)
+					sp := splats[ref][title]
+					if sp == nil {
+						sp = &xreport.Splat{Kernel: ref, Title: title, Type: string(s.Type)}
+						splats[ref][title] = sp
+					}
+					sp.Count++
+				}
+			}
+			// One row per side: a parameter axis gives two rows per row
+			// of the experiment, a single-kernel run one.
+			for _, row := range rep.Rows {
+				sides := []struct {
+					label string
+					sum   stats.Summary
+				}{{"", row.A}}
+				if !saved.Plan.Single {
+					sides = []struct {
+						label string
+						sum   stats.Summary
+					}{{" [" + rep.A.Label + "]", row.A}, {" [" + rep.B.Label + "]", row.B}}
+				}
+				for _, sd := range sides {
+					key := row.Name + sd.label
+					acc := rows[key]
+					if acc == nil {
+						acc = &rowAcc{row: xreport.Row{Experiment: exp, Name: report.Clean(key), Metric: row.Metric, Unit: row.Unit, Direction: row.Direction},
+							cells: map[string]xreport.Cell{}}
+						rows[key] = acc
+						order = append(order, key)
+					}
+					acc.cells[ref] = xreport.Cell{Kernel: ref, Summary: sd.sum, Run: r.Run}
+				}
+			}
+		}
+		for _, key := range order {
+			acc := rows[key]
+			base, hasBase := acc.cells[m.Baseline]
+			for _, ref := range m.Kernels {
+				c, ok := acc.cells[ref]
+				if !ok {
+					c = xreport.Cell{Kernel: ref, Summary: stats.Summarize(nil), Missing: missingWhy(t, cells, exp, ref)}
+				} else if ref != m.Baseline && hasBase && base.Summary.N > 0 && c.Summary.N > 0 {
+					ch := stats.Compare(base.Summary, c.Summary, acc.row.Direction)
+					c.Change = &ch
+				}
+				acc.row.Cells = append(acc.row.Cells, c)
+			}
+			x.Rows = append(x.Rows, acc.row)
+		}
+	}
+	// Splats: per kernel, new where the baseline did not print them.
+	for _, ref := range m.Kernels {
+		var titles []string
+		for title := range splats[ref] {
+			titles = append(titles, title)
+		}
+		sort.Strings(titles)
+		for _, title := range titles {
+			sp := *splats[ref][title]
+			if ref != m.Baseline && splats[m.Baseline][title] == nil {
+				sp.New = true
+				x.Failures = append(x.Failures, xreport.Problem{Cell: "kernel " + ref, Kernel: ref, Message: "new kernel splat (not on " + m.Baseline + "): " + title})
+			}
+			x.Splats = append(x.Splats, sp)
+		}
+	}
+	var acc []string
+	for a := range accels {
+		acc = append(acc, a)
+	}
+	sort.Strings(acc)
+	switch len(acc) {
+	case 0:
+	case 1:
+		x.Accel = acc[0]
+	default:
+		x.Accel = "mixed"
+	}
+	if slices.Contains(acc, "tcg") {
+		x.Warnings = append(x.Warnings, "TCG in use: absolute numbers are emulator numbers; compare kernels within a row")
+	}
+	if m.Shard != "" {
+		x.Warnings = append(x.Warnings, fmt.Sprintf("shard %s of the matrix: %d of its %d cells; merge the shards for the whole report", m.Shard, len(m.Cells), m.Total))
+	}
+	if x.Complete < x.Cells {
+		x.Warnings = append(x.Warnings, fmt.Sprintf("%d of %d cells have no result", x.Cells-x.Complete, x.Cells))
+	}
+	return x
+}
+
+// missingWhy says why a row has no value on a kernel.
+func missingWhy(t *Tree, cells map[[2]string]Cell, exp, ref string) string {
+	c, ok := cells[[2]string{exp, ref}]
+	if !ok {
+		return "in another shard"
+	}
+	r := t.Results[c.ID]
+	switch {
+	case r == nil:
+		return "not run"
+	case r.Status != StatusComplete:
+		return r.Status
+	}
+	return "no samples"
+}

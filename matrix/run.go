@@ -1,0 +1,466 @@
+package matrix
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"klab/experiments"
+	"klab/images"
+	"klab/lab"
+	"klab/results"
+)
+
+// Files of a results tree.
+const (
+	// ManifestFile is the tree's manifest; FileCopy the matrix file as
+	// run; CellsDir holds one directory per cell, and CellFile in it the
+	// cell's result, written atomically when the cell ends.
+	ManifestFile = "matrix.json"
+	FileCopy     = "matrix.yaml"
+	CellsDir     = "cells"
+	CellFile     = "cell.json"
+	// ManifestSchema is the manifest's schema.
+	ManifestSchema = "klab.matrix-run/v1"
+)
+
+// Cell statuses.
+const (
+	// StatusComplete: the experiment ran to its end (its report may
+	// still have failures).
+	StatusComplete = "complete"
+	// StatusError: the experiment could not run (bad input for this
+	// kernel, a kernel that does not resolve, klab failed).
+	StatusError = "error"
+	// StatusIncomplete: interrupted; resume runs it again.
+	StatusIncomplete = "incomplete"
+)
+
+// Manifest is a results tree's matrix.json.
+type Manifest struct {
+	Schema string `json:"schema"`
+	// Name, File and SHA256 identify the matrix file as run.
+	Name   string `json:"name"`
+	File   string `json:"file"`
+	SHA256 string `json:"sha256"`
+	// Kernels and Experiments are the matrix's columns and experiment
+	// labels in the file's order; Baseline the baseline kernel's ref.
+	Kernels     []string `json:"kernels"`
+	Experiments []string `json:"experiments"`
+	Baseline    string   `json:"baseline"`
+	// Shard is "i/n", or "" for the whole matrix; Cells the cells of
+	// this tree; Total the cells of the whole matrix.
+	Shard string `json:"shard,omitempty"`
+	Cells []Cell `json:"cells"`
+	Total int    `json:"total"`
+	// Start is when the tree was made; Command klab's argv.
+	Start   time.Time `json:"start"`
+	Command []string  `json:"command,omitempty"`
+}
+
+// CellResult is a cell's cell.json.
+type CellResult struct {
+	Cell
+	Status string `json:"status"`
+	// Run is the experiment's run directory, relative to the tree.
+	Run string `json:"run,omitempty"`
+	// Message says why a cell is not complete.
+	Message string    `json:"message,omitempty"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+}
+
+// Options say how to run a matrix.
+type Options struct {
+	// Out is the results tree; it must not exist, unless Resume.
+	Out string
+	// Resume runs only the cells of Out that did not finish.
+	Resume bool
+	// Jobs is how many cells run at once (each boots its own VMs); 0
+	// means DefaultJobs. It is never more than fit in memory.
+	Jobs  int
+	Shard Shard
+	// CPUs, MemMB and Accel override every experiment's guest shape.
+	CPUs, MemMB int
+	Accel       string
+	// Opener boots guests (used from several goroutines); Resolve
+	// resolves kernel references; Build builds a recipe's kernel.
+	Opener  lab.Opener
+	Resolve func(ctx context.Context, ref string) (*images.Kernel, error)
+	Build   func(ctx context.Context, r *Recipe) error
+	// Progress receives a line per cell event; with Terminal, a bar per
+	// running cell and one for the whole matrix.
+	Progress io.Writer
+	Terminal bool
+	Command  []string
+}
+
+// BadInputError is input that is wrong before any cell runs.
+type BadInputError struct{ Err error }
+
+func (e *BadInputError) Error() string { return e.Err.Error() }
+func (e *BadInputError) Unwrap() error { return e.Err }
+
+// vmShape is the largest guest of the file's experiments, with o's
+// overrides.
+func vmShape(f *File, o *Options) (cpus, memMB int) {
+	cpus, memMB = 2, 1024
+	for _, e := range f.Experiments {
+		c, m := e.Spec.Spec.VM.CPUs, e.Spec.Spec.VM.MemoryMB
+		cpus, memMB = max(cpus, c), max(memMB, m)
+	}
+	if o.CPUs > 0 {
+		cpus = o.CPUs
+	}
+	if o.MemMB > 0 {
+		memMB = o.MemMB
+	}
+	return cpus, memMB
+}
+
+// vmOverheadMB is QEMU's own memory beyond the guest's, per VM.
+const vmOverheadMB = 256
+
+// Slots returns how many VMs of the shape fit at once: by CPUs (a VM per
+// its vCPUs) and by available memory. It is at least 1.
+func Slots(cpus, memMB int) (byCPU, byMem int) {
+	byCPU = max(1, runtime.NumCPU()/max(1, cpus))
+	byMem = max(1, int(availableMB()/int64(memMB+vmOverheadMB)))
+	return byCPU, byMem
+}
+
+// availableMB is MemAvailable from /proc/meminfo, or 4 GiB when unknown.
+func availableMB() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 4096
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		var kb int64
+		if _, err := fmt.Sscanf(l, "MemAvailable: %d kB", &kb); err == nil {
+			return kb / 1024
+		}
+	}
+	return 4096
+}
+
+// Run runs the matrix's cells (o.Shard's) into o.Out and returns the
+// tree. Cells run in parallel, up to o.Jobs; one failing cell never stops
+// the others, and the errors of all come back joined, each naming its
+// cell. Bad input gives a *BadInputError before any cell runs and leaves
+// no tree behind.
+func Run(ctx context.Context, f *File, o Options) (*Tree, error) {
+	progress := func(format string, args ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, format+"\n", args...)
+		}
+	}
+	cells := o.Shard.Of(f.Cells())
+	if len(cells) == 0 {
+		return nil, &BadInputError{fmt.Errorf("shard %s of %s has no cells (the matrix has %d)", o.Shard, f.Path, len(f.Cells()))}
+	}
+	t, err := prepareTree(f, &o, cells)
+	if err != nil {
+		return nil, err
+	}
+	var pending []Cell
+	for _, c := range cells {
+		if r := t.Results[c.ID]; r != nil && r.Status != StatusIncomplete {
+			continue
+		}
+		pending = append(pending, c)
+	}
+	if len(pending) < len(cells) {
+		progress("klab: resuming %s: %d of %d cell(s) finished already", t.Dir, len(cells)-len(pending), len(cells))
+	}
+	// Kernels first, one at a time: builds and downloads are shared by
+	// every cell of a kernel, and a kernel that cannot be had is an
+	// error of its cells only.
+	kernelErr := map[string]error{}
+	for _, k := range f.Kernels {
+		if !anyCell(pending, func(c Cell) bool { return c.Kernel == k.Ref }) {
+			continue
+		}
+		if k.Build != nil && o.Build != nil {
+			progress("klab: building %s...", k.Ref)
+			if err := o.Build(ctx, k.Build); err != nil {
+				kernelErr[k.Ref] = fmt.Errorf("build %s: %w", k.Ref, err)
+				continue
+			}
+		}
+		if _, err := o.Resolve(ctx, k.Ref); err != nil {
+			kernelErr[k.Ref] = fmt.Errorf("kernel %s: %w", k.Ref, err)
+		}
+		if ctx.Err() != nil {
+			return t, ctx.Err()
+		}
+	}
+	cpus, memMB := vmShape(f, &o)
+	byCPU, byMem := Slots(cpus, memMB)
+	jobs := o.Jobs
+	if jobs <= 0 {
+		jobs = min(byCPU, byMem)
+	}
+	if jobs > byMem {
+		progress("klab: --jobs %d: only %d VM(s) of %d MiB fit in the available memory; running %d at once", jobs, byMem, memMB, byMem)
+		jobs = byMem
+	}
+	jobs = max(1, min(jobs, len(pending)))
+	progress("klab: matrix %s: %d cell(s) to run, %d at once; results in %s", f.Name, len(pending), jobs, t.Dir)
+
+	disp := newDisplay(o.Progress, o.Terminal, len(cells), len(cells)-len(pending))
+	defer disp.close()
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	queue := make(chan Cell)
+	for range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range queue {
+				r, err := t.runCell(ctx, f, &o, c, kernelErr[c.Kernel], disp)
+				mu.Lock()
+				t.Results[c.ID] = r
+				if err != nil {
+					errs = append(errs, fmt.Errorf("cell %s: %w", c.Name(), err))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+feed:
+	for _, c := range pending {
+		select {
+		case queue <- c:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(queue)
+	wg.Wait()
+	if ctx.Err() != nil {
+		errs = append(errs, ctx.Err())
+	}
+	return t, errors.Join(errs...)
+}
+
+func anyCell(cells []Cell, fn func(Cell) bool) bool {
+	for _, c := range cells {
+		if fn(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// prepareTree makes o.Out with its manifest, or opens it to resume.
+func prepareTree(f *File, o *Options, cells []Cell) (*Tree, error) {
+	if o.Out == "" {
+		return nil, &BadInputError{errors.New("no results directory given")}
+	}
+	if o.Resume {
+		t, err := Open(o.Out)
+		if err != nil {
+			return nil, &BadInputError{fmt.Errorf("--resume %s: %w", o.Out, err)}
+		}
+		switch {
+		case t.Manifest.SHA256 != f.SHA256:
+			return nil, &BadInputError{fmt.Errorf("--resume %s: it holds a run of %s (sha256 %.12s), not of %s as it is now (sha256 %.12s)",
+				o.Out, t.Manifest.File, t.Manifest.SHA256, f.Path, f.SHA256)}
+		case t.Manifest.Shard != shardText(o.Shard):
+			return nil, &BadInputError{fmt.Errorf("--resume %s: it holds shard %q, not %q", o.Out, t.Manifest.Shard, shardText(o.Shard))}
+		}
+		return t, nil
+	}
+	if entries, err := os.ReadDir(o.Out); err == nil && len(entries) > 0 {
+		return nil, &BadInputError{fmt.Errorf("%s exists and is not empty: resume it with --resume %s, or give another --out", o.Out, o.Out)}
+	}
+	m := &Manifest{Schema: ManifestSchema, Name: f.Name, File: f.Path, SHA256: f.SHA256, Baseline: f.Baseline,
+		Shard: shardText(o.Shard), Cells: cells, Total: len(f.Cells()), Start: time.Now().UTC(), Command: o.Command}
+	for _, k := range f.Kernels {
+		m.Kernels = append(m.Kernels, k.Ref)
+	}
+	for _, e := range f.Experiments {
+		m.Experiments = append(m.Experiments, e.Label)
+	}
+	if err := os.MkdirAll(filepath.Join(o.Out, CellsDir), 0o755); err != nil {
+		return nil, err
+	}
+	if err := results.WriteFileAtomic(filepath.Join(o.Out, FileCopy), f.Data, 0o644); err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(o.Out, ManifestFile), m); err != nil {
+		return nil, err
+	}
+	return &Tree{Dir: o.Out, Manifest: m, Results: map[string]*CellResult{}}, nil
+}
+
+func shardText(s Shard) string {
+	if s.N <= 1 {
+		return ""
+	}
+	return s.String()
+}
+
+// runCell runs one cell's experiment into its directory and records its
+// result. A cell left by an earlier, interrupted run starts afresh.
+func (t *Tree) runCell(ctx context.Context, f *File, o *Options, c Cell, kernelErr error, disp *display) (*CellResult, error) {
+	dir := filepath.Join(t.Dir, CellsDir, c.ID)
+	r := &CellResult{Cell: c, Start: time.Now().UTC()}
+	finish := func(status, msg string) (*CellResult, error) {
+		r.Status, r.Message, r.End = status, msg, time.Now().UTC()
+		err := writeJSON(filepath.Join(dir, CellFile), r)
+		disp.done(c, r)
+		return r, err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return finish(StatusError, err.Error())
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return finish(StatusError, err.Error())
+	}
+	if kernelErr != nil {
+		_, err := finish(StatusError, kernelErr.Error())
+		return r, errors.Join(kernelErr, err)
+	}
+	e := f.Experiments[c.E]
+	log, err := os.Create(filepath.Join(dir, "progress.log"))
+	if err != nil {
+		return finish(StatusError, err.Error())
+	}
+	defer log.Close()
+	disp.start(c)
+	single := e.Spec.Spec.Compare == "" || e.Spec.Spec.Compare == "kernel"
+	res, err := experiments.Run(ctx, e.Spec, experiments.RunOptions{
+		PlanOptions: experiments.PlanOptions{Kernels: []string{c.Kernel}, Rounds: e.Rounds, Single: single},
+		CPUs:        o.CPUs, MemMB: o.MemMB, Accel: o.Accel, RunsDir: dir,
+		Opener: o.Opener, Resolve: o.Resolve, Progress: log, Command: o.Command,
+	})
+	if res != nil {
+		if rel, rerr := filepath.Rel(t.Dir, res.Dir); rerr == nil {
+			r.Run = rel
+		}
+		if saved, oerr := experiments.Open(res.Dir); oerr == nil {
+			_ = saved.WriteReports(saved.Report())
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		fr, werr := finish(StatusIncomplete, "interrupted")
+		return fr, werr
+	case err != nil && res == nil:
+		_, werr := finish(StatusError, err.Error())
+		return r, errors.Join(err, werr)
+	case err != nil:
+		_, werr := finish(StatusError, err.Error())
+		return r, errors.Join(err, werr)
+	}
+	return finish(StatusComplete, "")
+}
+
+// Tree is a results tree: the manifest and the cells' results.
+type Tree struct {
+	Dir      string
+	Manifest *Manifest
+	// Results are the finished (or interrupted) cells by ID.
+	Results map[string]*CellResult
+}
+
+// Open reads a results tree. A cell whose directory has no cell.json
+// (its klab was killed) counts as incomplete.
+func Open(dir string) (*Tree, error) {
+	t := &Tree{Dir: dir, Manifest: &Manifest{}, Results: map[string]*CellResult{}}
+	if err := readJSON(filepath.Join(dir, ManifestFile), t.Manifest); err != nil {
+		return nil, err
+	}
+	if t.Manifest.Schema != ManifestSchema {
+		return nil, fmt.Errorf("%s: schema %q, want %q", filepath.Join(dir, ManifestFile), t.Manifest.Schema, ManifestSchema)
+	}
+	ids := map[string]bool{}
+	for _, c := range t.Manifest.Cells {
+		if !idRe.MatchString(c.ID) || ids[c.ID] {
+			return nil, fmt.Errorf("%s: bad or repeated cell %q", filepath.Join(dir, ManifestFile), c.ID)
+		}
+		ids[c.ID] = true
+		var r CellResult
+		err := readJSON(filepath.Join(dir, CellsDir, c.ID, CellFile), &r)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			if _, serr := os.Stat(filepath.Join(dir, CellsDir, c.ID)); serr == nil {
+				t.Results[c.ID] = &CellResult{Cell: c, Status: StatusIncomplete, Message: "its klab stopped before the cell ended"}
+			}
+			continue
+		case err != nil:
+			return nil, err
+		}
+		if r.ID != c.ID || (r.Run != "" && !filepath.IsLocal(r.Run)) {
+			return nil, fmt.Errorf("%s: not the result of cell %s", filepath.Join(dir, CellsDir, c.ID, CellFile), c.ID)
+		}
+		t.Results[c.ID] = &r
+	}
+	return t, nil
+}
+
+// idRe matches a cell ID: what Cells makes.
+var idRe = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+$`)
+
+// Missing are the tree's cells without a result: not run or incomplete.
+func (t *Tree) Missing() []Cell {
+	var out []Cell
+	for _, c := range t.Manifest.Cells {
+		if r := t.Results[c.ID]; r == nil || r.Status == StatusIncomplete {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return results.WriteFileAtomic(path, append(b, '\n'), 0o644)
+}
+
+// maxJSON bounds the JSON files a tree holds.
+const maxJSON = 16 << 20
+
+func readJSON(path string, v any) error {
+	fh, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, maxJSON+1))
+	if err != nil {
+		return err
+	}
+	if len(data) > maxJSON {
+		return fmt.Errorf("%s: larger than %d bytes", path, maxJSON)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// sortedCells returns cells sorted by ID.
+func sortedCells(cells []Cell) []Cell {
+	out := append([]Cell(nil), cells...)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

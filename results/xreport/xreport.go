@@ -1,0 +1,109 @@
+// Package xreport holds a matrix's cross-kernel report: every measured
+// row of every experiment with the kernels as columns, each cell compared
+// against a baseline kernel, with the splats, skipped cells and failures
+// per kernel. Its JSON form (Schema "klab.matrix/v1") is a stable
+// interface: fields are only ever added.
+package xreport
+
+import "klab/results/stats"
+
+// Schema names the JSON schema of Matrix.
+const Schema = "klab.matrix/v1"
+
+// Matrix is one matrix run across kernels.
+type Matrix struct {
+	// Schema is always Schema.
+	Schema string `json:"schema"`
+	// Name is the matrix's name; File and SHA256 name its file as run.
+	Name   string `json:"name"`
+	File   string `json:"file"`
+	SHA256 string `json:"sha256"`
+	// Dir is the results tree.
+	Dir string `json:"dir"`
+	// Kernels are the columns, in the file's order; Baseline is the ref
+	// of the column the others are compared against.
+	Kernels  []Kernel `json:"kernels"`
+	Baseline string   `json:"baseline"`
+	// Accel is the accelerator the cells ran under ("kvm", "tcg", or
+	// "mixed").
+	Accel string `json:"accel"`
+	// Cells counts the matrix's cells; Complete those with a result.
+	Cells    int `json:"cells"`
+	Complete int `json:"complete"`
+	// Experiments are the experiments' labels (as in Row.Experiment) in
+	// the file's order, measured or not. When it is empty the reports
+	// take the experiments from Rows, Skipped and Failures.
+	Experiments []string `json:"experiments,omitempty"`
+	// Rows are the measured rows, experiments in the file's order.
+	Rows []Row `json:"rows"`
+	// Splats are the kernel reports per kernel.
+	Splats []Splat `json:"splats"`
+	// Skipped are cells that did not run, with why.
+	Skipped []Problem `json:"skipped,omitempty"`
+	// Failures make the matrix fail: failed checks, failed cells,
+	// splats new relative to the baseline, regressions past a
+	// threshold.
+	Failures []Problem `json:"failures,omitempty"`
+	// Warnings apply to the whole matrix (TCG, too few rounds).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Kernel is one column.
+type Kernel struct {
+	// Ref is what the matrix file names (debian:7.3, build:fix).
+	Ref string `json:"ref"`
+	// Name and Version identify what it resolved to, when it did.
+	Name    string `json:"name,omitempty"`
+	Version string `json:"version,omitempty"`
+}
+
+// Row is one measured row of one experiment across the kernels.
+type Row struct {
+	// Experiment is the experiment's label (its name, with its --set
+	// overrides when it has any: "fuse-uring jobs=1").
+	Experiment string `json:"experiment"`
+	// Name is the row within the experiment ("create transport=uring").
+	Name string `json:"name"`
+	// Metric, Unit and Direction are as in the experiment report
+	// (Direction +1 when higher is better, -1 when lower is).
+	Metric    string `json:"metric"`
+	Unit      string `json:"unit"`
+	Direction int    `json:"direction"`
+	// Cells are one per kernel, in Matrix.Kernels' order.
+	Cells []Cell `json:"cells"`
+}
+
+// Cell is one row's value on one kernel.
+type Cell struct {
+	// Kernel is the column's ref.
+	Kernel string `json:"kernel"`
+	// Summary summarises the samples (N is 0 when there are none).
+	Summary stats.Summary `json:"summary"`
+	// Change compares the cell against the baseline kernel's; nil for
+	// the baseline itself and when either has no samples.
+	Change *stats.Change `json:"change,omitempty"`
+	// Missing says why there is no value (skipped, failed, not run).
+	Missing string `json:"missing,omitempty"`
+	// Run is the cell's experiment run directory, relative to the
+	// results tree, for its own full report.
+	Run string `json:"run,omitempty"`
+}
+
+// Splat is one kernel report title seen on one kernel.
+type Splat struct {
+	Kernel string `json:"kernel"`
+	Title  string `json:"title"`
+	Type   string `json:"type"`
+	Count  int    `json:"count"`
+	// New is set when the baseline kernel did not print it.
+	New bool `json:"new"`
+}
+
+// Problem is something about one cell.
+type Problem struct {
+	// Cell names the cell ("fuse-transport on debian:7.3").
+	Cell       string `json:"cell"`
+	Kernel     string `json:"kernel"`
+	Experiment string `json:"experiment"`
+	Message    string `json:"message"`
+}
