@@ -488,3 +488,34 @@ func TestCacheKey(t *testing.T) {
 		t.Errorf("keys %s, %s", k1, k2)
 	}
 }
+
+// TestShippedMatrices: the README's matrix and matrices/*.yaml load.
+func TestShippedMatrices(t *testing.T) {
+	files, _ := filepath.Glob("../matrices/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no matrices/*.yaml")
+	}
+	for _, p := range files {
+		if _, err := LoadFile(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, block := range strings.Split(string(data), "```yaml\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if !strings.Contains(block, "kernels:") {
+			continue
+		}
+		found = true
+		if _, err := Load("README.md", "..", []byte(block)); err != nil {
+			t.Errorf("README.md's matrix: %v", err)
+		}
+	}
+	if !found {
+		t.Error("README.md has no matrix example")
+	}
+}
