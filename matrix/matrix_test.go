@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rhysd/actionlint"
 	"go.yaml.in/yaml/v3"
 
 	"klab/guest/proto"
@@ -517,5 +518,48 @@ func TestShippedMatrices(t *testing.T) {
 	}
 	if !found {
 		t.Error("README.md has no matrix example")
+	}
+}
+
+// TestEmitActionlint lints the GitHub workflow with actionlint, shell
+// scripts and expressions included.
+func TestEmitActionlint(t *testing.T) {
+	var b bytes.Buffer
+	if err := Emit(&b, EmitOptions{Engine: "github", Shards: 4, File: "ci/smoke.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := actionlint.NewLinter(io.Discard, &actionlint.LinterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := l.Lint(".github/workflows/klab.yml", b.Bytes(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range errs {
+		t.Errorf("actionlint: %s", e.Error())
+	}
+	// The linter does catch a mistake of the kind an edit could make.
+	broken := strings.Replace(b.String(), "${{ matrix.shard }}/4", "${{ matrix.shards }}/4", 1)
+	if errs, err := l.Lint("broken.yml", []byte(broken), nil); err != nil || len(errs) == 0 {
+		t.Errorf("actionlint found nothing wrong with an unknown matrix property: %v", err)
+	}
+}
+
+// TestEmittedExamples: the example CI configurations the README points
+// to are what klab matrix emit prints today.
+func TestEmittedExamples(t *testing.T) {
+	for engine, file := range map[string]string{"github": "github-workflow.yml", "gitlab": "gitlab-ci.yml"} {
+		var b bytes.Buffer
+		if err := Emit(&b, EmitOptions{Engine: engine, Shards: 2, File: "matrices/smoke.yaml"}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join("..", "matrices", "ci", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != b.String() {
+			t.Errorf("matrices/ci/%s is not what klab matrix emit prints: bin/klab matrix emit matrices/smoke.yaml --engine %s --shards 2 > matrices/ci/%s", file, engine, file)
+		}
 	}
 }
