@@ -186,7 +186,7 @@ func TestMatrixBadInput(t *testing.T) {
 	}
 	out := filepath.Join(dir, "out")
 	r := runTimeout(t, dir, time.Minute, "matrix", "run", bad, "--out", out)
-	if r.code != 2 || !strings.Contains(r.stderr, bad+":2:22: kernels[1]: \"nope\" is not a kernel") {
+	if r.code != 2 || !strings.Contains(r.stderr, bad+":2:23: kernels[1]: \"nope\" is not a kernel") {
 		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	if _, err := os.Stat(out); err == nil {
