@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"klab/experiments"
 	"klab/results/report"
@@ -104,7 +105,7 @@ func (t *Tree) Report() *xreport.Matrix {
 					}{{" [" + rep.A.Label + "]", row.A}, {" [" + rep.B.Label + "]", row.B}}
 				}
 				for _, sd := range sides {
-					key := row.Name + sd.label
+					key := withoutSets(row.Name, exp) + sd.label
 					acc := rows[key]
 					if acc == nil {
 						acc = &rowAcc{row: xreport.Row{Experiment: exp, Name: report.Clean(key), Metric: row.Metric, Unit: row.Unit, Direction: row.Direction},
@@ -186,4 +187,21 @@ func missingWhy(t *Tree, cells map[[2]string]Cell, exp, ref string) string {
 		return r.Status
 	}
 	return "no samples"
+}
+
+// withoutSets drops from a row's name the parameters the experiment's
+// label fixes already ("futimes threads=1" in "fuse-interrupt threads=1"
+// is "futimes").
+func withoutSets(name, label string) string {
+	fixed := map[string]bool{}
+	for _, f := range strings.Fields(label)[1:] {
+		fixed[f] = true
+	}
+	var out []string
+	for _, f := range strings.Fields(name) {
+		if !fixed[f] {
+			out = append(out, f)
+		}
+	}
+	return strings.Join(out, " ")
 }
