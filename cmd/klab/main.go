@@ -54,6 +54,27 @@ to repeat it.`,
 	pf.StringVar(&g.runsDir, "runs-dir", paths.RunsDir(), "where runs are saved (env KLAB_RUNS_DIR)")
 	pf.StringVar(&g.mirror, "debian-mirror", "", "Debian archive URI (env KLAB_DEBIAN_MIRROR; default: the host's apt sources)")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "print more progress")
+	// The cache and runs directories are checked before any command that
+	// may write into them: klab never uses one another user could have
+	// made (see internal/paths).
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		switch cmd.Name() {
+		case "version", "help", "completion", "experiments", "list", "show", "validate", "plan", "emit", "cache-key":
+			if cmd.Name() == "list" || cmd.Name() == "show" {
+				if p := cmd.Parent(); p == nil || p.Name() != "experiments" {
+					break
+				}
+			}
+			return nil
+		}
+		if err := paths.Check("cache directory", g.cacheDir, "--cache-dir", "KLAB_CACHE_DIR"); err != nil {
+			return badInput(err)
+		}
+		if err := paths.Check("runs directory", g.runsDir, "--runs-dir", "KLAB_RUNS_DIR"); err != nil {
+			return badInput(err)
+		}
+		return nil
+	}
 	root.AddCommand(
 		newKernelsCommand(g),
 		newBootCommand(g),

@@ -49,3 +49,31 @@ func TestPanicBecomesError(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedDirsRefused: a world-writable cache or runs directory is bad
+// input before any command runs; listing experiments needs neither.
+func TestSharedDirsRefused(t *testing.T) {
+	shared := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"kernels", "list", "--cache-dir", shared},
+		{"runs", "list", "--runs-dir", shared},
+	} {
+		g := &globalOptions{}
+		var stderr strings.Builder
+		code := runRoot(newRootCommandWith(g), g, args, &stderr)
+		if code != exitBadInput || !strings.Contains(stderr.String(), "is writable by every user") {
+			t.Errorf("%v: status %d, stderr %q", args, code, stderr.String())
+		}
+	}
+	g := &globalOptions{}
+	var stderr strings.Builder
+	if code := runRoot(newRootCommandWith(g), g, []string{"experiments", "list", "--cache-dir", shared}, &stderr); code != 0 {
+		t.Errorf("experiments list: status %d, %q", code, stderr.String())
+	}
+}

@@ -150,7 +150,6 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 		out = filepath.Join(g.runsDir, name)
 	}
 	lo := g.labOptions()
-	lo.Log = nil
 	mo := matrix.Options{
 		Out: out, Resume: resume, Jobs: o.jobs, Shard: shard, CPUs: o.cpus, MemMB: o.memMB, Accel: o.accel,
 		Opener: &lo, Command: os.Args,
