@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"klab/images"
+	"klab/results/report"
 	"klab/vm"
 )
 
@@ -93,7 +95,9 @@ func ExitCode(err error) int {
 
 func (o *Options) progressf(format string, args ...any) {
 	if o.Progress != nil {
-		fmt.Fprintf(o.Progress, format+"\n", args...)
+		// Progress quotes the guest (its agent version and release) and
+		// kernel images: no control characters reach the terminal.
+		fmt.Fprintln(o.Progress, report.Clean(strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " ")))
 	}
 }
 

@@ -121,8 +121,8 @@ started in the guest; 1 when another step failed.`,
 func summary(res *lab.BootResult) {
 	m := res.Manifest
 	fmt.Fprintf(os.Stderr, "klab: %s %s under %s: boot-to-agent %.2fs, wall %.2fs, exit %d, %d splat(s); run saved to %s\n",
-		m.Kernel.Name, m.Kernel.Version, m.Accel, res.BootToAgent.Seconds(), res.Wall.Seconds(), res.ExitCode, len(res.Splats), res.RunDir)
+		shown(m.Kernel.Name), shown(m.Kernel.Version), m.Accel, res.BootToAgent.Seconds(), res.Wall.Seconds(), res.ExitCode, len(res.Splats), res.RunDir)
 	for _, s := range res.Splats {
-		fmt.Fprintf(os.Stderr, "klab:   splat: %s\n", s.Title)
+		fmt.Fprintf(os.Stderr, "klab:   splat: %s\n", shown(s.Title))
 	}
 }

@@ -54,7 +54,7 @@ looks for a newer package.`,
 				if err != nil {
 					return err
 				}
-				fmt.Printf("%s\t%s\t%s\t%s\n", ref, k.Version, k.ID, k.Image)
+				fmt.Printf("%s\t%s\t%s\t%s\n", shown(ref), shown(k.Version), shown(k.ID), shown(k.Image))
 			}
 			return nil
 		},
@@ -91,7 +91,7 @@ func newKernelsListCommand(g *globalOptions) *cobra.Command {
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tVERSION\tID\tSOURCE")
 			for _, k := range ks {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.Name, k.Version, k.ID, kernelOrigin(k))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", shown(k.Name), shown(k.Version), shown(k.ID), shown(kernelOrigin(k)))
 			}
 			return w.Flush()
 		},
@@ -124,7 +124,7 @@ config and modules. A Debian kernel that is not cached yet is fetched. With
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			row := func(k, v string) {
 				if v != "" {
-					fmt.Fprintf(w, "%s:\t%s\n", k, v)
+					fmt.Fprintf(w, "%s:\t%s\n", k, shown(v))
 				}
 			}
 			row("name", k.Name)

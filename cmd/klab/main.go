@@ -17,6 +17,7 @@ import (
 
 	"klab/internal/paths"
 	"klab/lab"
+	"klab/results/report"
 )
 
 // globalOptions are the flags every command shares.
@@ -136,11 +137,13 @@ func runRoot(root *cobra.Command, g *globalOptions, args []string, stderr io.Wri
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
-				fmt.Fprintln(stderr, "klab:", ee.msg)
+				fmt.Fprintln(stderr, "klab:", report.Clean(ee.msg))
 			}
 			return ee.code
 		}
-		fmt.Fprintln(stderr, "klab:", err)
+		// Errors may quote the guest or a kernel image: no escape
+		// sequences reach the terminal.
+		fmt.Fprintln(stderr, "klab:", report.Clean(err.Error()))
 		return lab.ExitCode(err)
 	}
 	return 0
@@ -161,6 +164,13 @@ func (g *globalOptions) labOptions() lab.Options {
 	}
 	o.Progress = os.Stderr
 	return o
+}
+
+// shown is s as printed on a terminal: one line, without control
+// characters. Kernel versions come from kernel images, splat titles and
+// releases from the guest: none is trusted.
+func shown(s string) string {
+	return strings.Join(strings.Fields(report.Clean(s)), " ")
 }
 
 // quietWriter discards verbose output.
