@@ -20,7 +20,8 @@ type Agent struct {
 
 	conn   net.Conn
 	enc    *proto.Encoder
-	msgs   chan *proto.Message // closed when the channel ends
+	msgs   chan queued // closed when the channel ends
+	budget *byteBudget // bounds the bytes in msgs
 	virtio bool
 
 	mu     sync.Mutex // guards err and nextID
@@ -71,7 +72,8 @@ func (a *Agent) Run(ctx context.Context, s proto.Step, h StepHandler) (*proto.Do
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case msg, ok := <-a.msgs:
+		case q, ok := <-a.msgs:
+			msg := a.take(q)
 			if !ok {
 				a.mu.Lock()
 				err := a.err
@@ -103,8 +105,8 @@ func (a *Agent) Shutdown(timeout time.Duration) error {
 		select {
 		case <-t.C:
 			return errors.New("agent did not acknowledge shutdown")
-		case msg, ok := <-a.msgs:
-			if !ok || msg.Kind == proto.KindBye {
+		case q, ok := <-a.msgs:
+			if msg := a.take(q); !ok || msg.Kind == proto.KindBye {
 				return nil
 			}
 		}
@@ -115,4 +117,68 @@ func (a *Agent) Shutdown(timeout time.Duration) error {
 // band: it works while a step runs, as long as the agent still reads.
 func (a *Agent) Sysrq(keys string) error {
 	return a.enc.Encode(&proto.Message{Kind: proto.KindSysrq, Sysrq: keys})
+}
+
+// maxQueuedBytes bounds the agent messages read from the guest but not yet
+// handled, in bytes (a message is at most proto.MaxLine).
+const maxQueuedBytes = 8 << 20
+
+// queued is a message read from the agent, with its size on the wire.
+type queued struct {
+	msg *proto.Message
+	n   int
+}
+
+// take returns q's message and gives its bytes back to the budget.
+func (a *Agent) take(q queued) *proto.Message {
+	if q.msg != nil {
+		a.budget.release(q.n)
+	}
+	return q.msg
+}
+
+// byteBudget counts bytes held, up to max; acquire waits for room.
+type byteBudget struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	used   int
+	max    int
+	closed bool
+}
+
+func newByteBudget(max int) *byteBudget {
+	b := &byteBudget{max: max}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// acquire takes n bytes, waiting while they do not fit (one message
+// always fits when nothing is held). It returns false once closed.
+func (b *byteBudget) acquire(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for !b.closed && b.used > 0 && b.used+n > b.max {
+		b.cond.Wait()
+	}
+	if b.closed {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+// release gives n bytes back.
+func (b *byteBudget) release(n int) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+// close wakes and fails every acquire, now and later.
+func (b *byteBudget) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cond.Broadcast()
 }

@@ -310,9 +310,13 @@ func (m *Machine) LastConsoleLines(n int) []string {
 }
 
 func (m *Machine) readAgent(conn net.Conn, virtio bool) {
-	a := &Agent{conn: conn, enc: proto.NewEncoder(conn), msgs: make(chan *proto.Message, 256), virtio: virtio}
+	a := &Agent{conn: conn, enc: proto.NewEncoder(conn), msgs: make(chan queued, 256), virtio: virtio, budget: newByteBudget(maxQueuedBytes)}
 	dec := proto.NewDecoder(conn)
 	defer close(a.msgs)
+	go func() {
+		<-m.exited
+		a.budget.close()
+	}()
 	for {
 		msg, err := dec.Decode()
 		if errors.Is(err, proto.ErrLineTooLong) {
@@ -338,7 +342,14 @@ func (m *Machine) readAgent(conn net.Conn, virtio bool) {
 			}
 			continue
 		}
-		a.msgs <- msg
+		// Wait until the messages not yet taken fit the budget: a guest
+		// that sends faster than klab handles is slowed down, and never
+		// holds more than maxQueuedBytes of host memory.
+		n := dec.Size()
+		if !a.budget.acquire(n) {
+			return
+		}
+		a.msgs <- queued{msg, n}
 	}
 }
 

@@ -246,9 +246,14 @@ func (m *Message) Validate() error {
 
 // Decoder reads Messages from a stream, one per line, with a size limit.
 type Decoder struct {
-	r   *bufio.Reader
-	max int
+	r    *bufio.Reader
+	max  int
+	size int // the last decoded line's length
 }
+
+// Size is the length in bytes of the line the last Decode returned a
+// message from: what holding that message costs, roughly.
+func (d *Decoder) Size() int { return d.size }
 
 // NewDecoder returns a Decoder that rejects lines longer than MaxLine.
 func NewDecoder(r io.Reader) *Decoder {
@@ -272,6 +277,7 @@ func (d *Decoder) Decode() (*Message, error) {
 		if len(line) == 0 || line[0] != '{' {
 			continue
 		}
+		d.size = len(line)
 		var m Message
 		if err := json.Unmarshal(line, &m); err != nil {
 			return nil, fmt.Errorf("proto: decode: %w", err)
