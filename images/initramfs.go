@@ -347,14 +347,26 @@ func buildAgent(ctx context.Context, src, path, version string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
+	// A unique temporary name, renamed into place when whole: two first
+	// runs at once each build their own and the last rename wins, so a
+	// half-written agent is never cached.
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	f.Close()
 	env := append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	_, err := proc.Run(ctx, proc.Opts{Dir: src, Env: env, Timeout: 10 * time.Minute},
+	_, err = proc.Run(ctx, proc.Opts{Dir: src, Env: env, Timeout: 10 * time.Minute},
 		"go", "build", "-trimpath", "-ldflags", "-s -w -X klab/guest/agent.Version="+version,
 		"-o", tmp, "./guest/cmd/klab-agent")
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("build klab-agent: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.Remove(tmp)
+		return err
 	}
 	return os.Rename(tmp, path)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"klab/results"
 )
 
 // ProbeTimeout bounds the KVM probe boot: a guest that has not reached its
@@ -21,7 +23,8 @@ const ProbeTimeout = 12 * time.Second
 // Prober proves that KVM works by booting a guest under it.
 type Prober interface {
 	// ProbeKVM boots a short guest with KVM and returns nil once its agent
-	// answers, or an error saying why not. It must return within timeout.
+	// answers, or an error saying why not. It must return within timeout;
+	// ChooseAccel also ends ctx then.
 	ProbeKVM(ctx context.Context, timeout time.Duration) error
 }
 
@@ -122,7 +125,9 @@ func ChooseAccel(ctx context.Context, o AccelOptions) (Verdict, error) {
 		timeout = ProbeTimeout
 	}
 	start := time.Now()
-	err := o.Prober.ProbeKVM(ctx, timeout)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := o.Prober.ProbeKVM(pctx, timeout)
 	if ctx.Err() != nil {
 		return Verdict{}, ctx.Err()
 	}
@@ -176,8 +181,7 @@ func writeVerdict(file string, v Verdict) {
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return
 	}
-	tmp := file + ".tmp"
-	if os.WriteFile(tmp, append(b, '\n'), 0o644) == nil {
-		_ = os.Rename(tmp, file)
-	}
+	// A unique temporary name: two first runs at once never cache a
+	// half-written verdict.
+	_ = results.WriteFileAtomic(file, append(b, '\n'), 0o644)
 }
