@@ -165,30 +165,35 @@ func Argv(c Config, s Sockets) ([]string, error) {
 		"-nodefaults",
 		"-nic", "none",
 		"-device", "pvpanic",
-		"-qmp", "unix:"+s.QMP+",server=on,wait=off",
+		"-qmp", "unix:"+optValue(s.QMP)+",server=on,wait=off",
 	)
 	switch c.Mode {
 	case Interactive:
 		con := "stdio,id=con0,mux=on,signal=off"
 		if c.ConsoleLog != "" {
-			con += ",logfile=" + c.ConsoleLog
+			con += ",logfile=" + optValue(c.ConsoleLog)
 		}
 		argv = append(argv, "-chardev", con, "-serial", "chardev:con0", "-mon", "chardev=con0,mode=readline")
 	default:
 		argv = append(argv,
-			"-chardev", "socket,id=con0,path="+s.Console,
+			"-chardev", "socket,id=con0,path="+optValue(s.Console),
 			"-serial", "chardev:con0",
 			"-monitor", "none")
 	}
 	argv = append(argv,
 		// The fallback agent channel, ttyS1.
-		"-chardev", "socket,id=agent1,path="+s.Serial,
+		"-chardev", "socket,id=agent1,path="+optValue(s.Serial),
 		"-serial", "chardev:agent1",
 		// The agent's own channel, a virtio-serial port.
 		"-device", "virtio-serial-pci,id=vser0",
-		"-chardev", "socket,id=agent0,path="+s.Agent,
+		"-chardev", "socket,id=agent0,path="+optValue(s.Agent),
 		"-device", "virtserialport,bus=vser0.0,chardev=agent0,name="+AgentPortName,
 	)
 	argv = append(argv, c.ExtraArgs...)
 	return argv, nil
 }
+
+// optValue escapes a value inside a QEMU option string: QEMU reads ",,"
+// as a comma, and a single comma would end the value (a comma in $TMPDIR
+// or the runs directory would otherwise break the option or add others).
+func optValue(v string) string { return strings.ReplaceAll(v, ",", ",,") }
