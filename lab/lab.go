@@ -171,9 +171,22 @@ func (p *kvmProber) ProbeKVM(ctx context.Context, timeout time.Duration) error {
 	if p.progress != nil {
 		fmt.Fprintf(p.progress, "probing KVM with a short boot (at most %s)...\n", timeout)
 	}
+	return p.probe(ctx, vm.KVM, timeout)
+}
+
+// ProbeTCG boots the probe's kernel under TCG: after a failed KVM probe,
+// it tells a broken KVM from a kernel that does not boot.
+func (p *kvmProber) ProbeTCG(ctx context.Context, timeout time.Duration) error {
+	if p.progress != nil {
+		fmt.Fprintf(p.progress, "KVM failed; checking the kernel boots under TCG (at most %s)...\n", timeout)
+	}
+	return p.probe(ctx, vm.TCG, timeout)
+}
+
+func (p *kvmProber) probe(ctx context.Context, accel vm.Accel, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	m, err := vm.Start(ctx, vm.Config{QEMU: p.qemu, Kernel: p.kernel, Initrd: p.initrd, Accel: vm.KVM, MemMB: 512, CPUs: 1}, vm.StartOptions{})
+	m, err := vm.Start(ctx, vm.Config{QEMU: p.qemu, Kernel: p.kernel, Initrd: p.initrd, Accel: accel, MemMB: 512, CPUs: 1}, vm.StartOptions{})
 	if err != nil {
 		return err
 	}

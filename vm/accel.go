@@ -26,7 +26,15 @@ type Prober interface {
 	// answers, or an error saying why not. It must return within timeout;
 	// ChooseAccel also ends ctx then.
 	ProbeKVM(ctx context.Context, timeout time.Duration) error
+	// ProbeTCG boots the same guest under TCG, within timeout: after a
+	// failed KVM probe it tells a KVM that does not work (the guest
+	// boots under TCG) from a kernel that does not boot at all.
+	ProbeTCG(ctx context.Context, timeout time.Duration) error
 }
+
+// TCGProbeTimeout bounds the TCG boot that checks a failed KVM probe's
+// kernel.
+const TCGProbeTimeout = 90 * time.Second
 
 // Verdict is the outcome of an accelerator decision, cached per host.
 type Verdict struct {
@@ -134,6 +142,18 @@ func ChooseAccel(ctx context.Context, o AccelOptions) (Verdict, error) {
 	if err != nil {
 		v.Accel = TCG
 		v.Reason = fmt.Sprintf("%s is present but a KVM guest failed: %v; using TCG", dev, err)
+		// Cache the verdict only if the guest boots under TCG: a kernel
+		// that cannot boot at all must not lock the host into TCG.
+		tctx, tcancel := context.WithTimeout(ctx, TCGProbeTimeout)
+		terr := o.Prober.ProbeTCG(tctx, TCGProbeTimeout)
+		tcancel()
+		if ctx.Err() != nil {
+			return Verdict{}, ctx.Err()
+		}
+		if terr != nil {
+			v.Reason += fmt.Sprintf(" (not cached: the probe kernel does not boot under TCG either: %v)", terr)
+			return v, nil
+		}
 	} else {
 		v.Accel = KVM
 		v.Reason = fmt.Sprintf("KVM proved by a probe boot in %.1fs", time.Since(start).Seconds())
