@@ -63,11 +63,49 @@ func run(t *testing.T, runsDir string, args ...string) result {
 	return runTimeout(t, runsDir, 10*time.Minute, args...)
 }
 
-// runTimeout is run with a given timeout.
+// deadlineMargin is what a test keeps between its subprocesses' (and
+// guests') deadline and the test binary's own (go test -timeout): time to
+// kill what runs (klab's QEMU and build processes die with it through
+// their parent-death signal), report and clean up. A test that runs out of
+// time then fails by itself, instead of the test binary's timeout panic
+// hiding every other test's result.
+const deadlineMargin = time.Minute
+
+// budget returns want, cut to what is left before the test binary's
+// deadline less deadlineMargin. With no time left it fails t.
+func budget(t *testing.T, want time.Duration) time.Duration {
+	t.Helper()
+	deadline, ok := t.Deadline()
+	if !ok {
+		return want
+	}
+	left := time.Until(deadline) - deadlineMargin
+	if left <= 0 {
+		t.Fatalf("no time left for this test: the test binary's deadline is %s", deadline.Format(time.TimeOnly))
+	}
+	if left < want {
+		t.Logf("timeout %v cut to %v by the test binary's deadline (%s)", want, left.Round(time.Second), deadline.Format(time.TimeOnly))
+		return left
+	}
+	return want
+}
+
+// testContext returns a context that ends after budget(t, want), and
+// with the test.
+func testContext(t *testing.T, want time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), budget(t, want))
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// runTimeout is run with a given timeout, cut to what the test binary's
+// deadline leaves (see budget). A klab killed at its timeout fails t.
 func runTimeout(t *testing.T, runsDir string, timeout time.Duration, args ...string) result {
 	t.Helper()
 	args = append([]string{"--runs-dir", runsDir}, args...)
 	t.Logf("klab %s", strings.Join(args, " "))
+	timeout = budget(t, timeout)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, klab(t), args...)
@@ -84,6 +122,9 @@ func runTimeout(t *testing.T, runsDir string, timeout time.Duration, args ...str
 	}
 	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
 		t.Logf("stderr| %s", l)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("klab %s: killed at its %v timeout", strings.Join(args, " "), timeout.Round(time.Second))
 	}
 	return r
 }
@@ -196,10 +237,13 @@ func TestPanicReported(t *testing.T) {
 		t.Errorf("outcome %+v, want kernel-panic", m.Outcome)
 	}
 	// From the agent's hello to the verdict must take seconds, not a
-	// timeout.
+	// timeout: less than klab's silence grace before it suspects a hang
+	// (5 s times the accelerator's factor, 20 s under TCG), since the
+	// console reports the panic while the guest still prints it.
 	after := m.Times.End.Sub(m.Times.Start) - time.Duration(m.Times.BootToAgentMs)*time.Millisecond
-	t.Logf("panic reported %.1fs after the agent was ready (run wall %.1fs)", after.Seconds(), r.wall.Seconds())
-	if after > 20*time.Second {
+	grace := time.Duration(5 * float64(time.Second) * m.TimeoutFactor)
+	t.Logf("panic reported %.1fs after the agent was ready (run wall %.1fs; grace %v)", after.Seconds(), r.wall.Seconds(), grace)
+	if after > grace {
 		t.Errorf("panic took %v to report", after)
 	}
 }
@@ -318,15 +362,16 @@ func TestBadInput(t *testing.T) {
 // TestQEMUMissing runs klab with a PATH that has Go but no QEMU.
 func TestQEMUMissing(t *testing.T) {
 	testenv.E2E(t)
+	testenv.RequiresCommand(t, "go")
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("needs go in PATH")
+		t.Fatal(err)
 	}
 	// Warm the caches with a normal PATH first.
 	run(t, t.TempDir(), "kernels", "fetch", "debian:7.3")
 	pathDir := t.TempDir()
 	os.Symlink(goBin, filepath.Join(pathDir, "go"))
-	cmd := exec.Command(klab(t), "--runs-dir", t.TempDir(), "boot", "--kernel", "debian:7.3", "--accel", "tcg", "--", "true")
+	cmd := exec.CommandContext(testContext(t, 10*time.Minute), klab(t), "--runs-dir", t.TempDir(), "boot", "--kernel", "debian:7.3", "--accel", "tcg", "--", "true")
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "PATH="+pathDir)
 	out, _ := cmd.CombinedOutput()

@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -72,6 +70,10 @@ func TestFUSETimeoutInGuest(t *testing.T) {
 		if err := json.Unmarshal(c.Details, &d); err != nil {
 			t.Fatal(err)
 		}
+		// The kernel looks for expired requests every 15 s and uses at
+		// least 15 s as the timeout: the stuck call ends 15 to 30 s after
+		// it started, in guest time (the 100 ms below covers the two
+		// clocks); 5 s more covers a TCG guest late to run the check.
 		el := time.Duration(d.StuckElapsed)
 		if d.StuckErr != "ECONNABORTED" || d.LaterErr != "ENOTCONN" || d.ServerErr != "ENODEV" || el < 15*time.Second-100*time.Millisecond || el > 35*time.Second {
 			t.Errorf("%s: %+v (elapsed %v)", c.Name, d, el)
@@ -91,15 +93,8 @@ func TestFUSEInterruptInGuest(t *testing.T) {
 }
 
 // TestFUSEServerKilledInGuest kills a server process with requests in
-// flight in the guest and checks that the clients return, the dead mount
-// can be unmounted, and a new mount works.
-//
-// Under TCG the clients sometimes stay blocked after the kill until the
-// check aborts the connection through /sys/fs/fuse/connections/N/abort
-// (seen in about one run in three on a loaded host). The test then still
-// demands what the issue asks — every client returns, the dead mount
-// answers ENOTCONN, unmounts, and a new mount works: the guest stays
-// responsive — and logs that the abort was needed.
+// flight in the guest and checks that the server exits, the clients then
+// return, the dead mount can be unmounted, and a new mount works.
 func TestFUSEServerKilledInGuest(t *testing.T) {
 	testenv.E2E(t)
 	r := run(t, t.TempDir(), "boot", "--kernel", "debian:7.3", "--", "klab-agent", "fuse", "check", "kill", "--json")
@@ -110,19 +105,23 @@ func TestFUSEServerKilledInGuest(t *testing.T) {
 	checkKillRecovered(t, rs[0])
 }
 
-// checkKillRecovered demands what the kill check is for: every client
-// returned, the dead mount answers ENOTCONN, unmounts, and a new mount
-// works. Under TCG the kernel sometimes leaves the clients blocked after
-// the kill until the check aborts the connection through fusectl, over
-// either transport; that case is logged, not failed.
+// checkKillRecovered demands what the kill check is for: the killed
+// server exited, every client returned within the check's bound after
+// that, without klab aborting the connection, the dead mount answers
+// ENOTCONN, unmounts, and a new mount works. A failure carries the check's
+// problems and measurements.
 func checkKillRecovered(t *testing.T, c checkResult) {
 	t.Helper()
 	t.Logf("%s pass=%v notes=%v problems=%v", c.Name, c.Pass, c.Notes, c.Problems)
 	var d struct {
-		ClientErrs map[string]int `json:"client_errs"`
-		AfterErr   string         `json:"after_err"`
-		Unmount    string         `json:"unmount_err"`
-		Remount    string         `json:"remount"`
+		ClientErrs   map[string]int `json:"client_errs"`
+		ExitedNs     int64          `json:"exited_ns"`
+		Aborted      bool           `json:"aborted"`
+		ServerStacks string         `json:"server_stacks"`
+		ServerOutput string         `json:"server_output"`
+		AfterErr     string         `json:"after_err"`
+		Unmount      string         `json:"unmount_err"`
+		Remount      string         `json:"remount"`
 	}
 	if err := json.Unmarshal(c.Details, &d); err != nil {
 		t.Fatalf("details: %v\n%s", err, c.Details)
@@ -132,26 +131,12 @@ func checkKillRecovered(t *testing.T, c checkResult) {
 		returned += n
 	}
 	if returned != 6 || d.AfterErr != "ENOTCONN" || d.Unmount != "ok" || d.Remount != "ok" {
-		t.Errorf("the guest did not recover from the killed server: %s", c.Details)
+		t.Errorf("%s: the guest did not recover from the killed server: %s", c.Name, c.Details)
 	}
-	if c.Pass {
-		return
+	if !c.Pass || d.Aborted || d.ExitedNs < 0 {
+		t.Errorf("%s: %q (server exited after %v, connection aborted by klab %v)\nthe server's threads when it had not exited:\n%s\nthe server's output:\n%s\ndetails: %s",
+			c.Name, c.Problems, time.Duration(d.ExitedNs), d.Aborted, d.ServerStacks, d.ServerOutput, c.Details)
 	}
-	aborted := false
-	var other []string
-	for _, p := range c.Problems {
-		switch {
-		case strings.Contains(p, "aborting the connection"):
-			aborted = true
-		default:
-			other = append(other, p)
-		}
-	}
-	if !aborted || len(other) > 0 {
-		t.Errorf("%v", c.Problems)
-		return
-	}
-	t.Logf("NOTE: the clients returned only after klab aborted the connection: %v (client results %v)", c.Problems, d.ClientErrs)
 }
 
 // TestFUSEStepsInGuest runs fuse steps through lab.Boot: klab's
@@ -162,13 +147,13 @@ func checkKillRecovered(t *testing.T, c checkResult) {
 func TestFUSEStepsInGuest(t *testing.T) {
 	testenv.E2E(t)
 	testenv.RequiresCommand(t, "gcc")
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 15*time.Minute)
 	cache := paths.CacheDir()
 	var tools []string
 	if bin, err := images.BuildPassthroughLL(ctx, cache, nil); err != nil {
+		// CI must have it; elsewhere the other steps still run.
 		if testenv.InCI() {
-			t.Fatal(err)
+			testenv.Missingf(t, "cannot build libfuse's passthrough_ll: %v", err)
 		}
 		t.Logf("no libfuse passthrough_ll step: %v", err)
 	} else {
@@ -216,12 +201,14 @@ func TestFUSEStepsInGuest(t *testing.T) {
 	}
 	// The stuck step fails, which ends the run with a StepError: the
 	// agent came back from it (a hung agent would be a kernel hang).
-	for i, s := range res.Steps {
-		t.Logf("step %d: %+v", i+1, s.Done)
+	if res != nil {
+		for i, s := range res.Steps {
+			t.Logf("step %d: %+v", i+1, s.Done)
+		}
 	}
 	var se *lab.StepError
-	if !errors.As(err, &se) {
-		t.Fatalf("Boot: %v, want the stuck step's StepError", err)
+	if res == nil || !errors.As(err, &se) {
+		t.Fatalf("Boot: %v (result %v), want the stuck step's StepError", err, res != nil)
 	}
 	if len(res.Steps) != len(steps) {
 		t.Fatalf("%d steps finished, want %d", len(res.Steps), len(steps))
@@ -235,8 +222,11 @@ func TestFUSEStepsInGuest(t *testing.T) {
 	if last.ExitCode == 0 || !strings.Contains(last.Error, "aborted FUSE connection") {
 		t.Errorf("stuck step: %+v, want a failure that aborted the connection", last)
 	}
-	if d := time.Duration(last.DurationNs); d > 60*time.Second {
-		t.Errorf("stuck step took %v", d)
+	// The agent cut the stuck command short by aborting the connection
+	// once its 1 s timeout and the agent's grace had passed (guest/agent
+	// fuseGrace), not in some other way.
+	if !strings.Contains(last.Error, "still running after") {
+		t.Errorf("stuck step: %+v, want it ended by the agent's watch over the command's timeout", last)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -256,16 +246,13 @@ func TestFUSEStepsInGuest(t *testing.T) {
 // server; passthrough_ll is a separate process. Under TCG the absolute
 // numbers mean little; the ratios are what to read.
 func TestFUSEPerfInGuest(t *testing.T) {
-	if os.Getenv("KLAB_FUSE_PERF") != "1" {
-		t.Skip("performance comparison: set KLAB_FUSE_PERF=1 (takes minutes)")
-	}
+	testenv.OptIn(t, "KLAB_FUSE_PERF", "performance comparison (takes minutes)")
 	testenv.E2E(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 40*time.Minute)
 	cache := paths.CacheDir()
 	bin, err := images.BuildPassthroughLL(ctx, cache, nil)
 	if err != nil {
-		t.Skipf("needs libfuse's passthrough_ll: %v", err)
+		testenv.Missingf(t, "cannot build libfuse's passthrough_ll: %v", err)
 	}
 	type variant struct {
 		name    string
@@ -307,8 +294,11 @@ func TestFUSEPerfInGuest(t *testing.T) {
 	o := &lab.Options{CacheDir: cache, RunsDir: t.TempDir(), Progress: &logWriter{t: t, prefix: "klab| "}}
 	res, err := o.Boot(ctx, lab.BootRequest{Kernel: "debian:7.3", Steps: steps, HostTools: []string{bin}, MemMB: 2048,
 		Command: []string{"go", "test", "-run", t.Name()}})
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || res == nil {
+		t.Fatalf("Boot: %v (result %v)", err, res != nil)
+	}
+	if len(res.Steps) != len(steps) {
+		t.Fatalf("%d steps finished, want %d", len(res.Steps), len(steps))
 	}
 	vals := map[key][]float64{}
 	for i, k := range keys {

@@ -24,13 +24,22 @@ const noMirrorMsg = "no Debian mirror configured: none of /etc/apt/sources.list,
 // it is non-empty, else $KLAB_DEBIAN_MIRROR, else the mirror named by the
 // host's apt sources (see DebianMirror).
 func ResolveMirror(flag string) (string, error) {
+	return resolveMirror(flag, "/")
+}
+
+// resolveMirror is ResolveMirror with the apt sources read under root
+// instead of "/" (see DebianMirror).
+func resolveMirror(flag, root string) (string, error) {
 	if flag = strings.TrimSpace(flag); flag != "" {
 		return checkMirrorURI(flag, "--debian-mirror")
 	}
 	if env := strings.TrimSpace(os.Getenv(MirrorEnv)); env != "" {
 		return checkMirrorURI(env, MirrorEnv)
 	}
-	return DebianMirror("/")
+	if root == "" {
+		root = "/"
+	}
+	return DebianMirror(root)
 }
 
 func checkMirrorURI(uri, from string) (string, error) {

@@ -75,7 +75,7 @@ func FetchDebianSource(ctx context.Context, ref string, o DebianOptions) (*Debia
 			return s, nil
 		}
 	}
-	mirror, err := ResolveMirror(o.Mirror)
+	mirror, err := o.mirror()
 	if err != nil {
 		return nil, err
 	}

@@ -47,6 +47,10 @@ type DebianOptions struct {
 	// else the host's apt sources (see ResolveMirror). It is only
 	// consulted when the network is needed.
 	Mirror string
+	// AptRoot is the root directory whose etc/apt sources name the mirror
+	// when neither Mirror nor $KLAB_DEBIAN_MIRROR does; empty means "/",
+	// the host's own.
+	AptRoot string
 	// CacheDir is klab's cache directory; empty means paths.CacheDir().
 	CacheDir string
 	// Flavour is the kernel flavour: "cloud-amd64" (the default),
@@ -65,6 +69,9 @@ func (o *DebianOptions) cacheDir() string {
 	}
 	return paths.CacheDir()
 }
+
+// mirror resolves the Debian archive URI (see ResolveMirror).
+func (o *DebianOptions) mirror() (string, error) { return resolveMirror(o.Mirror, o.AptRoot) }
 
 func (o *DebianOptions) logf(format string, args ...any) {
 	if o.Progress != nil {
@@ -204,7 +211,7 @@ func FetchDebian(ctx context.Context, ref string, o DebianOptions) (*Kernel, err
 			return k, nil
 		}
 	}
-	mirror, err := ResolveMirror(o.Mirror)
+	mirror, err := o.mirror()
 	if err != nil {
 		return nil, err
 	}

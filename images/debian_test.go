@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"klab/internal/testenv"
 )
 
 func TestCompareDebianVersions(t *testing.T) {
@@ -515,14 +517,31 @@ func TestFetchDebianFailureLeavesNothing(t *testing.T) {
 
 func TestFetchDebianNoMirror(t *testing.T) {
 	// No cache entry and no mirror: the error says how to configure one.
-	// (Only checkable when this host's apt sources name no mirror.)
-	if _, err := DebianMirror("/"); err == nil {
-		t.Skip("this host has a Debian mirror configured")
-	}
+	// The apt sources are a fake root's, which name only archives that
+	// are not Debian's (the host's own may name a mirror).
 	t.Setenv(MirrorEnv, "")
-	_, err := FetchDebian(context.Background(), "debian:7.3", DebianOptions{CacheDir: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "--debian-mirror") {
-		t.Errorf("err = %v", err)
+	for name, files := range map[string]map[string]string{
+		"no sources": nil,
+		"no Debian suite": {
+			"sources.list":                "deb http://ubuntu.example/ubuntu jammy main\n",
+			"sources.list.d/node.sources": "Types: deb\nURIs: http://node.example/node\nSuites: nodistro\nComponents: main\n",
+			"sources.list.d/sec.list":     "deb http://mirror.example/debian-security bookworm-security main\n",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := aptRoot(t, files)
+			_, err := FetchDebian(context.Background(), "debian:7.3", DebianOptions{CacheDir: t.TempDir(), AptRoot: root})
+			if err == nil || !strings.Contains(err.Error(), "--debian-mirror") || !strings.Contains(err.Error(), MirrorEnv) {
+				t.Errorf("err = %v", err)
+			}
+		})
+	}
+	// The same fake root with a Debian entry does name a mirror: the
+	// error above comes from the sources, not from a root that is never
+	// read.
+	root := aptRoot(t, map[string]string{"sources.list.d/debian.sources": debianSourcesDeb822})
+	if m, err := (&DebianOptions{AptRoot: root}).mirror(); err != nil || m != "http://mirror.example/debian" {
+		t.Errorf("mirror from the fake root = %q, %v", m, err)
 	}
 }
 
@@ -554,9 +573,7 @@ func TestLayoutKernelMerge(t *testing.T) {
 // KLAB_NETWORK_TESTS=1, into $KLAB_CACHE_DIR when set (so the downloads can
 // be kept), else into a temporary directory.
 func TestFetchDebianNetwork(t *testing.T) {
-	if os.Getenv("KLAB_NETWORK_TESTS") != "1" {
-		t.Skip("set KLAB_NETWORK_TESTS=1 to fetch real Debian kernels")
-	}
+	testenv.OptIn(t, "KLAB_NETWORK_TESTS", "fetches real Debian kernels")
 	cache := os.Getenv("KLAB_CACHE_DIR")
 	if cache == "" {
 		cache = t.TempDir()

@@ -114,7 +114,7 @@ func BuildPassthroughHP(ctx context.Context, o PassthroughHPOptions) (path, vers
 	if err := checkHPTools(); err != nil {
 		return "", "", err
 	}
-	mirror, err := ResolveMirror(o.Mirror)
+	mirror, err := do.mirror()
 	if err != nil {
 		return "", "", err
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
+
+	"klab/internal/testenv"
 )
 
 // fakeModule returns a minimal x86_64 ELF64 relocatable object whose
@@ -225,18 +227,15 @@ func TestParseSoftdepPre(t *testing.T) {
 // TestModinfoFromGCC checks the .modinfo reader against an object file
 // made by a real compiler, when there is one.
 func TestModinfoFromGCC(t *testing.T) {
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not installed: the hand-made ELF files of the other tests still cover .modinfo")
-	}
+	testenv.RequiresCommand(t, "gcc")
 	dir := t.TempDir()
 	src := writeFile(t, filepath.Join(dir, "m.c"), []byte(
 		`__attribute__((section(".modinfo"), used)) static const char a[] = "depends=b,c";`+"\n"+
 			`__attribute__((section(".modinfo"), used)) static const char s[] = "softdep=pre: d";`+"\n"))
 	obj := filepath.Join(dir, "kernel", "m.ko")
 	writeFile(t, obj, nil)
-	if out, err := exec.Command(gcc, "-c", "-o", obj, src).CombinedOutput(); err != nil {
-		t.Skipf("gcc -c failed: %v\n%s", err, out)
+	if out, err := exec.Command("gcc", "-c", "-o", obj, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc -c failed: %v\n%s", err, out)
 	}
 	hard, pre, err := moduleDeps(obj)
 	if err != nil {

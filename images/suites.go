@@ -29,7 +29,7 @@ func (s SuiteStatus) Detail() string {
 
 // CheckDebianSuites checks each suite klab fetches kernels from.
 func CheckDebianSuites(ctx context.Context, o DebianOptions) []SuiteStatus {
-	mirror, err := ResolveMirror(o.Mirror)
+	mirror, err := o.mirror()
 	if err != nil {
 		return []SuiteStatus{{Suite: "mirror", Err: err}}
 	}

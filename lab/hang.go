@@ -11,6 +11,9 @@ import (
 // watch tracks when the guest last said anything, on the console or the
 // agent channel, and can capture console lines for diagnostics.
 type watch struct {
+	// now is the clock: time.Now, or a fake in tests.
+	now func() time.Time
+
 	mu        sync.Mutex // guards the fields below
 	last      time.Time
 	capturing bool
@@ -21,17 +24,19 @@ type watch struct {
 // maxDiagnostics bounds the captured diagnostics.
 const maxDiagnostics = 4 << 20
 
-func newWatch() *watch { return &watch{last: time.Now()} }
+func newWatch() *watch { return newWatchClock(time.Now) }
+
+func newWatchClock(now func() time.Time) *watch { return &watch{now: now, last: now()} }
 
 func (w *watch) touch() {
 	w.mu.Lock()
-	w.last = time.Now()
+	w.last = w.now()
 	w.mu.Unlock()
 }
 
 func (w *watch) console(line string) {
 	w.mu.Lock()
-	w.last = time.Now()
+	w.last = w.now()
 	if w.capturing && w.capBytes < maxDiagnostics {
 		w.captured = append(w.captured, line)
 		w.capBytes += len(line) + 1
@@ -43,7 +48,7 @@ func (w *watch) console(line string) {
 func (w *watch) silence() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return time.Since(w.last)
+	return w.now().Sub(w.last)
 }
 
 func (w *watch) startCapture() {

@@ -55,15 +55,23 @@ func TestBlockedTasks(t *testing.T) {
 }
 
 func TestWatch(t *testing.T) {
-	w := newWatch()
+	// The watch runs on a fake clock, so the silences are exact.
+	now := time.Unix(1000, 0)
+	w := newWatchClock(func() time.Time { return now })
 	w.console("before")
-	time.Sleep(20 * time.Millisecond)
-	if w.silence() < 10*time.Millisecond {
-		t.Error("silence not growing")
+	now = now.Add(20 * time.Millisecond)
+	if got := w.silence(); got != 20*time.Millisecond {
+		t.Errorf("silence %v after 20ms without a word, want 20ms", got)
 	}
 	w.touch()
-	if w.silence() > 10*time.Millisecond {
-		t.Error("touch did not reset silence")
+	now = now.Add(time.Millisecond)
+	if got := w.silence(); got != time.Millisecond {
+		t.Errorf("silence %v 1ms after a touch, want 1ms", got)
+	}
+	now = now.Add(time.Second)
+	w.console("line")
+	if got := w.silence(); got != 0 {
+		t.Errorf("silence %v right after a console line, want 0", got)
 	}
 	w.startCapture()
 	w.console("one")

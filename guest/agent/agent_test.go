@@ -157,13 +157,15 @@ func TestExecStderrExitCode(t *testing.T) {
 func TestExecTimeout(t *testing.T) {
 	h := startAgent(t, &Agent{})
 	h.step(proto.Step{ID: 3, Kind: proto.StepExec, Argv: []string{"sleep", "10"}, TimeoutMs: 200})
-	before, d := h.until(3, 5*time.Second)
+	before, d := h.until(3, 30*time.Second)
 	if len(before) != 0 {
 		t.Errorf("messages before Done = %q, want none", describe(before))
 	}
 	checkDone(t, d, 3, -1, "timed out after 200ms")
-	if d.DurationNs < int64(200*time.Millisecond) || d.DurationNs > int64(3*time.Second) {
-		t.Errorf("DurationNs = %v, want about 200ms", time.Duration(d.DurationNs))
+	// The step's time starts before the timer, which never fires early;
+	// and a sleep that was not cut short would have taken its 10 s.
+	if d.DurationNs < int64(200*time.Millisecond) || d.DurationNs >= int64(10*time.Second) {
+		t.Errorf("DurationNs = %v, want from 200ms to less than the sleep's 10s", time.Duration(d.DurationNs))
 	}
 }
 
@@ -241,39 +243,61 @@ func TestExecStartFailures(t *testing.T) {
 	}
 }
 
+// waitFor is a shell loop that waits up to 120 s for the file $1 and then
+// prints "released", or "gave up" when it never came. Tests release it once
+// they have seen what must come first, so that what they check is the
+// order of events, not how long each took.
+const waitFor = `i=0; while [ ! -e "$1" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; if [ -e "$1" ]; then echo released; else echo gave up; fi`
+
+// release creates the file a waitFor loop waits for.
+func release(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestExecStreamsWhileRunning(t *testing.T) {
+	// The command prints a, then cannot go on until the test has seen
+	// a: output that was not streamed while the command ran would only
+	// come after it gave up.
+	rel := filepath.Join(t.TempDir(), "release")
 	h := startAgent(t, &Agent{})
-	start := time.Now()
-	h.step(proto.Step{ID: 1, Kind: proto.StepExec, Argv: []string{"sh", "-c", "echo a; sleep 1; echo b"}})
-	m := h.next(5 * time.Second)
+	h.step(proto.Step{ID: 1, Kind: proto.StepExec, Argv: []string{"sh", "-c", "echo a; " + waitFor, "sh", rel}})
+	m := h.next(5 * time.Minute)
 	if m.Kind != proto.KindOutput || string(m.Output.Data) != "a\n" {
-		t.Fatalf("first message = %q, want output a", describe([]*proto.Message{m}))
+		t.Fatalf("first message = %q, want output a while the command runs", describe([]*proto.Message{m}))
 	}
-	if el := time.Since(start); el > 700*time.Millisecond {
-		t.Errorf("first output after %v: not streamed", el)
-	}
-	before, d := h.until(1, 5*time.Second)
+	release(t, rel)
+	before, d := h.until(1, 5*time.Minute)
 	checkDone(t, d, 1, 0, "")
-	if got := describe(before); got != "output stdout b\n|" {
-		t.Errorf("rest = %q", got)
+	if got := describe(before); got != "output stdout released\n|" {
+		t.Errorf("rest = %q, want the command released after a was seen", got)
 	}
 }
 
 func TestExecBackgroundChildDoesNotHang(t *testing.T) {
+	// The background child keeps the output pipes open until the test
+	// releases it, which it does only after step 1's Done: a Done that
+	// waited for the child would come only after the child gave up.
+	dir := t.TempDir()
+	rel, ended := filepath.Join(dir, "release"), filepath.Join(dir, "ended")
 	h := startAgent(t, &Agent{OutputGrace: 100 * time.Millisecond})
-	start := time.Now()
-	h.step(proto.Step{ID: 1, Kind: proto.StepExec, Argv: []string{"sh", "-c", "(sleep 2; echo late) & echo now"}})
-	before, d := h.until(1, 5*time.Second)
+	h.step(proto.Step{ID: 1, Kind: proto.StepExec, Argv: []string{"sh", "-c",
+		`(trap '' PIPE; sh -c '` + waitFor + `' sh "$1"; echo late; touch "$2") & echo now`, "sh", rel, ended}})
+	before, d := h.until(1, 5*time.Minute)
 	checkDone(t, d, 1, 0, "")
-	if el := time.Since(start); el > 1500*time.Millisecond {
-		t.Errorf("Done after %v: waited for the background child", el)
+	if _, err := os.Stat(ended); err == nil {
+		t.Error("Done came after the background child ended: it waited for the child")
 	}
 	if got := describe(before); got != "output stdout now\n|" {
 		t.Errorf("messages = %q", got)
 	}
-	// The late output of the background child must not show up later.
-	h.step(proto.Step{ID: 2, Kind: proto.StepExec, Argv: []string{"sleep", "2.5"}})
-	before, d = h.until(2, 10*time.Second)
+	// The late output of the background child must not show up later:
+	// step 2 ends only after the child has written it.
+	release(t, rel)
+	h.step(proto.Step{ID: 2, Kind: proto.StepExec, Argv: []string{"sh", "-c", waitFor + " >/dev/null", "sh", ended}})
+	before, d = h.until(2, 5*time.Minute)
 	checkDone(t, d, 2, 0, "")
 	if len(before) != 0 {
 		t.Errorf("messages during step 2 = %q, want none", describe(before))
@@ -467,8 +491,11 @@ func TestBadInputIsLoggedAndSkipped(t *testing.T) {
 
 func TestCancelKillsRunningStep(t *testing.T) {
 	h := startAgent(t, &Agent{})
-	h.step(proto.Step{ID: 1, Kind: proto.StepExec, Argv: []string{"sleep", "10"}})
-	time.Sleep(200 * time.Millisecond)
+	h.step(proto.Step{ID: 1, Kind: proto.StepExec, Argv: []string{"sh", "-c", "echo started; exec sleep 600"}})
+	// Cancel once the step runs, however long it took to start.
+	if m := h.next(5 * time.Minute); m.Kind != proto.KindOutput || string(m.Output.Data) != "started\n" {
+		t.Fatalf("first message = %q, want output started", describe([]*proto.Message{m}))
+	}
 	h.cancel()
 	_, d := h.until(1, 5*time.Second)
 	checkDone(t, d, 1, -1, "canceled")
@@ -511,8 +538,10 @@ func TestNewHello(t *testing.T) {
 	}
 }
 
-// A sysrq message is served at once, even while a step runs.
+// A sysrq message is served at once, even while a step runs: the step
+// cannot end before the test has seen the sysrq served.
 func TestSysrqOutOfBand(t *testing.T) {
+	rel := filepath.Join(t.TempDir(), "release")
 	trigger := filepath.Join(t.TempDir(), "sysrq-trigger")
 	if err := os.WriteFile(trigger, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -525,14 +554,13 @@ func TestSysrqOutOfBand(t *testing.T) {
 	go a.Serve(ctx)
 	enc := proto.NewEncoder(hostW)
 	dec := proto.NewDecoder(hostR)
-	// A long step first, then the sysrq.
-	if err := enc.Encode(&proto.Message{Kind: proto.KindStep, Step: &proto.Step{ID: 1, Kind: proto.StepExec, Argv: []string{"sleep", "5"}, TimeoutMs: 3000}}); err != nil {
+	// A step that waits for the test first, then the sysrq.
+	if err := enc.Encode(&proto.Message{Kind: proto.KindStep, Step: &proto.Step{ID: 1, Kind: proto.StepExec, Argv: []string{"sh", "-c", waitFor, "sh", rel}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := enc.Encode(&proto.Message{Kind: proto.KindSysrq, Sysrq: "w"}); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	for {
 		m, err := dec.Decode()
 		if err != nil {
@@ -545,9 +573,7 @@ func TestSysrqOutOfBand(t *testing.T) {
 			break
 		}
 	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("sysrq served after %v", d)
-	}
+	release(t, rel)
 	b, _ := os.ReadFile(trigger)
 	if string(b) != "w" {
 		t.Errorf("trigger got %q", b)

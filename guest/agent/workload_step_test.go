@@ -1,13 +1,13 @@
 package agent
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"klab/guest/proto"
 	"klab/guest/workload"
+	"klab/internal/testenv"
 )
 
 func TestDefaultHandlersHaveWorkloadAndFio(t *testing.T) {
@@ -77,9 +77,7 @@ func TestWorkloadStepErrors(t *testing.T) {
 }
 
 func TestFioStep(t *testing.T) {
-	if _, err := exec.LookPath("fio"); err != nil {
-		t.Skip("needs fio on the host")
-	}
+	testenv.RequiresCommand(t, "fio")
 	dir := t.TempDir()
 	fs, err := workload.FioStepFor(&proto.WorkloadStep{
 		Pattern: proto.PatternRandRead, Dir: dir, Jobs: 1, BlockSize: 4096, FileSize: 1 << 20, RuntimeMs: 500, TimeBased: true,

@@ -27,10 +27,7 @@ func TestMain(m *testing.M) {
 // requireFUSE skips unless the test can mount FUSE file systems.
 func requireFUSE(t testing.TB) {
 	t.Helper()
-	testenv.RequiresRoot(t)
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("needs /dev/fuse (the fuse module)")
-	}
+	testenv.RequiresFUSE(t)
 }
 
 // requireURing skips unless this kernel can serve FUSE over io_uring (it
@@ -39,7 +36,7 @@ func requireURing(t testing.TB) {
 	t.Helper()
 	requireFUSE(t)
 	if _, err := ringfuse.EnableURing(); err != nil {
-		t.Skipf("needs FUSE-over-io_uring: %v", err)
+		testenv.Missingf(t, "the kernel has no FUSE-over-io_uring: %v", err)
 	}
 }
 

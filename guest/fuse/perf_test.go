@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"klab/images"
+	"klab/internal/testenv"
 )
 
 // seqWrite runs jobs writers, each writing bs-byte blocks sequentially to
@@ -214,13 +215,11 @@ func median(xs []float64) float64 {
 // KLAB_FUSE_PERF_ROUNDS the rounds). Rounds alternate the servers; the
 // table shows medians and klab/libfuse ratios.
 func TestPerfCompare(t *testing.T) {
-	if os.Getenv("KLAB_FUSE_PERF") != "1" {
-		t.Skip("performance comparison: set KLAB_FUSE_PERF=1 (takes minutes)")
-	}
+	testenv.OptIn(t, "KLAB_FUSE_PERF", "performance comparison (takes minutes)")
 	requireFUSE(t)
 	libfuse, err := images.BuildPassthroughLL(context.Background(), t.TempDir(), nil)
 	if err != nil {
-		t.Skipf("needs libfuse's passthrough_ll: %v", err)
+		testenv.Missingf(t, "cannot build libfuse's passthrough_ll: %v", err)
 	}
 	secs, rounds := 5.0, 3
 	if v, err := strconv.ParseFloat(os.Getenv("KLAB_FUSE_PERF_SECONDS"), 64); err == nil && v > 0 {
@@ -285,19 +284,17 @@ func TestPerfCompare(t *testing.T) {
 // passthrough_ll (max_threads=4), with fs.fuse.default_request_timeout 0
 // and 500 set before mounting, alternating (KLAB_FUSE_PERF=1).
 func TestPerfTimeoutCost(t *testing.T) {
-	if os.Getenv("KLAB_FUSE_PERF") != "1" {
-		t.Skip("performance measurement: set KLAB_FUSE_PERF=1 (takes minutes)")
-	}
+	testenv.OptIn(t, "KLAB_FUSE_PERF", "performance measurement (takes minutes)")
 	requireFUSE(t)
 	const sysctl = "/proc/sys/fs/fuse/default_request_timeout"
 	old, err := os.ReadFile(sysctl)
 	if err != nil {
-		t.Skipf("the kernel has no FUSE request timeouts: %v", err)
+		testenv.Missingf(t, "the kernel has no FUSE request timeouts: %v", err)
 	}
 	t.Cleanup(func() { os.WriteFile(sysctl, old, 0) })
 	libfuse, err := images.BuildPassthroughLL(context.Background(), t.TempDir(), nil)
 	if err != nil {
-		t.Skipf("needs libfuse's passthrough_ll: %v", err)
+		testenv.Missingf(t, "cannot build libfuse's passthrough_ll: %v", err)
 	}
 	secs, rounds := 5.0, 5
 	if v, err := strconv.ParseFloat(os.Getenv("KLAB_FUSE_PERF_SECONDS"), 64); err == nil && v > 0 {

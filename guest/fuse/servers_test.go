@@ -33,19 +33,23 @@ func TestStuckDelay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The delay's timer never fires early, so the slow LOOKUP takes at
+	// least its 300 ms; that the fast one was not held shows in the
+	// server's events below, which hold the slow one only.
 	for _, c := range []struct {
-		name     string
-		min, max time.Duration
-	}{{"slow", 300 * time.Millisecond, 3 * time.Second}, {"fast", 0, 200 * time.Millisecond}} {
+		name string
+		min  time.Duration
+	}{{"slow", 300 * time.Millisecond}, {"fast", 0}} {
 		start := time.Now()
 		_, err := os.Stat(filepath.Join(s.Mountpoint(), c.name))
-		if el := time.Since(start); err != nil || el < c.min || el > c.max {
-			t.Errorf("stat %s: %v after %v, want success within [%v, %v]", c.name, err, el, c.min, c.max)
+		if el := time.Since(start); err != nil || el < c.min {
+			t.Errorf("stat %s: %v after %v, want success after at least %v", c.name, err, el, c.min)
 		}
 	}
-	// The server records the reply right after writing it.
+	// The server records the reply right after writing it (wait for
+	// that for up to a minute: only a lost event takes that long).
 	var ev []stuck.Event
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if ev = s.Stuck().Events(); len(ev) == 1 && !ev[0].Replied.IsZero() {
 			break
 		}
@@ -105,6 +109,10 @@ func TestTeardownWithStuckRequest(t *testing.T) {
 					t.Fatal("stuck client still blocked after teardown")
 				}
 			}
+			// Close aborts the connection as soon as the unmount fails
+			// (busy), and the clients end with the abort: only a
+			// teardown that waited for the held requests, which are
+			// never answered, would take 10 s.
 			if el := time.Since(start); el > 10*time.Second {
 				t.Errorf("teardown took %v", el)
 			}
@@ -132,7 +140,7 @@ func TestRequestTimeoutNegotiated(t *testing.T) {
 		t.Fatal(err)
 	}
 	if in.Offered&abi.InitRequestTimeout == 0 {
-		t.Skip("the kernel does not offer FUSE_REQUEST_TIMEOUT (Linux 6.14 or later)")
+		testenv.Missing(t, "the kernel does not offer FUSE_REQUEST_TIMEOUT (Linux 6.14 or later)")
 	}
 	if in.Granted()&abi.InitRequestTimeout == 0 || in.Out.RequestTimeout != 42 {
 		t.Errorf("INIT reply flags %s, request_timeout %d", in.Granted(), in.Out.RequestTimeout)
@@ -146,10 +154,7 @@ func TestLibfusePassthroughLL(t *testing.T) {
 	testenv.RequiresCommand(t, "gcc")
 	bin, err := images.BuildPassthroughLL(context.Background(), t.TempDir(), nil)
 	if err != nil {
-		if testenv.InCI() {
-			t.Fatal(err)
-		}
-		t.Skipf("cannot build passthrough_ll: %v", err)
+		testenv.Missingf(t, "cannot build passthrough_ll: %v", err)
 	}
 	cfg := DefaultConfig()
 	cfg.Server, cfg.LibfusePath, cfg.Threads = ServerLibfusePassthroughLL, bin, 4
@@ -176,7 +181,7 @@ func TestKernelPassthrough(t *testing.T) {
 	s := mount(t, cfg)
 	in, _ := s.Conn().Negotiated()
 	if in.Offered&abi.InitPassthrough == 0 {
-		t.Skip("the kernel does not offer FUSE_PASSTHROUGH (CONFIG_FUSE_PASSTHROUGH, Linux 6.9 or later)")
+		testenv.Missing(t, "the kernel does not offer FUSE_PASSTHROUGH (CONFIG_FUSE_PASSTHROUGH, Linux 6.9 or later)")
 	}
 	p := filepath.Join(s.Mountpoint(), "f")
 	for i := 0; i < 3; i++ {

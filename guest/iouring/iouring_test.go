@@ -11,13 +11,15 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"klab/internal/testenv"
 )
 
 func newRing(t *testing.T, entries, flags uint32) *Ring {
 	t.Helper()
 	r, err := New(entries, flags)
 	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
-		t.Skipf("io_uring unavailable here: %v", err)
+		testenv.Missingf(t, "io_uring is unavailable here: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -204,10 +206,7 @@ func TestCmdArea(t *testing.T) {
 }
 
 func TestCloseTwice(t *testing.T) {
-	r, err := New(2, 0)
-	if err != nil {
-		t.Skip(err)
-	}
+	r := newRing(t, 2, 0)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,11 @@ type Options struct {
 	OnSample func(proto.Sample)
 	// Version is stamped into Metrics.EngineVersion.
 	Version string
+
+	// jobClock, when set, gives job i its own clock in nanoseconds since
+	// the start, in place of the run's monotonic clock: tests pass virtual
+	// clocks, so that ramp and runtime rules are checked exactly.
+	jobClock func(i int) func() int64
 }
 
 // run is the shared state of one Run.
@@ -97,7 +102,10 @@ func Run(ctx context.Context, s *proto.WorkloadStep, opt Options) (*proto.Metric
 
 	jobs := make([]*job, n.Jobs)
 	for i := range jobs {
-		jobs[i] = &job{n: n, idx: i, fd: -1}
+		jobs[i] = &job{n: n, idx: i, fd: -1, now: r.since}
+		if opt.jobClock != nil {
+			jobs[i].now = opt.jobClock(i)
+		}
 	}
 	// Set up every job on its own thread, then start them together.
 	start := make(chan struct{})
@@ -313,12 +321,12 @@ func (j *job) loop(r *run) (err error) {
 	}
 	for {
 		if r.stop.Load() {
-			finish(r.since())
+			finish(j.now())
 			return nil
 		}
-		t0 := r.since()
+		t0 := j.now()
 		nb, err := op()
-		t1 := r.since()
+		t1 := j.now()
 		if err == nil && after != nil {
 			err = after()
 		}
@@ -360,7 +368,7 @@ func (j *job) loop(r *run) (err error) {
 			// which would add the scheduler's round trip to that
 			// operation's latency.
 			runtime.Gosched()
-			nextYield = r.since() + yieldEvery
+			nextYield = j.now() + yieldEvery
 		}
 	}
 }

@@ -190,9 +190,7 @@ func TestFioMetricsNoGroup(t *testing.T) {
 // fio, and the Go engine on the same job, and checks both report the same
 // amount of work in the same units.
 func TestFioArgsRunOnHost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs fio; skipped with -short")
-	}
+	testenv.Short(t, "runs fio")
 	testenv.RequiresCommand(t, "fio")
 	dir := t.TempDir()
 	for _, s := range []proto.WorkloadStep{
@@ -244,9 +242,7 @@ func TestFioArgsRunOnHost(t *testing.T) {
 // TestRunFioSeedCommandLine runs the lazytime seed's command line,
 // shortened, as the seed wrote it.
 func TestRunFioSeedCommandLine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs fio; skipped with -short")
-	}
+	testenv.Short(t, "runs fio")
 	testenv.RequiresCommand(t, "fio")
 	dir := t.TempDir()
 	cl := strings.NewReplacer("--runtime=10", "--runtime=300ms", "--numjobs=32", "--numjobs=4", "--direct=1 ", "").Replace(seed002)

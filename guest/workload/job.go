@@ -48,6 +48,9 @@ type job struct {
 	flip  int
 
 	op func() (int64, error)
+	// now is the job's clock, in nanoseconds since the run's start: the
+	// run's monotonic clock, or a virtual one in tests.
+	now func() int64
 	// after, when set, runs after each timed operation, untimed.
 	after func() error
 	// A size-based job ends after targetBytes measured bytes (data

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"klab/guest/proto"
+	"klab/internal/testenv"
 )
 
 func TestValidateMessages(t *testing.T) {
@@ -136,10 +137,16 @@ func TestSeqWriteSizeBased(t *testing.T) {
 
 func TestSeqWriteTimeBasedWithRamp(t *testing.T) {
 	dir := t.TempDir()
+	start := time.Now()
 	m, samples := runStep(t, proto.WorkloadStep{Pattern: proto.PatternSeqWrite, Dir: dir, Jobs: 4, BlockSize: 1024, FileSize: 256 << 10,
 		RampMs: 200, RuntimeMs: 400, TimeBased: true, SampleMs: 100, Fallocate: proto.FallocateNone})
-	if m.RuntimeNs < 390e6 || m.RuntimeNs > 600e6 {
-		t.Errorf("runtime %v, want about 400ms after the ramp", time.Duration(m.RuntimeNs))
+	wall := time.Since(start)
+	// Measuring starts at the first operation that ends after the ramp
+	// and stops before Run returns, so the runtime fits in the wall time
+	// less the ramp, however loaded the host. (The exact ramp and runtime
+	// rules are checked in virtual time: TestRampAndRuntimeVirtualTime.)
+	if rt := time.Duration(m.RuntimeNs); rt > wall-200*time.Millisecond {
+		t.Errorf("runtime %v in a wall time of %v: the 200ms ramp was measured", rt, wall)
 	}
 	if m.RampNs != 200e6 {
 		t.Errorf("ramp %d", m.RampNs)
@@ -226,7 +233,7 @@ func TestDirectRead(t *testing.T) {
 	probe := filepath.Join(dir, "probe")
 	os.WriteFile(probe, make([]byte, 4096), 0o644)
 	if fd, err := unix.Open(probe, unix.O_RDONLY|unix.O_DIRECT, 0); err != nil {
-		t.Skipf("%s does not support O_DIRECT: %v", dir, err)
+		testenv.Missingf(t, "the test directory %s does not support O_DIRECT: %v", dir, err)
 	} else {
 		unix.Close(fd)
 	}
@@ -275,16 +282,78 @@ func TestRunStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	s := proto.WorkloadStep{Pattern: proto.PatternRandWrite, Dir: t.TempDir(), Jobs: 2, BlockSize: 4096, FileSize: 1 << 20, RuntimeMs: 60_000, TimeBased: true}
-	start := time.Now()
 	m, err := Run(ctx, &s, Options{})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err %v, want the context's", err)
 	}
-	if time.Since(start) > 5*time.Second {
-		t.Errorf("took %v to stop", time.Since(start))
-	}
 	if m == nil || m.Ops == 0 {
-		t.Errorf("partial metrics lost: %+v", m)
+		t.Fatalf("partial metrics lost: %+v", m)
+	}
+	// A job that ran to its end would have measured the whole 60 s
+	// runtime: less means the cancellation stopped every job.
+	if rt := time.Duration(m.RuntimeNs); rt >= 60*time.Second {
+		t.Errorf("runtime %v: the jobs ran to their end, not to the cancellation", rt)
+	}
+}
+
+// virtualClocks gives each job a clock of its own that moves step at
+// each reading, whatever the host does meanwhile.
+func virtualClocks(step time.Duration) func(int) func() int64 {
+	return func(int) func() int64 {
+		var ns int64
+		return func() int64 {
+			ns += int64(step)
+			return ns
+		}
+	}
+}
+
+// TestRampAndRuntimeVirtualTime checks the ramp and runtime rules in
+// virtual time, where the bounds are exact. A job reads its clock before
+// and after each operation (t0, t1), and once more after a yield; with
+// readings step apart, the first reading at or past a boundary is the
+// boundary itself, and the t1 that ends or starts measuring comes at most
+// two readings later. So the measured runtime is the runtime within two
+// steps, and every operation takes exactly one step.
+func TestRampAndRuntimeVirtualTime(t *testing.T) {
+	const step = time.Millisecond
+	for _, c := range []struct {
+		name          string
+		ramp, runtime int64
+	}{
+		{"ramp", 200, 400},
+		{"no ramp", 0, 300},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := proto.WorkloadStep{Pattern: proto.PatternSeqWrite, Dir: t.TempDir(), Jobs: 2, BlockSize: 4096, FileSize: 64 << 10,
+				RampMs: c.ramp, RuntimeMs: c.runtime, TimeBased: true, Fallocate: proto.FallocateNone}
+			m, err := Run(context.Background(), &s, Options{jobClock: virtualClocks(step)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := time.Duration(c.runtime) * time.Millisecond
+			if rt := time.Duration(m.RuntimeNs); rt < want-2*step || rt > want+2*step {
+				t.Errorf("runtime %v, want %v within %v", rt, want, 2*step)
+			}
+			if c.ramp == 0 && time.Duration(m.RuntimeNs) < want {
+				// Without a ramp, measuring starts at 0 and stops
+				// at the first t1 at or past the runtime.
+				t.Errorf("runtime %v without a ramp, want at least %v", time.Duration(m.RuntimeNs), want)
+			}
+			if m.RampNs != c.ramp*int64(time.Millisecond) {
+				t.Errorf("ramp %v, want %dms", time.Duration(m.RampNs), c.ramp)
+			}
+			// Each job measures one operation per two readings, less
+			// the yields (one reading every 8 ms): between 1/3 and 1/2
+			// of the runtime's readings.
+			perJob := int64(want / step)
+			if m.Ops < 2*perJob/3 || m.Ops > 2*perJob/2+2 {
+				t.Errorf("%d ops for 2 jobs over %d readings each", m.Ops, perJob)
+			}
+			if l := m.Latency; l.MinNs != int64(step) || l.MaxNs != int64(step) {
+				t.Errorf("latency %+v, want every operation to take %v", l, step)
+			}
+		})
 	}
 }
 

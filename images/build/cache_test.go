@@ -1,8 +1,12 @@
 package build
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +18,21 @@ import (
 func TestCacheKeys(t *testing.T) {
 	base := Inputs{Arch: "x86_64", Base: "git:abc", BaseConfig: "tinyconfig",
 		Fragments: []string{"f1"}, Patches: []string{"p1", "p2"}, Compiler: "gcc 12.2.0"}
-	if base.InputKey() != base.InputKey() || len(base.InputKey()) != 20 {
-		t.Fatalf("InputKey %q is not stable", base.InputKey())
+	// The key is a function of the values alone: an Inputs built apart,
+	// with slices of its own, has the same key.
+	same := Inputs{Arch: "x86_64", Base: "git:" + "abc", BaseConfig: "tiny" + "config",
+		Fragments: append([]string{}, "f1"), Patches: strings.Fields("p1 p2"), Compiler: "gcc 12.2.0"}
+	if same.InputKey() != base.InputKey() {
+		t.Errorf("equal inputs give keys %q and %q", same.InputKey(), base.InputKey())
+	}
+	// The keys, computed here apart from cache.go (keyOf), so that a
+	// change of the encoding or of the fields it covers, which would
+	// orphan every cached build, fails.
+	if want := keyOf([]string{recipe, "input", "x86_64", "git:abc", "tinyconfig"}, []string{"f1"}, []string{"p1", "p2"}, []string{"gcc 12.2.0"}); base.InputKey() != want {
+		t.Errorf("InputKey = %q, want %q", base.InputKey(), want)
+	}
+	if want := keyOf([]string{recipe, "slot", "x86_64", "git:abc", "tinyconfig"}, []string{"f1"}, []string{"gcc 12.2.0"}); base.SlotKey() != want {
+		t.Errorf("SlotKey = %q, want %q", base.SlotKey(), want)
 	}
 	variants := map[string]func(*Inputs){
 		"base tree":       func(in *Inputs) { in.Base = "git:abd" },
@@ -55,6 +72,21 @@ func TestCacheKeys(t *testing.T) {
 			t.Errorf("result key ignores the %s", name)
 		}
 	}
+}
+
+// keyOf is the cache key encoding, written out: the first 20 hex digits
+// of SHA-256 over each list's count and then its fields, each count and
+// field preceded by its length as 8 big-endian bytes.
+func keyOf(lists ...[]string) string {
+	var b []byte
+	for _, l := range lists {
+		for _, f := range append([]string{strconv.Itoa(len(l))}, l...) {
+			b = binary.BigEndian.AppendUint64(b, uint64(len(f)))
+			b = append(b, f...)
+		}
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:20]
 }
 
 func TestParseSize(t *testing.T) {
@@ -125,8 +157,10 @@ func TestGCAndRemove(t *testing.T) {
 	if _, err := images.LookupBuiltKernel(cache, "build:nope"); err == nil || !strings.Contains(err.Error(), "build:new build:old") {
 		t.Errorf("unknown name: %v", err)
 	}
-	// A lookup (a boot) marks the kernel used.
-	if fi, err := os.Stat(old); err != nil || time.Since(fi.ModTime()) > time.Minute {
+	// A lookup (a boot) marks the kernel used: its time moves from 3
+	// hours ago (set above) to the lookup's; any time after an hour ago
+	// shows the mark, however coarse the file system's clock.
+	if fi, err := os.Stat(old); err != nil || fi.ModTime().Before(now.Add(-time.Hour)) {
 		t.Errorf("looking build:old up did not mark it used: %v", err)
 	}
 	os.Chtimes(old, now.Add(-3*time.Hour), now.Add(-3*time.Hour))

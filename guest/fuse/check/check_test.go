@@ -14,17 +14,14 @@ import (
 
 func requireFUSE(t *testing.T) {
 	t.Helper()
-	testenv.RequiresRoot(t)
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("needs /dev/fuse (the fuse module)")
-	}
+	testenv.RequiresFUSE(t)
 }
 
 // requireURing skips unless this kernel serves FUSE over io_uring.
 func requireURing(t *testing.T) {
 	t.Helper()
 	if _, err := ringfuse.EnableURing(); err != nil {
-		t.Skipf("needs FUSE-over-io_uring: %v", err)
+		testenv.Missingf(t, "the kernel has no FUSE-over-io_uring: %v", err)
 	}
 }
 
@@ -55,11 +52,9 @@ func TestInterrupt(t *testing.T) {
 // 15 s and uses at least 15 s).
 func TestTimeout(t *testing.T) {
 	requireFUSE(t)
-	if testing.Short() {
-		t.Skip("takes 30 s: the kernel's timeout granularity is 15 s")
-	}
+	testenv.Short(t, "takes 30 s: the kernel's timeout granularity is 15 s")
 	if _, err := os.Stat("/proc/sys/fs/fuse/default_request_timeout"); err != nil {
-		t.Skip("the kernel has no FUSE request timeouts (Linux 6.14 or later)")
+		testenv.Missing(t, "the kernel has no FUSE request timeouts (Linux 6.14 or later)")
 	}
 	transports := []string{"dev"}
 	if _, err := ringfuse.EnableURing(); err == nil {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,8 +55,21 @@ type KillDetails struct {
 	Waiting int `json:"waiting"`
 	// ClientErrs counts the clients' results after the kill by errno.
 	ClientErrs map[string]int `json:"client_errs"`
+	// Exited is how long after the kill the server had exited (its files
+	// closed, and so its connection ended); -1 if it never did.
+	Exited time.Duration `json:"exited_ns"`
 	// Returned is how long after the kill the last client returned.
 	Returned time.Duration `json:"returned_ns"`
+	// Aborted says the check had to abort the connection through fusectl
+	// because clients were still blocked a bound after the kill.
+	Aborted bool `json:"aborted"`
+	// ServerStacks are the kernel stacks of the server's threads when
+	// clients were still blocked a bound after the kill and the server had
+	// not exited yet: where its exit waits.
+	ServerStacks string `json:"server_stacks,omitempty"`
+	// ServerOutput is the end of the server's output, when the check
+	// found a problem.
+	ServerOutput string `json:"server_output,omitempty"`
 	// AfterErr is what a call on the dead mount got.
 	AfterErr string `json:"after_err"`
 	// UnmountErr is the lazy unmount's result.
@@ -67,8 +81,14 @@ type KillDetails struct {
 // Kill starts a server in its own process, blocks client threads in
 // requests it never answers while others write, kills the server with
 // SIGKILL, and checks that the guest stays usable: every client returns
-// within the bound (ECONNABORTED or ENOTCONN; a writer may also see EIO), the dead mount answers
-// ENOTCONN, a lazy unmount removes it, and a new FUSE mount works.
+// within the bound (ECONNABORTED or ENOTCONN; a writer may also see EIO),
+// the server exits, the dead mount answers ENOTCONN, a lazy unmount removes
+// it, and a new FUSE mount works.
+//
+// The kernel ends the connection when the server's last /dev/fuse file is
+// closed, in its exit. When clients are still blocked after the bound, the
+// details say whether the server had exited, and if not, where each of its
+// threads waits in the kernel.
 func Kill(ctx context.Context, o KillOptions) (*Result, error) {
 	start := time.Now()
 	if o.Stuck <= 0 {
@@ -115,7 +135,12 @@ func Kill(ctx context.Context, o KillOptions) (*Result, error) {
 		return nil, fmt.Errorf("check kill: start server: %w", err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	var exitedAt time.Time // written before the send on exited
+	go func() {
+		err := cmd.Wait()
+		exitedAt = time.Now()
+		exited <- err
+	}()
 	defer func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = devfuse.Unmount(mnt, true)
@@ -200,11 +225,21 @@ func Kill(ctx context.Context, o KillOptions) (*Result, error) {
 	}
 	allDone := make(chan struct{})
 	go func() { wg.Wait(); close(allDone) }()
+	gone := false
 	select {
 	case <-allDone:
 		d.Returned = time.Since(killed)
 	case <-time.After(o.Bound):
-		res.problemf("clients still blocked %v after the server was killed; aborting the connection", o.Bound)
+		select {
+		case <-exited:
+			gone = true
+			res.problemf("clients still blocked %v after the server was killed, although it exited %v after the kill; aborting the connection",
+				o.Bound, exitedAt.Sub(killed).Round(time.Millisecond))
+		default:
+			d.ServerStacks = taskStacks(d.ServerPID)
+			res.problemf("clients still blocked %v after the server was killed, and the server has not exited; aborting the connection", o.Bound)
+		}
+		d.Aborted = true
 		_ = devfuse.Abort(m.ConnID())
 		<-allDone
 		d.Returned = time.Since(killed)
@@ -238,10 +273,22 @@ func Kill(ctx context.Context, o KillOptions) (*Result, error) {
 			res.problemf("a blocked client got %s, want ECONNABORTED or ENOTCONN", name)
 		}
 	}
-	select {
-	case <-exited:
-	case <-time.After(5 * time.Second):
-		res.problemf("the killed server did not exit")
+	if !gone {
+		select {
+		case <-exited:
+			gone = true
+		case <-time.After(o.Bound):
+			res.problemf("the killed server did not exit")
+		}
+	}
+	d.Exited = -1
+	if gone {
+		d.Exited = exitedAt.Sub(killed)
+	}
+	if gone && len(res.Problems) > 0 {
+		// Wait has returned: nothing writes to out any more.
+		s := out.String()
+		d.ServerOutput = s[max(0, len(s)-4096):]
 	}
 
 	var st unix.Stat_t
@@ -279,7 +326,48 @@ func Kill(ctx context.Context, o KillOptions) (*Result, error) {
 			res.problemf("unmounting the new mount: %v", err)
 		}
 	}
-	res.notef("server pid %d killed with %d request(s) waiting; %d client(s) returned within %.3fs: %v; dead mount: %s",
-		d.ServerPID, d.Waiting, o.Stuck+o.Writers, d.Returned.Seconds(), d.ClientErrs, d.AfterErr)
+	if d.ServerStacks != "" {
+		res.notef("the killed server's threads, %v after the kill:\n%s", o.Bound, d.ServerStacks)
+	}
+	res.notef("server pid %d killed with %d request(s) waiting, exited after %.3fs; %d client(s) returned within %.3fs: %v; dead mount: %s",
+		d.ServerPID, d.Waiting, d.Exited.Seconds(), o.Stuck+o.Writers, d.Returned.Seconds(), d.ClientErrs, d.AfterErr)
 	return res.finish(start), nil
+}
+
+// maxStacks bounds what taskStacks returns.
+const maxStacks = 64 << 10
+
+// taskStacks returns the state and kernel stack of each thread of pid,
+// from /proc (the stacks need root), or what it could not read.
+func taskStacks(pid int) string {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, e := range ents {
+		if b.Len() > maxStacks {
+			b.WriteString("...\n")
+			break
+		}
+		state := ""
+		if st, err := os.ReadFile(filepath.Join(dir, e.Name(), "status")); err == nil {
+			for _, l := range strings.Split(string(st), "\n") {
+				if v, ok := strings.CutPrefix(l, "State:"); ok {
+					state = strings.TrimSpace(v)
+				}
+			}
+		}
+		fmt.Fprintf(&b, "thread %s (%s):\n", e.Name(), state)
+		stack, err := os.ReadFile(filepath.Join(dir, e.Name(), "stack"))
+		if err != nil {
+			fmt.Fprintf(&b, "  %v\n", err)
+			continue
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(stack)), "\n") {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
+	return b.String()
 }

@@ -23,10 +23,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestKill(t *testing.T) {
-	testenv.RequiresRoot(t)
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("needs /dev/fuse (the fuse module)")
-	}
+	testenv.RequiresFUSE(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +32,7 @@ func TestKill(t *testing.T) {
 		t.Run(transport, func(t *testing.T) {
 			if transport == "uring" {
 				if _, err := ringfuse.EnableURing(); err != nil {
-					t.Skipf("needs FUSE-over-io_uring: %v", err)
+					testenv.Missingf(t, "the kernel has no FUSE-over-io_uring: %v", err)
 				}
 			}
 			r, err := check.Kill(context.Background(), check.KillOptions{

@@ -4,7 +4,6 @@ package ringfuse
 
 import (
 	"errors"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"klab/guest/fuse/abi"
 	"klab/guest/fuse/devfuse"
 	"klab/guest/fuse/dispatch"
+	"klab/internal/testenv"
 )
 
 func TestParseCPUList(t *testing.T) {
@@ -105,14 +105,9 @@ func TestReplyLayout(t *testing.T) {
 // reply is out, which the kernel refuses with EAGAIN: the transport must
 // retry until the connection is initialized, then serve over the ring.
 func TestRegisterBeforeInitRetries(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount FUSE")
-	}
-	if _, err := os.Stat(devfuse.DevicePath); err != nil {
-		t.Skip("needs /dev/fuse (the fuse module)")
-	}
+	testenv.RequiresFUSE(t)
 	if _, err := EnableURing(); err != nil {
-		t.Skipf("needs FUSE-over-io_uring: %v", err)
+		testenv.Missingf(t, "the kernel has no FUSE-over-io_uring: %v", err)
 	}
 	mnt := t.TempDir()
 	dev, err := devfuse.Open()
