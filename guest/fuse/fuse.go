@@ -386,7 +386,7 @@ func (s *Session) start(ctx context.Context) error {
 				return fmt.Errorf("fuse: transport uring: the rings did not register within %v", cfg.InitTimeout)
 			}
 		}
-		if err := triggerPollHack(cfg.Mountpoint, 2*time.Second); err != nil {
+		if err := triggerPollHack(cfg.Mountpoint, 10*time.Second); err != nil {
 			s.log.Warn("fuse: could not turn FUSE_POLL off; Go code in this process that opens files on the mount may deadlock with the server", "err", err)
 		}
 		return nil

@@ -1,7 +1,14 @@
 package fuse
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -30,6 +37,10 @@ const (
 	pollHackNode = 1<<63 - 2
 )
 
+// pollHackPID is the process that last looked up pollHackName: never the
+// server's own (see triggerPollHack).
+var pollHackPID atomic.Int64
+
 // pollHack serves pollHackName and passes every other request to inner.
 type pollHack struct {
 	inner dispatch.Handler
@@ -52,6 +63,7 @@ func (p pollHack) Handle(r *dispatch.Request) {
 	h := &r.Header
 	if h.NodeID == abi.RootID && h.Opcode == abi.OpLookup {
 		if name, _ := abi.CString(r.Arg); string(name) == pollHackName {
+			pollHackPID.Store(int64(h.PID))
 			out := abi.EntryOut{NodeID: pollHackNode}
 			pollHackAttr(&out.Attr)
 			_ = dispatch.ReplyStruct(r, &out)
@@ -79,38 +91,71 @@ func (p pollHack) Handle(r *dispatch.Request) {
 	}
 }
 
-// triggerPollHack makes the kernel send one POLL, which the servers answer
-// with ENOSYS. It uses only system calls that leave the Go scheduler
-// running, and gives up after d (a stuck server may hold the LOOKUP).
-func triggerPollHack(mountpoint string, d time.Duration) error {
-	done := make(chan error, 1)
-	go func() {
-		fd, err := unix.Open(filepath.Join(mountpoint, pollHackName), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer unix.Close(fd)
-		ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer unix.Close(ep)
-		// Not unix.EpollCtl: that is a raw system call, which keeps the P
-		// and would itself block a garbage collection while it waits.
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-		_, _, e := unix.Syscall6(unix.SYS_EPOLL_CTL, uintptr(ep), unix.EPOLL_CTL_ADD, uintptr(fd), uintptr(unsafe.Pointer(&ev)), 0, 0)
-		if e != 0 {
-			done <- e
-			return
-		}
-		done <- nil
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(d):
-		return syscall.ETIMEDOUT
+// pollHackEnv, set in the environment of this program's own executable,
+// makes it trigger the poll hack on the mount point it names and exit
+// (see init below).
+const pollHackEnv = "KLAB_FUSE_POLL_HACK"
+
+// init runs the poll hack's child: any program that links this package
+// (klab, the agent, test binaries) re-executed with pollHackEnv set.
+func init() {
+	mnt := os.Getenv(pollHackEnv)
+	if mnt == "" {
+		return
 	}
+	if err := pollHackHere(mnt); err != nil {
+		fmt.Fprintf(os.Stderr, "poll hack on %s: %v\n", mnt, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// triggerPollHack makes the kernel send one POLL, which the servers answer
+// with ENOSYS. The kernel turns POLL off for the whole connection, so the
+// open and the epoll registration run in a child process: a thread of the
+// server's own process must never wait on its own mount, or a server
+// killed while that LOOKUP is in flight could never exit (the thread would
+// wait, uninterruptibly, for an answer only the dead server could give,
+// holding the connection open). It gives up after d and kills the child,
+// which the connection's end then frees.
+func triggerPollHack(mountpoint string, d time.Duration) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(), pollHackEnv+"="+mountpoint)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return syscall.ETIMEDOUT
+		}
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// pollHackHere opens the hidden file and registers it with epoll, with
+// plain system calls.
+func pollHackHere(mountpoint string) error {
+	fd, err := unix.Open(filepath.Join(mountpoint, pollHackName), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(ep)
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	_, _, e := unix.Syscall6(unix.SYS_EPOLL_CTL, uintptr(ep), unix.EPOLL_CTL_ADD, uintptr(fd), uintptr(unsafe.Pointer(&ev)), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
 }
