@@ -140,6 +140,14 @@ func (o *Options) finish(run *results.Run, man *results.Manifest, console io.Clo
 	man.Times.End = time.Now()
 	console.Close()
 	events.Close()
+	// What the caps cut is on record: a reader of the run knows the
+	// logs are not whole.
+	if c, ok := console.(interface{ Truncated() bool }); ok && c.Truncated() {
+		man.Truncated = append(man.Truncated, results.ConsoleFile)
+	}
+	if events != nil && events.Truncated() {
+		man.Truncated = append(man.Truncated, results.EventsFile)
+	}
 	if reps == nil {
 		reps = []splat.Report{}
 	}

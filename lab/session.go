@@ -298,6 +298,32 @@ func (s *Session) Run(ctx context.Context, steps []proto.Step) ([]StepResult, er
 	return done, nil
 }
 
+// HardGrace is how long past its timeout and the hang grace a step may
+// run when the guest keeps printing, before klab stops it anyway.
+var HardGrace = time.Minute
+
+// A step's state, as the hang watchdog sees it.
+const (
+	stepRunning = iota // within its time, or the guest still talks
+	stepHung           // past its time, and the guest went silent
+	stepOverrun        // past the absolute limit, silent or not
+)
+
+// stepState judges a step that has run for elapsed while the guest has
+// been silent for silence. The agent enforces the step's own limit; past
+// limit+grace a silent guest is hung, and past limit+grace+HardGrace the
+// step is stopped whatever the guest prints (a WARNING storm, or a hostile
+// agent, is never silent).
+func stepState(elapsed, silence, limit, grace time.Duration) int {
+	switch {
+	case elapsed >= limit+grace+HardGrace:
+		return stepOverrun
+	case elapsed >= limit+grace && silence >= grace:
+		return stepHung
+	}
+	return stepRunning
+}
+
 // step runs one step; n numbers it in messages.
 func (s *Session) step(ctx context.Context, st proto.Step, n int) (*StepResult, error) {
 	m, a, w, req := s.m, s.a, s.w, &s.req
@@ -362,8 +388,13 @@ wait:
 			cancel()
 			return nil, s.kernelFail(results.StatusKernelPanic, "guest panicked (pvpanic "+data+")", nil)
 		case <-hang.C:
-			if time.Since(stepStart) < limit+grace || w.silence() < grace {
+			switch stepState(time.Since(stepStart), w.silence(), limit, grace) {
+			case stepRunning:
 				continue
+			case stepOverrun:
+				cancel()
+				msg := fmt.Sprintf("kernel hang: step %d (%s) ran past its %s timeout by more than %s while the guest kept printing; stopped", n, st.Kind, limit, grace+HardGrace)
+				return nil, s.kernelFail(results.StatusKernelHang, msg, m.LastConsoleLines(15))
 			}
 			cancel()
 			s.o.progressf("the guest is silent %.0fs past the step's timeout; asking it for task dumps (sysrq w, t)...", grace.Seconds())

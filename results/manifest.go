@@ -59,6 +59,9 @@ type Manifest struct {
 	// Outcome says how the run ended. Its Status is empty while the run is
 	// in progress, and stays empty if klab died before finishing it.
 	Outcome Outcome `json:"outcome"`
+	// Truncated names the logs the size caps cut (console.log,
+	// events.jsonl): the guest printed more than they keep.
+	Truncated []string `json:"truncated,omitempty"`
 }
 
 // Kernel names the booted kernel: its identity and where it came from. It

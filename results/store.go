@@ -313,32 +313,72 @@ func (r *Run) WriteManifest(m *Manifest) error {
 // guest console. Writes go straight to the file (no user-space buffer, so a
 // crash of klab loses nothing written); Close fsyncs and closes it. The
 // writer is safe for concurrent use.
-func (r *Run) ConsoleWriter() (io.WriteCloser, error) {
+//
+// The file stops growing at MaxConsoleLog bytes: a guest that prints
+// without end (a WARNING storm, a hostile agent) cannot fill the disk. A
+// marker line says where it was cut, and Truncated reports it.
+func (r *Run) ConsoleWriter() (*CappedFile, error) {
 	f, err := os.OpenFile(filepath.Join(r.Dir, ConsoleFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: open console log: %w", r.ID, err)
 	}
-	return &syncFile{f: f}, nil
+	return &CappedFile{f: f, max: MaxConsoleLog}, nil
 }
 
-// syncFile is an appending file whose Close fsyncs first.
-type syncFile struct {
-	mu sync.Mutex // guards f
-	f  *os.File   // nil once closed
+// Caps on what a run stores of what the guest sends: variables so that
+// tests can lower them.
+var (
+	// MaxConsoleLog bounds console.log, in bytes.
+	MaxConsoleLog int64 = 64 << 20
+	// MaxEventLog bounds events.jsonl, in bytes.
+	MaxEventLog int64 = 256 << 20
+)
+
+// CappedFile is an appending file that stops growing at a size and whose
+// Close fsyncs first.
+type CappedFile struct {
+	mu        sync.Mutex // guards the fields below
+	f         *os.File   // nil once closed
+	max, n    int64
+	truncated bool
 }
 
-// Write appends p to the file.
-func (s *syncFile) Write(p []byte) (int, error) {
+// Write appends p to the file, up to the cap; past it, p is dropped (and
+// counted as written, so that a writer goes on) after one marker line.
+func (s *CappedFile) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {
 		return 0, os.ErrClosed
 	}
-	return s.f.Write(p)
+	if s.truncated {
+		return len(p), nil
+	}
+	if s.n+int64(len(p)) > s.max {
+		keep := p[:max(0, s.max-s.n)]
+		if _, err := s.f.Write(keep); err != nil {
+			return 0, err
+		}
+		s.truncated = true
+		if _, err := fmt.Fprintf(s.f, "\n[klab: cut at %d bytes; the guest printed more]\n", s.max); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	n, err := s.f.Write(p)
+	s.n += int64(n)
+	return n, err
+}
+
+// Truncated reports whether the cap cut what was written.
+func (s *CappedFile) Truncated() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.truncated
 }
 
 // Close fsyncs and closes the file.
-func (s *syncFile) Close() error {
+func (s *CappedFile) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {
@@ -362,16 +402,27 @@ func (r *Run) Events() (*EventLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run %s: open event log: %w", r.ID, err)
 	}
-	return &EventLog{f: f, now: time.Now}, nil
+	return &EventLog{f: f, now: time.Now, max: MaxEventLog}, nil
 }
 
 // EventLog is an append-only JSON-lines file of timestamped events. Each
 // Append writes one line with a single write call; it is safe for concurrent
 // use.
 type EventLog struct {
-	mu  sync.Mutex       // guards f
+	mu  sync.Mutex       // guards the fields below
 	f   *os.File         // nil once closed
 	now func() time.Time // the clock, replaced in tests
+	// max caps the file's size; n is what was written; past the cap one
+	// {"kind":"truncated"} event is written and later ones are dropped.
+	max, n    int64
+	truncated bool
+}
+
+// Truncated reports whether the cap dropped events.
+func (l *EventLog) Truncated() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.truncated
 }
 
 // Event is one line of events.jsonl: the time it was appended and the event
@@ -406,7 +457,20 @@ func (l *EventLog) Append(v any) error {
 	if len(line) > MaxEventLine {
 		return fmt.Errorf("append event: %d bytes, limit %d: %w", len(line), MaxEventLine, ErrEventTooLarge)
 	}
-	if _, err := l.f.Write(line); err != nil {
+	if l.truncated {
+		return nil
+	}
+	if l.max > 0 && l.n+int64(len(line)) > l.max {
+		l.truncated = true
+		mark, _ := json.Marshal(Event{T: l.now().UTC(), Event: json.RawMessage(fmt.Sprintf(`{"kind":"truncated","message":"events.jsonl cut at %d bytes"}`, l.max))})
+		if _, err := l.f.Write(append(mark, '\n')); err != nil {
+			return fmt.Errorf("append event: %w", err)
+		}
+		return nil
+	}
+	n, err := l.f.Write(line)
+	l.n += int64(n)
+	if err != nil {
 		return fmt.Errorf("append event: %w", err)
 	}
 	return nil

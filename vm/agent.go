@@ -24,6 +24,7 @@ type Agent struct {
 	budget *byteBudget // bounds the bytes in msgs
 	virtio bool
 
+	wmu    sync.Mutex // serialises send's deadline and write
 	mu     sync.Mutex // guards err and nextID
 	err    error
 	nextID int
@@ -65,7 +66,7 @@ func (a *Agent) Run(ctx context.Context, s proto.Step, h StepHandler) (*proto.Do
 		a.nextID = s.ID
 	}
 	a.mu.Unlock()
-	if err := a.enc.Encode(&proto.Message{Kind: proto.KindStep, Step: &s}); err != nil {
+	if err := a.send(&proto.Message{Kind: proto.KindStep, Step: &s}); err != nil {
 		return nil, fmt.Errorf("send step: %w", err)
 	}
 	for {
@@ -96,7 +97,7 @@ func (a *Agent) Run(ctx context.Context, s proto.Step, h StepHandler) (*proto.Do
 // Shutdown asks the agent to power the guest down and waits up to timeout
 // for its Bye. The caller then waits for QEMU to exit.
 func (a *Agent) Shutdown(timeout time.Duration) error {
-	if err := a.enc.Encode(&proto.Message{Kind: proto.KindShutdown}); err != nil {
+	if err := a.send(&proto.Message{Kind: proto.KindShutdown}); err != nil {
 		return fmt.Errorf("send shutdown: %w", err)
 	}
 	t := time.NewTimer(timeout)
@@ -116,7 +117,7 @@ func (a *Agent) Shutdown(timeout time.Duration) error {
 // Sysrq asks the agent to trigger the given sysrq keys at once, out of
 // band: it works while a step runs, as long as the agent still reads.
 func (a *Agent) Sysrq(keys string) error {
-	return a.enc.Encode(&proto.Message{Kind: proto.KindSysrq, Sysrq: keys})
+	return a.send(&proto.Message{Kind: proto.KindSysrq, Sysrq: keys})
 }
 
 // maxQueuedBytes bounds the agent messages read from the guest but not yet
@@ -181,4 +182,19 @@ func (b *byteBudget) close() {
 	b.closed = true
 	b.mu.Unlock()
 	b.cond.Broadcast()
+}
+
+// WriteTimeout bounds one message to the agent: a guest that stops
+// reading cannot block klab (nor, behind the encoder's lock, the hang
+// handler's sysrq request) for longer.
+var WriteTimeout = 30 * time.Second
+
+// send writes m to the agent within WriteTimeout.
+func (a *Agent) send(m *proto.Message) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	if err := a.conn.SetWriteDeadline(time.Now().Add(WriteTimeout)); err != nil {
+		return err
+	}
+	return a.enc.Encode(m)
 }
