@@ -19,7 +19,9 @@ func TestSendDeadline(t *testing.T) {
 	a := &Agent{conn: host, enc: proto.NewEncoder(host)}
 	start := time.Now()
 	errs := make(chan error, 2)
-	go func() { errs <- a.send(&proto.Message{Kind: proto.KindStep, Step: &proto.Step{ID: 1, Kind: proto.StepExec, Argv: []string{"true"}}}) }()
+	go func() {
+		errs <- a.send(&proto.Message{Kind: proto.KindStep, Step: &proto.Step{ID: 1, Kind: proto.StepExec, Argv: []string{"true"}}})
+	}()
 	go func() { errs <- a.Sysrq("w") }()
 	for range 2 {
 		select {
