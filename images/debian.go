@@ -440,6 +440,29 @@ func debianKeyring(mirror string) string {
 // aptEnv is klab's private apt configuration under dir.
 type aptEnv struct {
 	dir, mirror, keyring string
+	// held is set while this aptEnv holds the apt lock (ensureLists
+	// holds it across its own apt call).
+	held bool
+}
+
+// lock takes the one lock on the apt directory that every apt call and
+// every change of its configuration and lists holds, whichever klab
+// command (fetching kernels, fetching sources) and process runs it: the
+// private configuration turns apt's own locking off. The returned
+// function releases it.
+func (a *aptEnv) lock(ctx context.Context) (func(), error) {
+	if a.held {
+		return func() {}, nil
+	}
+	unlock, err := flock.Lock(ctx, a.path(".lock"), func() {})
+	if err != nil {
+		return nil, fmt.Errorf("apt lock: %w", err)
+	}
+	a.held = true
+	return func() {
+		a.held = false
+		unlock()
+	}, nil
 }
 
 func newAptEnv(dir, mirror, keyring string) (*aptEnv, error) {
@@ -511,6 +534,11 @@ func (a *aptEnv) aptConf() string {
 
 // run runs apt-get or apt-cache with the private configuration.
 func (a *aptEnv) run(ctx context.Context, timeout time.Duration, dir string, prog string, args ...string) ([]byte, error) {
+	unlock, err := a.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	argv := append([]string{prog, "-c", a.path("apt.conf")}, args...)
 	env := append(os.Environ(), "LC_ALL=C", "LANGUAGE=", "DEBIAN_FRONTEND=noninteractive")
 	return proc.Run(ctx, proc.Opts{Timeout: timeout, Dir: dir, Env: env}, argv...)
@@ -543,6 +571,11 @@ func (a *aptEnv) listsFiles() map[string]bool {
 // package lists are missing, older than listsMaxAge, made for another
 // mirror, or force is set.
 func (a *aptEnv) ensureLists(ctx context.Context, force bool, o *DebianOptions) error {
+	unlock, err := a.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if _, err := os.Stat(a.path("status")); err != nil {
 		if err := os.WriteFile(a.path("status"), nil, 0o644); err != nil {
 			return fmt.Errorf("apt configuration: %w", err)

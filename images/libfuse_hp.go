@@ -255,6 +255,11 @@ func (a *aptEnv) debSrcList(suites []string) string {
 // lists are missing, older than listsMaxAge, made for another mirror, or
 // force is set.
 func (a *aptEnv) ensureSourceLists(ctx context.Context, suites []string, force bool, o *DebianOptions) error {
+	unlock, err := a.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if _, err := os.Stat(a.path("status")); err != nil {
 		if err := writeFileAtomic(a.path("status"), nil); err != nil {
 			return fmt.Errorf("apt configuration: %w", err)
