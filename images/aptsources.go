@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"unicode"
 )
 
 // MirrorEnv is the environment variable that overrides the Debian mirror
@@ -42,9 +44,34 @@ func resolveMirror(flag, root string) (string, error) {
 	return DebianMirror(root)
 }
 
+// mirrorSchemes are the URI schemes a Debian mirror may have.
+var mirrorSchemes = []string{"http", "https", "file", "mirror+http", "mirror+https", "mirror+file"}
+
+// checkMirrorURI accepts a mirror URI with a known scheme and nothing that
+// could end it or start another field where klab writes it (a sources
+// line, apt's configuration): no white space of any kind, no control
+// character, no quote, bracket or '#'. from names where it came from.
 func checkMirrorURI(uri, from string) (string, error) {
-	if !strings.Contains(uri, ":") || strings.ContainsAny(uri, " \t\n\"[]") {
-		return "", fmt.Errorf("%s %q is not a URI: want scheme://host/path with scheme http, https or file", from, uri)
+	bad := func() (string, error) {
+		return "", fmt.Errorf("%s %q is not a usable mirror URI: want scheme://host/path with scheme %s, and no spaces, control characters, quotes, brackets or '#'",
+			from, uri, strings.Join(mirrorSchemes, ", "))
+	}
+	scheme, rest, ok := strings.Cut(uri, ":")
+	switch {
+	case !ok || !slices.Contains(mirrorSchemes, scheme):
+		return bad()
+	case strings.HasSuffix(scheme, "file"):
+		// file:/path and file:///path
+		if !strings.HasPrefix(rest, "/") || strings.Trim(rest, "/") == "" {
+			return bad()
+		}
+	case !strings.HasPrefix(rest, "//") || len(rest) == 2:
+		return bad()
+	}
+	for _, r := range uri {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune("\"'[]#`\\{};", r) {
+			return bad()
+		}
 	}
 	return strings.TrimRight(uri, "/"), nil
 }
@@ -63,7 +90,9 @@ func DebianMirror(root string) (string, error) {
 		return "", err
 	}
 	if e := debianEntry(entries); e != nil {
-		return strings.TrimRight(e.URIs[0], "/"), nil
+		// The host's sources are checked like an override: klab writes
+		// the URI into its own sources list.
+		return checkMirrorURI(e.URIs[0], e.File)
 	}
 	return "", errors.New(noMirrorMsg)
 }
