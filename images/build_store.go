@@ -175,7 +175,16 @@ func LoadBuiltKernelDir(dir string) (*Kernel, error) {
 }
 
 // WriteKernelJSON writes k as dir/kernel.json.
+//
+// It records the image's size, which every later cache hit checks, and
+// syncs every file of dir to disk, so that the directory renamed into the
+// cache afterwards is whole even after a crash.
 func WriteKernelJSON(dir string, k *Kernel) error {
+	fi, err := os.Stat(filepath.Join(dir, "vmlinuz"))
+	if err != nil {
+		return fmt.Errorf("kernel.json: %w", err)
+	}
+	k.ImageSize = fi.Size()
 	data, err := json.MarshalIndent(k, "", "  ")
 	if err != nil {
 		return fmt.Errorf("kernel.json: %w", err)
@@ -183,7 +192,28 @@ func WriteKernelJSON(dir string, k *Kernel) error {
 	if err := os.WriteFile(filepath.Join(dir, "kernel.json"), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("kernel.json: %w", err)
 	}
-	return nil
+	return syncTree(dir)
+}
+
+// syncTree fsyncs every file and directory under dir.
+func syncTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&os.ModeSymlink != 0 {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("sync %s: %w", p, err)
+		}
+		return nil
+	})
 }
 
 // KernelID is a kernel's identity: "k-" and the first 16 hex digits of

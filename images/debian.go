@@ -331,8 +331,14 @@ func loadKernelDir(dir string) (*Kernel, error) {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "kernel.json"), err)
 	}
 	k.Image = filepath.Join(dir, "vmlinuz")
-	if _, err := os.Stat(k.Image); err != nil {
+	fi, err := os.Stat(k.Image)
+	if err != nil {
 		return nil, err
+	}
+	// A cheap check that the hit is what was installed: a cut or
+	// replaced image is a miss, fetched or built again.
+	if k.ImageSize > 0 && fi.Size() != k.ImageSize {
+		return nil, fmt.Errorf("%s: %d bytes, but %d were cached: damaged", k.Image, fi.Size(), k.ImageSize)
 	}
 	k.Config, k.Modules = "", ""
 	if _, err := os.Stat(filepath.Join(dir, "config")); err == nil {
@@ -1042,18 +1048,18 @@ func installDebian(ctx context.Context, a *aptEnv, kdir, final string, pick *deb
 	if len(lacks) > 0 {
 		o.logf("warning: %s %s has %s", pick.image.Name, pick.image.Version, strings.Join(lacks, " and "))
 	}
-	data, err := json.MarshalIndent(k, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("kernel.json: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(out, "kernel.json"), append(data, '\n'), 0o644); err != nil {
-		return nil, fmt.Errorf("kernel.json: %w", err)
+	if err := WriteKernelJSON(out, k); err != nil {
+		return nil, err
 	}
 	if err := os.RemoveAll(final); err != nil { // an incomplete leftover
 		return nil, fmt.Errorf("debian kernel cache: %w", err)
 	}
 	if err := os.Rename(out, final); err != nil {
 		return nil, fmt.Errorf("debian kernel cache: %w", err)
+	}
+	if d, err := os.Open(kdir); err == nil { // make the rename durable
+		_ = d.Sync()
+		d.Close()
 	}
 	o.logf("unpacked %s %s in %.1fs", pick.image.Name, pick.image.Version, time.Since(start).Seconds())
 	return k, nil

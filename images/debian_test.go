@@ -391,6 +391,9 @@ func TestFetchDebianFake(t *testing.T) {
 	}
 	id, _ := kernelID(want.Image, want.Config)
 	want.ID = id
+	if fi, err := os.Stat(want.Image); err == nil {
+		want.ImageSize = fi.Size()
+	}
 	if *k != want {
 		t.Errorf("kernel =\n%+v\nwant\n%+v", *k, want)
 	}

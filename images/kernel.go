@@ -23,6 +23,9 @@ type Kernel struct {
 	Suite string `json:"suite,omitempty"`
 	// Image is the path of the bzImage.
 	Image string `json:"image"`
+	// ImageSize is the image's size when it was cached; a cache hit
+	// whose image has another size is damaged, and ignored.
+	ImageSize int64 `json:"image_size,omitempty"`
 	// Config is the path of the kernel's .config, empty when unknown.
 	Config string `json:"config,omitempty"`
 	// Modules is the directory holding modules.* and kernel/**.ko*, empty
