@@ -161,7 +161,9 @@ func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error)
 	}
 
 	// Key the parts.
-	baseKey, err := hashParts("base/v1", goVersion, strings.Join(BaseCommands, ","), fileHash(filepath.Join(o.SourceDir, "go.sum")))
+	// go.mod counts with go.sum: a replace directive changes the code
+	// the base is built from without changing go.sum.
+	baseKey, err := hashParts("base/v1", goVersion, strings.Join(BaseCommands, ","), fileHash(filepath.Join(o.SourceDir, "go.sum")), fileHash(filepath.Join(o.SourceDir, "go.mod")))
 	if err != nil {
 		return nil, err
 	}

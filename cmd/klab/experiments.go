@@ -21,9 +21,10 @@ func newExperimentsCommand() *cobra.Command {
   klab experiments validate experiments/*.yaml my-exp.yaml`,
 	}
 	cmd.AddCommand(&cobra.Command{
-		Use:   "list",
-		Short: "List klab's experiments",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Short:   "List klab's experiments",
+		Example: "  klab experiments list",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			for _, n := range experiments.Shipped() {

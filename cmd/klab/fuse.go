@@ -17,6 +17,10 @@ func newFuseCommand(g *globalOptions) *cobra.Command {
 (as root, or with the fuse mount rights of your distribution), and the checks
 of kernel FUSE behaviour that klab runs in guests. The same commands exist in
 the guest as "klab-agent fuse ...".`,
+		Example: `  klab fuse serve --backing /srv/data /mnt/fuse
+  klab fuse serve --transport uring --threads 4 --backing /srv/data /mnt/fuse
+  klab fuse check timeout
+  klab fuse check interrupt --policy eagain --transport uring`,
 	}
 	cmd.AddCommand(newFuseServeCommand(g), newFuseCheckCommand(g))
 	return cmd
@@ -74,13 +78,17 @@ func newFuseCheckCommand(g *globalOptions) *cobra.Command {
              stick; EINTR through the ring still works.
   kill       a server killed with requests in flight: clients return, the mount
              answers ENOTCONN, a lazy unmount and a new mount work.`,
+		Example: `  klab fuse check timeout --timeout 1 --via all
+  klab fuse check interrupt --policy all
+  klab fuse check kill --transport uring`,
 	}
 	for _, what := range cli.Checks() {
 		o := &cli.CheckOptions{}
 		sub := &cobra.Command{
-			Use:   what + " [flags]",
-			Short: "Run the " + what + " check",
-			Args:  cobra.NoArgs,
+			Use:     what + " [flags]",
+			Short:   "Run the " + what + " check",
+			Example: checkExamples[what],
+			Args:    cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				o.Verbose = g.verbose
 				err := cli.Check(cmd.Context(), what, o, os.Stdout, os.Stderr)
@@ -94,4 +102,11 @@ func newFuseCheckCommand(g *globalOptions) *cobra.Command {
 		cmd.AddCommand(sub)
 	}
 	return cmd
+}
+
+// checkExamples are the --help examples of each FUSE check.
+var checkExamples = map[string]string{
+	"timeout":   "  klab fuse check timeout\n  klab fuse check timeout --timeout 1 --via init --json\n  klab fuse check timeout --transport uring",
+	"interrupt": "  klab fuse check interrupt\n  klab fuse check interrupt --policy eagain:2 --hold 3s\n  klab fuse check interrupt --transport uring --json",
+	"kill":      "  klab fuse check kill\n  klab fuse check kill --stuck 8 --writers 4 --bound 20s\n  klab fuse check kill --transport uring",
 }

@@ -19,6 +19,11 @@ func newKernelsCommand(g *globalOptions) *cobra.Command {
 fetched through apt from the host's Debian mirror into klab's cache, local
 bzImage files, or kernels built from a tree, a patch series and config
 fragments (klab kernels build; build:<name>).`,
+		Example: `  klab kernels fetch debian:7.3 debian:6.12
+  klab kernels list
+  klab kernels show debian:7.3 --json
+  klab kernels build --source debian:7.3 --config lab --patches fix.patch --name fix
+  klab kernels rm build:fix`,
 	}
 	cmd.AddCommand(newKernelsFetchCommand(g), newKernelsListCommand(g), newKernelsShowCommand(g),
 		newKernelsBuildCommand(g), newKernelsRmCommand(g), newKernelsGCCommand(g))

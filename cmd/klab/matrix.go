@@ -51,6 +51,10 @@ columns, each compared against a baseline kernel.
 An experiment that compares kernels runs on each kernel alone; one that
 compares a parameter (fuse-transport's transport) runs its A/B on each
 kernel, and the report has a row per side.`,
+		Example: `  klab matrix plan matrices/smoke.yaml
+  klab matrix run matrices/smoke.yaml --jobs 2
+  klab matrix run matrices/smoke.yaml --resume DIR
+  klab matrix emit matrices/smoke.yaml --engine github --shards 4`,
 	}
 	cmd.AddCommand(newMatrixRunCommand(g), newMatrixPlanCommand(), newMatrixReportCommand(),
 		newMatrixEmitCommand(), newMatrixCacheKeyCommand())
@@ -325,8 +329,9 @@ are the same.`,
 
 func newResultsCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "results",
-		Short: "Work with matrix results trees",
+		Use:     "results",
+		Short:   "Work with matrix results trees",
+		Example: "  klab results merge results-1 results-2 --out merged",
 	}
 	var out, format string
 	merge := &cobra.Command{

@@ -124,9 +124,10 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 	}
 	var asJSON bool
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "List saved runs, oldest first",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Short:   "List saved runs, oldest first",
+		Example: "  klab runs list\n  klab runs list --json",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			runs, err := listRuns(g.runsDir)
 			if err != nil {
@@ -154,9 +155,10 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	show := &cobra.Command{
-		Use:   "show RUN",
-		Short: "Show a run: outcome, kernels, cells, splats and the guest's output",
-		Args:  cobra.ExactArgs(1),
+		Use:     "show RUN",
+		Short:   "Show a run: outcome, kernels, cells, splats and the guest's output",
+		Example: "  klab runs show last\n  klab runs show 20261201-101500-exp-fuse-transport-a1b2c3",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := findRun(g, args[0])
 			if err != nil {
@@ -166,9 +168,10 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 		},
 	}
 	rm := &cobra.Command{
-		Use:   "rm RUN...",
-		Short: "Remove runs",
-		Args:  cobra.MinimumNArgs(1),
+		Use:     "rm RUN...",
+		Short:   "Remove runs",
+		Example: "  klab runs rm last\n  klab runs rm 20261201-101500-boot-a1b2c3 20261201-102000-boot-d4e5f6",
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var dirs []string
 			for _, a := range args {

@@ -24,6 +24,9 @@ tasks, lockups, RCU stalls, list corruption, refcount warnings and kmemleak
 reports. klab titles each one in syzkaller's style ("WARNING in
 fuse_uring_cmd", "possible deadlock in fuse_dev_do_read") so that equal
 titles mean the same bug across runs and kernels.`,
+		Example: `  klab splats parse console.log
+  dmesg | klab splats parse -
+  klab splats parse --json run/console.log`,
 	}
 	cmd.AddCommand(newSplatsParseCommand(g))
 	return cmd

@@ -11,9 +11,10 @@ import (
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print klab's version",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print klab's version",
+		Example: "  klab version",
+		Args:    cobra.NoArgs,
 		Run: func(cmd *cobra.Command, args []string) {
 			v := "(devel)"
 			if bi, ok := debug.ReadBuildInfo(); ok {

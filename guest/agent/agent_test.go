@@ -349,15 +349,16 @@ func TestSysctlStep(t *testing.T) {
 	if len(before) != 0 {
 		t.Errorf("messages = %q, want none", describe(before))
 	}
-	if b, _ := os.ReadFile(file); string(b) != "30" {
-		t.Errorf("file = %q, want 30", b)
+	// Written as sysctl -w writes it, with a newline.
+	if b, _ := os.ReadFile(file); string(b) != "30\n" {
+		t.Errorf("file = %q, want 30 and a newline", b)
 	}
 
 	h.step(proto.Step{ID: 2, Kind: proto.StepSysctl, Key: "fs/fuse/default_request_timeout", Value: "7"})
 	_, d = h.until(2, 5*time.Second)
 	checkDone(t, d, 2, 0, "")
-	if b, _ := os.ReadFile(file); string(b) != "7" {
-		t.Errorf("file = %q, want 7", b)
+	if b, _ := os.ReadFile(file); string(b) != "7\n" {
+		t.Errorf("file = %q, want 7 and a newline", b)
 	}
 
 	h.step(proto.Step{ID: 3, Kind: proto.StepSysctl, Key: "fs.fuse.nope", Value: "1"})

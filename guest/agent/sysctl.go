@@ -53,7 +53,13 @@ func WriteSysctl(root, key, value string) error {
 		}
 		return fmt.Errorf("sysctl %q: %w", key, err)
 	}
-	_, werr := f.Write([]byte(value))
+	// With a newline, as sysctl -w writes it: some keys (printk_devkmsg)
+	// refuse a value without one.
+	line := value
+	if !strings.HasSuffix(line, "\n") {
+		line += "\n"
+	}
+	_, werr := f.Write([]byte(line))
 	cerr := f.Close()
 	if werr != nil {
 		return fmt.Errorf("sysctl %q = %q: %w", key, value, werr)
