@@ -6,13 +6,19 @@ require (
 	github.com/digitalocean/go-qemu v0.0.0-20250212194115-ee9b0668d242
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/klauspost/compress v1.20.4
+	github.com/rhysd/actionlint v1.7.12
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
 	github.com/u-root/gobusybox/src v0.0.0-20250101170133-2e884e4509c7
 	github.com/u-root/mkuimage v0.0.0-20250905073043-9a40452f5d3b
 	github.com/u-root/uio v0.0.0-20240224005618-d2acac8f3701
 	github.com/ulikunitz/xz v0.5.17
+	github.com/vbauerster/mpb/v8 v8.16.2
+	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
 	golang.org/x/sys v0.50.0
+	golang.org/x/term v0.47.0
+	gonum.org/v1/plot v0.17.0
 )
 
 require (
@@ -27,7 +33,7 @@ require (
 	github.com/atotto/clipboard v0.1.4 // indirect
 	github.com/aymanbagabas/go-osc52/v2 v2.0.1 // indirect
 	github.com/bmatcuk/doublestar/v4 v4.10.0 // indirect
-	github.com/charmbracelet/bubbles v0.15.1-0.20230123181021-a6a12c4a31eb // indirect
+	github.com/charmbracelet/bubbles v0.16.1 // indirect
 	github.com/charmbracelet/bubbletea v0.24.1 // indirect
 	github.com/charmbracelet/lipgloss v0.7.1 // indirect
 	github.com/clipperhouse/uax29/v2 v2.7.0 // indirect
@@ -53,27 +59,20 @@ require (
 	github.com/peterh/liner v1.2.2 // indirect
 	github.com/pierrec/lz4/v4 v4.1.22 // indirect
 	github.com/rck/unit v0.0.3 // indirect
-	github.com/rhysd/actionlint v1.7.12 // indirect
-	github.com/rivo/uniseg v0.4.4 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/sahilm/fuzzy v0.1.0 // indirect
 	github.com/stretchr/testify v1.7.1 // indirect
 	github.com/u-root/u-root v0.16.0 // indirect
 	github.com/vbauerster/cupwriter v0.0.5 // indirect
-	github.com/vbauerster/mpb/v8 v8.16.2 // indirect
 	github.com/vishvananda/netlink v1.3.0 // indirect
 	github.com/vishvananda/netns v0.0.4 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.3 // indirect
 	golang.org/x/exp v0.0.0-20260824195058-e88cd73687aa // indirect
 	golang.org/x/image v0.46.0 // indirect
 	golang.org/x/mod v0.42.0 // indirect
-	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da // indirect
 	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/term v0.47.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/tools v0.52.0 // indirect
-	gonum.org/v1/plot v0.17.0 // indirect
 	mvdan.cc/sh/v3 v3.11.0 // indirect
 )
 
@@ -122,3 +121,7 @@ tool (
 	github.com/u-root/u-root/cmds/core/uptime
 	github.com/u-root/u-root/cmds/core/wc
 )
+
+replace github.com/charmbracelet/bubbletea v0.24.1 => github.com/charmbracelet/bubbletea v0.24.2
+
+replace github.com/charmbracelet/bubbles => github.com/charmbracelet/bubbles v0.15.1-0.20230123181021-a6a12c4a31eb
