@@ -112,6 +112,14 @@ func (o *Options) withDefaults() Options {
 	return c
 }
 
+// CachedAccel returns the accelerator verdict cached for this host, if
+// any: what an auto run would use without probing.
+func (o *Options) CachedAccel() (vm.Verdict, bool) {
+	return vm.CachedVerdict(o.verdictFile(), o.qemu())
+}
+
+func (o *Options) verdictFile() string { return filepath.Join(o.CacheDir, "accel-verdict.json") }
+
 func (o *Options) qemu() string {
 	if o.QEMU != "" {
 		return o.QEMU
@@ -154,7 +162,7 @@ func (o *Options) ChooseAccel(ctx context.Context, k *images.Kernel, initrd stri
 	qemu := o.qemu()
 	return vm.ChooseAccel(ctx, vm.AccelOptions{
 		Want:      o.Accel,
-		CacheFile: filepath.Join(o.CacheDir, "accel-verdict.json"),
+		CacheFile: o.verdictFile(),
 		HostKey:   vm.HostKey(qemu),
 		Prober:    &kvmProber{qemu: o.QEMU, kernel: k.Image, initrd: initrd, progress: o.Progress},
 	})

@@ -563,3 +563,18 @@ func TestEmittedExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestVMShapeTCG: under single-threaded TCG a VM keeps one host CPU busy
+// whatever its vCPUs, so twice the cells fit 2 CPUs.
+func TestVMShapeTCG(t *testing.T) {
+	f := testFile(t, matrixYAML)
+	if cpus, mem := vmShape(f, &Options{}); cpus != 2 || mem != 1024 {
+		t.Errorf("KVM shape: %d CPUs, %d MiB", cpus, mem)
+	}
+	if cpus, _ := vmShape(f, &Options{TCG: true}); cpus != 1 {
+		t.Errorf("TCG: %d host CPUs per VM, want 1", cpus)
+	}
+	if cpus, mem := vmShape(f, &Options{CPUs: 4, MemMB: 4096}); cpus != 4 || mem != 4096 {
+		t.Errorf("overrides: %d CPUs, %d MiB", cpus, mem)
+	}
+}

@@ -93,6 +93,10 @@ type Options struct {
 	// CPUs, MemMB and Accel override every experiment's guest shape.
 	CPUs, MemMB int
 	Accel       string
+	// TCG says the guests run under TCG (asked, or the cached verdict):
+	// a VM then keeps one host CPU busy, not one per vCPU, unless an
+	// experiment asks for multi-threaded TCG.
+	TCG bool
 	// Opener boots guests (used from several goroutines); Resolve
 	// resolves kernel references; Build builds a recipe's kernel.
 	Opener  lab.Opener
@@ -112,15 +116,21 @@ func (e *BadInputError) Error() string { return e.Err.Error() }
 func (e *BadInputError) Unwrap() error { return e.Err }
 
 // vmShape is the largest guest of the file's experiments, with o's
-// overrides.
+// overrides: the host CPUs one keeps busy, and its memory.
 func vmShape(f *File, o *Options) (cpus, memMB int) {
 	cpus, memMB = 2, 1024
+	multi := false
 	for _, e := range f.Experiments {
 		c, m := e.Spec.Spec.VM.CPUs, e.Spec.Spec.VM.MemoryMB
 		cpus, memMB = max(cpus, c), max(memMB, m)
+		multi = multi || e.Spec.Spec.VM.TCGMultithread
 	}
 	if o.CPUs > 0 {
 		cpus = o.CPUs
+	}
+	if o.TCG && !multi {
+		// Single-threaded TCG runs every vCPU on one host thread.
+		cpus = 1
 	}
 	if o.MemMB > 0 {
 		memMB = o.MemMB

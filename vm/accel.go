@@ -175,6 +175,10 @@ func kvmUsable(dev string) error {
 	return nil
 }
 
+// CachedVerdict returns the accelerator verdict cached in file for this
+// host and QEMU, if there is one.
+func CachedVerdict(file, qemu string) (Verdict, bool) { return readVerdict(file, HostKey(qemu)) }
+
 func readVerdict(file, host string) (Verdict, bool) {
 	if file == "" {
 		return Verdict{}, false

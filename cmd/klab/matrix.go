@@ -17,6 +17,7 @@ import (
 	"klab/images/build"
 	"klab/matrix"
 	"klab/results/xreport"
+	"klab/vm"
 )
 
 type matrixRunOptions struct {
@@ -154,8 +155,12 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 		out = filepath.Join(g.runsDir, name)
 	}
 	lo := g.labOptions()
+	tcg := o.accel == "tcg"
+	if v, ok := lo.CachedAccel(); ok && (o.accel == "" || o.accel == "auto") {
+		tcg = v.Accel == vm.TCG
+	}
 	mo := matrix.Options{
-		Out: out, Resume: resume, Jobs: o.jobs, Shard: shard, CPUs: o.cpus, MemMB: o.memMB, Accel: o.accel,
+		Out: out, Resume: resume, Jobs: o.jobs, Shard: shard, CPUs: o.cpus, MemMB: o.memMB, Accel: o.accel, TCG: tcg,
 		Opener: &lo, Command: os.Args,
 		Resolve: func(ctx context.Context, ref string) (*images.Kernel, error) { return lo.ResolveKernel(ctx, ref) },
 		Build: func(ctx context.Context, r *matrix.Recipe) error {
