@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"klab/internal/testenv"
 )
 
 // testManifest returns a manifest with every field set.
@@ -253,7 +255,7 @@ func TestParseMemTotal(t *testing.T) {
 
 func TestHostInfo(t *testing.T) {
 	if _, err := os.Stat("/proc/meminfo"); err != nil {
-		t.Skip("needs /proc")
+		testenv.Missing(t, "no /proc/meminfo: HostInfo reads /proc")
 	}
 	h, err := HostInfo()
 	if err != nil {

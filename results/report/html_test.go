@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"klab/internal/testenv"
 )
 
 func TestHTML(t *testing.T) {
@@ -112,12 +114,10 @@ func checkTags(t *testing.T, page string) {
 // when there is none (failing it in CI, where make deps installs it).
 func chromium(t *testing.T) string {
 	t.Helper()
+	testenv.RequiresCommand(t, "chromium")
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("chromium is not installed; in CI `make deps` must install it (apt-get install chromium): %v", err)
-		}
-		t.Skip("chromium is not installed: apt-get install chromium")
+		t.Fatal(err)
 	}
 	return bin
 }
