@@ -14,6 +14,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"klab/results/internal/render"
 	"klab/results/stats"
 )
 
@@ -67,22 +68,22 @@ func chartSVG(r *Report, row Row) (template.HTML, error) {
 	if lo > hi {
 		lo, hi = 0, 1
 	}
-	sc := scaleFor(math.Max(math.Abs(lo), math.Abs(hi)), row.Unit)
+	sc := render.ScaleFor(math.Max(math.Abs(lo), math.Abs(hi)), row.Unit)
 
 	p := plot.New()
-	p.Title.Text = oneLine(row.Name)
-	p.Y.Label.Text = sc.axisLabel()
+	p.Title.Text = render.OneLine(row.Name)
+	p.Y.Label.Text = sc.AxisLabel()
 	if p.Y.Label.Text == "" {
-		p.Y.Label.Text = oneLine(row.Metric)
+		p.Y.Label.Text = render.OneLine(row.Metric)
 	}
-	p.X.Label.Text = oneLine(r.Axis)
+	p.X.Label.Text = render.OneLine(r.Axis)
 	p.NominalX(chartLabel("A", r.A), chartLabel("B", r.B))
 	p.X.Min, p.X.Max = -0.6, 1.6
 	pad := (hi - lo) / 10
 	if pad == 0 {
 		pad = math.Max(math.Abs(hi)/20, 1e-9)
 	}
-	p.Y.Min, p.Y.Max = (lo-pad)/sc.div, (hi+pad)/sc.div
+	p.Y.Min, p.Y.Max = (lo-pad)/sc.Div, (hi+pad)/sc.Div
 
 	for i, s := range sides {
 		x := float64(i)
@@ -96,7 +97,7 @@ func chartSVG(r *Report, row Row) (template.HTML, error) {
 			if n := len(s.Values); n > 1 {
 				dx = sampleSpread * (float64(j)/float64(n-1) - 0.5)
 			}
-			samples = append(samples, plotter.XY{X: x + sampleX + dx, Y: v / sc.div})
+			samples = append(samples, plotter.XY{X: x + sampleX + dx, Y: v / sc.Div})
 		}
 		if len(samples) > 0 {
 			dots, err := plotter.NewScatter(samples)
@@ -111,9 +112,9 @@ func chartSVG(r *Report, row Row) (template.HTML, error) {
 		if s.N == 0 || math.IsNaN(s.Median) || math.IsInf(s.Median, 0) {
 			continue
 		}
-		m := plotter.XYs{{X: x + medianX, Y: s.Median / sc.div}}
+		m := plotter.XYs{{X: x + medianX, Y: s.Median / sc.Div}}
 		if s.Lo != nil && s.Hi != nil {
-			bars, err := plotter.NewYErrorBars(ciPoint{m, plotter.YErrors{{Low: (s.Median - *s.Lo) / sc.div, High: (*s.Hi - s.Median) / sc.div}}})
+			bars, err := plotter.NewYErrorBars(ciPoint{m, plotter.YErrors{{Low: (s.Median - *s.Lo) / sc.Div, High: (*s.Hi - s.Median) / sc.Div}}})
 			if err != nil {
 				return "", fmt.Errorf("charting the interval of %s: %w", row.Name, err)
 			}
@@ -154,7 +155,7 @@ type ciPoint struct {
 // chartLabel labels a side on the X axis: "A: label", shortened.
 func chartLabel(name string, s Side) string {
 	const maxLen = 24
-	l := []rune(oneLine(s.Label))
+	l := []rune(render.OneLine(s.Label))
 	if len(l) > maxLen {
 		l = append(l[:maxLen-1], '…')
 	}

@@ -1,13 +1,13 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
 	"html/template"
 	"io"
 	"strconv"
 	"time"
 
+	"klab/results/internal/render"
 	"klab/results/stats"
 )
 
@@ -30,7 +30,7 @@ func HTML(w io.Writer, r *Report) error {
 		page.Header = append(page.Header, htmlCell{h, tableRight[i]})
 	}
 	for _, row := range r.Rows {
-		hr := htmlRow{Name: oneLine(row.Name), Class: rowClass(row)}
+		hr := htmlRow{Name: render.OneLine(row.Name), Class: rowClass(row)}
 		for i, c := range tableRow(row) {
 			hr.Cells = append(hr.Cells, htmlCell{c, tableRight[i]})
 		}
@@ -43,31 +43,24 @@ func HTML(w io.Writer, r *Report) error {
 	}
 	for _, p := range r.Profiles {
 		hp := htmlProfile{Title: profileTitle(p), Header: profileHeader, Rows: profileRows(p), Note: profileNote,
-			LabelA: "A: " + oneLine(r.A.Label), LabelB: "B: " + oneLine(r.B.Label),
+			LabelA: "A: " + render.OneLine(r.A.Label), LabelB: "B: " + render.OneLine(r.B.Label),
 			// Icicles come from klab's own SVG writer, which escapes
 			// every name in them.
 			IcicleA: template.HTML(p.IcicleA), IcicleB: template.HTML(p.IcicleB)}
 		page.Profiles = append(page.Profiles, hp)
 	}
 	for _, c := range r.Checks {
-		page.Checks = append(page.Checks, htmlItem{checkLine(c), !c.Passed})
+		page.Checks = append(page.Checks, render.HTMLItem{Text: checkLine(c), Bad: !c.Passed})
 	}
 	for _, s := range r.Skipped {
 		page.Skipped = append(page.Skipped, skippedLine(s))
 	}
 	for _, g := range splatGroups(r) {
 		for _, s := range g.splats {
-			page.Splats = append(page.Splats, htmlItem{splatLine(g.label, s), g.bad})
+			page.Splats = append(page.Splats, render.HTMLItem{Text: splatLine(g.label, s), Bad: g.bad})
 		}
 	}
-	var b bytes.Buffer
-	if err := htmlTemplate.Execute(&b, page); err != nil {
-		return fmt.Errorf("rendering html report: %w", err)
-	}
-	if _, err := b.WriteTo(w); err != nil {
-		return fmt.Errorf("writing html report: %w", err)
-	}
-	return nil
+	return render.WriteHTML(w, htmlTemplate, page, "html report")
 }
 
 // htmlPage is what htmlTemplate shows; every string in it is escaped
@@ -78,9 +71,9 @@ type htmlPage struct {
 	Header                   []htmlCell
 	Rows                     []htmlRow
 	Profiles                 []htmlProfile
-	Checks                   []htmlItem
+	Checks                   []render.HTMLItem
 	Skipped                  []string
-	Splats                   []htmlItem
+	Splats                   []render.HTMLItem
 	Warnings                 []string
 	Reference                string
 	Passed                   bool
@@ -115,12 +108,6 @@ type htmlProfile struct {
 	IcicleA, IcicleB            template.HTML
 }
 
-// htmlItem is one line of a list; Bad marks a failure.
-type htmlItem struct {
-	Text string
-	Bad  bool
-}
-
 // rowClass is the CSS class of a row: its verdict's colour.
 func rowClass(row Row) string {
 	switch {
@@ -137,23 +124,23 @@ func rowClass(row Row) string {
 // manifestFields summarise the run's manifest.
 func manifestFields(r *Report) []htmlField {
 	f := []htmlField{
-		{"experiment", oneLine(r.Experiment)},
-		{"spec", joinNonEmpty(", sha256 ", oneLine(r.SpecFile), oneLine(r.SpecSHA256))},
-		{"run", joinNonEmpty(" in ", oneLine(r.RunID), oneLine(r.RunDir))},
-		{"time", joinNonEmpty(" to ", oneLine(r.Start), oneLine(r.End)) + ", " + wallTime(r.WallSec)},
-		{"axis", oneLine(r.Axis)},
+		{"experiment", render.OneLine(r.Experiment)},
+		{"spec", render.JoinNonEmpty(", sha256 ", render.OneLine(r.SpecFile), render.OneLine(r.SpecSHA256))},
+		{"run", render.JoinNonEmpty(" in ", render.OneLine(r.RunID), render.OneLine(r.RunDir))},
+		{"time", render.JoinNonEmpty(" to ", render.OneLine(r.Start), render.OneLine(r.End)) + ", " + wallTime(r.WallSec)},
+		{"axis", render.OneLine(r.Axis)},
 		{"A", sideDesc(r, r.A, kernelFull)},
 		{"B", sideDesc(r, r.B, kernelFull)},
 	}
 	for _, k := range r.Kernels {
-		f = append(f, htmlField{"kernel " + oneLine(k.Ref), joinNonEmpty(" ", oneLine(k.Name), oneLine(k.Version), "id "+oneLine(k.ID))})
+		f = append(f, htmlField{"kernel " + render.OneLine(k.Ref), render.JoinNonEmpty(" ", render.OneLine(k.Name), render.OneLine(k.Version), "id "+render.OneLine(k.ID))})
 	}
 	return append(f,
-		htmlField{"accel", oneLine(r.Accel)},
-		htmlField{"host", oneLine(r.Host)},
-		htmlField{"qemu", oneLine(r.QEMU)},
+		htmlField{"accel", render.OneLine(r.Accel)},
+		htmlField{"host", render.OneLine(r.Host)},
+		htmlField{"qemu", render.OneLine(r.QEMU)},
 		htmlField{"guest", fmt.Sprintf("%d vCPUs, %d MiB", r.CPUs, r.MemMB)},
-		htmlField{"rounds", joinNonEmpty(" ", strconv.Itoa(r.Rounds), paren(joinNonEmpty(", ", oneLine(r.Order), oneLine(r.Reuse))))},
+		htmlField{"rounds", render.JoinNonEmpty(" ", strconv.Itoa(r.Rounds), paren(render.JoinNonEmpty(", ", render.OneLine(r.Order), render.OneLine(r.Reuse))))},
 	)
 }
 
@@ -162,13 +149,9 @@ func wallTime(sec float64) string {
 	return "wall " + time.Duration(sec*float64(time.Second)).Round(time.Second).String()
 }
 
-// htmlTemplate is the page. It has no script and loads nothing.
-var htmlTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>klab: {{.Title}}</title>
+// htmlTemplate is the page, with the sections render.HTMLTemplate
+// adds. It has no script and loads nothing.
+var htmlTemplate = render.HTMLTemplate("report", `{{template "head" .}}
 <style>
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 75em; padding: 0 1em; color: #222; }
 h1 { font-size: 1.4em; }
@@ -200,7 +183,7 @@ pre { background: #f6f6f6; padding: 0.7em; overflow-x: auto; }
 <body>
 <h1>{{.Title}}</h1>
 <p class="sides">{{.SideLine}}<br>{{.EnvLine}}</p>
-<p class="result {{if .Passed}}pass{{else}}fail{{end}}">{{.Result}}</p>
+{{template "result" .}}
 
 <h2>Run</h2>
 <table class="manifest">
@@ -266,42 +249,17 @@ Squares: the medians; whiskers: their 95% confidence intervals (none with too fe
 {{- end}}
 </ul>
 {{- end}}
-{{- with .Skipped}}
+{{- template "skipped" .Skipped}}
 
-<h2>Skipped cells</h2>
-<ul>
-{{- range .}}
-<li>{{.}}</li>
-{{- end}}
-</ul>
-{{- end}}
-
-<h2>Kernel splats</h2>
-{{- if .Splats}}
-<ul>
-{{- range .Splats}}
-<li{{if .Bad}} class="fail"{{end}}>{{.Text}}</li>
-{{- end}}
-</ul>
-{{- else}}
-<p>no kernel splats</p>
-{{- end}}
-{{- with .Warnings}}
-
-<h2>Warnings</h2>
-<ul>
-{{- range .}}
-<li>warning: {{.}}</li>
-{{- end}}
-</ul>
-{{- end}}
+{{template "splats" .Splats}}
+{{- template "warnings" .Warnings}}
 {{- with .Reference}}
 
 <h2>Reference (the table this experiment reproduces)</h2>
 <pre>{{.}}</pre>
 {{- end}}
 
-<p class="result {{if .Passed}}pass{{else}}fail{{end}}">{{.Result}}</p>
+{{template "result" .}}
 </body>
 </html>
-`))
+`)

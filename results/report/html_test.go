@@ -20,7 +20,7 @@ import (
 
 func TestHTML(t *testing.T) {
 	r := testReport(t)
-	page := render(t, "html", r)
+	page := renderAs(t, "html", r)
 	if !strings.HasPrefix(page, "<!DOCTYPE html>\n<html") || !strings.HasSuffix(page, "</html>\n") {
 		t.Errorf("not an HTML document:\n%.200s\n...\n%s", page, page[max(0, len(page)-200):])
 	}
@@ -162,7 +162,7 @@ func TestHTMLInChromium(t *testing.T) {
 	r := testReport(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "report.html")
-	if err := os.WriteFile(path, []byte(render(t, "html", r)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(renderAs(t, "html", r)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	url := "file://" + path

@@ -1,10 +1,11 @@
 package report
 
 import (
-	"encoding/xml"
 	"fmt"
 	"io"
 	"strings"
+
+	"klab/results/internal/render"
 )
 
 // JUnit writes r as JUnit XML for CI systems: one <testsuite> named
@@ -14,151 +15,75 @@ import (
 // failing when B printed kernel reports A did not, and a skipped
 // testcase per skipped cell.
 func JUnit(w io.Writer, r *Report) error {
-	exp := oneLine(r.Experiment)
-	suite := junitSuite{
+	exp := render.OneLine(r.Experiment)
+	suite := render.JUnitSuite{
 		Name:      exp,
-		Time:      junitTime(r.WallSec),
+		Time:      render.JUnitTime(r.WallSec),
 		Timestamp: r.Start,
-		Properties: []junitProperty{
-			{"accel", oneLine(r.Accel)},
-			{"host", oneLine(r.Host)},
-			{"qemu", oneLine(r.QEMU)},
-			{"a", sideDesc(r, r.A, kernelFull)},
-			{"b", sideDesc(r, r.B, kernelFull)},
-			{"spec", oneLine(r.SpecFile)},
-			{"spec_sha256", r.SpecSHA256},
-			{"run_dir", oneLine(r.RunDir)},
+		Properties: []render.JUnitProperty{
+			{Name: "accel", Value: render.OneLine(r.Accel)},
+			{Name: "host", Value: render.OneLine(r.Host)},
+			{Name: "qemu", Value: render.OneLine(r.QEMU)},
+			{Name: "a", Value: sideDesc(r, r.A, kernelFull)},
+			{Name: "b", Value: sideDesc(r, r.B, kernelFull)},
+			{Name: "spec", Value: render.OneLine(r.SpecFile)},
+			{Name: "spec_sha256", Value: r.SpecSHA256},
+			{Name: "run_dir", Value: render.OneLine(r.RunDir)},
 		},
 	}
 	for _, c := range r.Checks {
-		tc := junitCase{
+		tc := render.JUnitCase{
 			Classname: exp + ".checks",
-			Name:      joinNonEmpty(" ", oneLine(c.Name), oneLine(c.Cell), oneLine(c.Side), fmt.Sprintf("round %d", c.Round)),
-			Time:      junitTime(c.TookSec),
+			Name:      render.JoinNonEmpty(" ", render.OneLine(c.Name), render.OneLine(c.Cell), render.OneLine(c.Side), fmt.Sprintf("round %d", c.Round)),
+			Time:      render.JUnitTime(c.TookSec),
 		}
 		if !c.Passed {
-			tc.Failure = &junitFailure{Message: oneLine(c.Message), Type: "check"}
+			tc.Failure = &render.JUnitFailure{Message: render.OneLine(c.Message), Type: "check"}
 		}
-		suite.add(tc)
+		suite.Add(tc)
 	}
 	for _, row := range r.Rows {
 		cells := tableRow(row)
-		tc := junitCase{
+		tc := render.JUnitCase{
 			Classname: exp + ".cells",
-			Name:      oneLine(row.Name),
-			Time:      junitTime(0),
-			SystemOut: joinNonEmpty(", ", "A "+cells[1], "B "+cells[2], "B/A "+cells[3], joinNonEmpty(" ", "change", cells[4], cells[5]), cells[6], cells[7]),
+			Name:      render.OneLine(row.Name),
+			Time:      render.JUnitTime(0),
+			SystemOut: render.JoinNonEmpty(", ", "A "+cells[1], "B "+cells[2], "B/A "+cells[3], render.JoinNonEmpty(" ", "change", cells[4], cells[5]), cells[6], cells[7]),
 		}
 		if row.Regression {
-			change := joinNonEmpty(" ", fmt.Sprintf("%+.1f%%", row.Change.Pct), cells[4], cells[5])
-			tc.Failure = &junitFailure{
+			change := render.JoinNonEmpty(" ", render.FmtPct(row.Change.Pct), cells[4], cells[5])
+			tc.Failure = &render.JUnitFailure{
 				Type:    "regression",
 				Message: fmt.Sprintf("change %s, past the %g%% regression threshold", change, row.ThresholdPct),
 				Text:    tc.SystemOut,
 			}
 		}
-		suite.add(tc)
+		suite.Add(tc)
 	}
-	splats := junitCase{Classname: exp + ".splats", Name: "splats", Time: junitTime(0), SystemOut: strings.Join(splatLines(r), "\n")}
+	splats := render.JUnitCase{Classname: exp + ".splats", Name: "splats", Time: render.JUnitTime(0), SystemOut: strings.Join(splatLines(r), "\n")}
 	if len(r.Splats.New) > 0 {
 		titles := make([]string, len(r.Splats.New))
 		for i, s := range r.Splats.New {
-			titles[i] = oneLine(s.Title)
+			titles[i] = render.OneLine(s.Title)
 		}
-		splats.Failure = &junitFailure{Type: "splat", Message: "new in B: " + strings.Join(titles, "; ")}
+		splats.Failure = &render.JUnitFailure{Type: "splat", Message: "new in B: " + strings.Join(titles, "; ")}
 	}
-	suite.add(splats)
+	suite.Add(splats)
 	for _, s := range r.Skipped {
-		suite.add(junitCase{
+		suite.Add(render.JUnitCase{
 			Classname: exp + ".cells",
-			Name:      oneLine(s.Cell),
-			Time:      junitTime(0),
-			Skipped:   &junitSkipped{Message: oneLine(s.Reason)},
+			Name:      render.OneLine(s.Cell),
+			Time:      render.JUnitTime(0),
+			Skipped:   &render.JUnitSkipped{Message: render.OneLine(s.Reason)},
 		})
 	}
-	doc := junitSuites{
+	doc := render.JUnitSuites{
 		Name:     exp,
 		Tests:    suite.Tests,
 		Failures: suite.Failures,
 		Skipped:  suite.Skipped,
 		Time:     suite.Time,
-		Suites:   []junitSuite{suite},
+		Suites:   []render.JUnitSuite{suite},
 	}
-	b, err := xml.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding junit report: %w", err)
-	}
-	if _, err := io.WriteString(w, xml.Header+string(b)+"\n"); err != nil {
-		return fmt.Errorf("writing junit report: %w", err)
-	}
-	return nil
-}
-
-// junitTime formats seconds for a time attribute.
-func junitTime(sec float64) string {
-	return fmt.Sprintf("%.3f", sec)
-}
-
-// junitSuites is JUnit's root element.
-type junitSuites struct {
-	XMLName  xml.Name     `xml:"testsuites"`
-	Name     string       `xml:"name,attr"`
-	Tests    int          `xml:"tests,attr"`
-	Failures int          `xml:"failures,attr"`
-	Skipped  int          `xml:"skipped,attr"`
-	Time     string       `xml:"time,attr"`
-	Suites   []junitSuite `xml:"testsuite"`
-}
-
-// junitSuite is one <testsuite>; add keeps its counts.
-type junitSuite struct {
-	Name       string          `xml:"name,attr"`
-	Tests      int             `xml:"tests,attr"`
-	Failures   int             `xml:"failures,attr"`
-	Errors     int             `xml:"errors,attr"`
-	Skipped    int             `xml:"skipped,attr"`
-	Time       string          `xml:"time,attr"`
-	Timestamp  string          `xml:"timestamp,attr,omitempty"`
-	Properties []junitProperty `xml:"properties>property,omitempty"`
-	Cases      []junitCase     `xml:"testcase"`
-}
-
-// add appends tc and counts it.
-func (s *junitSuite) add(tc junitCase) {
-	s.Cases = append(s.Cases, tc)
-	s.Tests++
-	if tc.Failure != nil {
-		s.Failures++
-	}
-	if tc.Skipped != nil {
-		s.Skipped++
-	}
-}
-
-// junitProperty is one <property> of a suite.
-type junitProperty struct {
-	Name  string `xml:"name,attr"`
-	Value string `xml:"value,attr"`
-}
-
-// junitCase is one <testcase>.
-type junitCase struct {
-	Classname string        `xml:"classname,attr"`
-	Name      string        `xml:"name,attr"`
-	Time      string        `xml:"time,attr"`
-	Failure   *junitFailure `xml:"failure,omitempty"`
-	Skipped   *junitSkipped `xml:"skipped,omitempty"`
-	SystemOut string        `xml:"system-out,omitempty"`
-}
-
-// junitFailure marks a failed testcase.
-type junitFailure struct {
-	Message string `xml:"message,attr"`
-	Type    string `xml:"type,attr,omitempty"`
-	Text    string `xml:",chardata"`
-}
-
-// junitSkipped marks a skipped testcase.
-type junitSkipped struct {
-	Message string `xml:"message,attr"`
+	return render.WriteJUnit(w, doc, "junit report")
 }

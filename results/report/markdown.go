@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"klab/results/internal/render"
 )
 
 // Markdown writes r as GitHub-flavoured Markdown with the content of
@@ -12,12 +14,12 @@ import (
 // written and cannot add links, HTML or table cells.
 func Markdown(w io.Writer, r *Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## %s\n\n", mdEscape(titleLine(r)))
-	fmt.Fprintf(&b, "%s\\\n%s\n\n", mdEscape(sideLine(r, 0)), mdEscape(envLine(r)))
+	fmt.Fprintf(&b, "## %s\n\n", render.MDEscape(titleLine(r)))
+	fmt.Fprintf(&b, "%s\\\n%s\n\n", render.MDEscape(sideLine(r, 0)), render.MDEscape(envLine(r)))
 	if len(r.Rows) == 0 {
 		b.WriteString("no measurements\n")
 	} else {
-		b.WriteString(mdTableRow(tableHeader))
+		b.WriteString(render.MDTableRow(tableHeader))
 		align := make([]string, len(tableHeader))
 		for i, right := range tableRight {
 			align[i] = ":---"
@@ -27,17 +29,17 @@ func Markdown(w io.Writer, r *Report) error {
 		}
 		b.WriteString("|" + strings.Join(align, "|") + "|\n")
 		for _, row := range r.Rows {
-			b.WriteString(mdTableRow(tableRow(row)))
+			b.WriteString(render.MDTableRow(tableRow(row)))
 		}
 	}
 	for _, p := range r.Profiles {
-		fmt.Fprintf(&b, "\n%s\n\n", mdEscape(profileTitle(p)))
-		b.WriteString(mdTableRow(profileHeader))
+		fmt.Fprintf(&b, "\n%s\n\n", render.MDEscape(profileTitle(p)))
+		b.WriteString(render.MDTableRow(profileHeader))
 		b.WriteString("|:---" + strings.Repeat("|---:", len(profileHeader)-1) + "|\n")
 		for _, row := range profileRows(p) {
-			b.WriteString(mdTableRow(row))
+			b.WriteString(render.MDTableRow(row))
 		}
-		fmt.Fprintf(&b, "\n%s\n", mdEscape(profileNote))
+		fmt.Fprintf(&b, "\n%s\n", render.MDEscape(profileNote))
 	}
 	var checks, skipped []string
 	for _, c := range r.Checks {
@@ -46,56 +48,19 @@ func Markdown(w io.Writer, r *Report) error {
 	for _, s := range r.Skipped {
 		skipped = append(skipped, skippedLine(s))
 	}
-	mdList(&b, "Checks", checks)
-	mdList(&b, "Skipped cells", skipped)
-	mdList(&b, "Kernel splats", splatLines(r))
-	mdList(&b, "Warnings", warningLines(r))
+	render.MDList(&b, "Checks", checks)
+	render.MDList(&b, "Skipped cells", skipped)
+	render.MDList(&b, "Kernel splats", splatLines(r))
+	render.MDList(&b, "Warnings", warningLines(r))
 	if ref := referenceText(r); ref != "" {
 		fence := strings.Repeat("`", max(3, longestRun(ref, '`')+1))
 		fmt.Fprintf(&b, "\n### Reference (the table this experiment reproduces)\n\n%s\n%s\n%s\n", fence, ref, fence)
 	}
-	fmt.Fprintf(&b, "\n**%s**\n", mdEscape(resultLine(r)))
+	fmt.Fprintf(&b, "\n**%s**\n", render.MDEscape(resultLine(r)))
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("writing markdown report: %w", err)
 	}
 	return nil
-}
-
-// mdTableRow is one row of a Markdown table.
-func mdTableRow(cells []string) string {
-	esc := make([]string, len(cells))
-	for i, c := range cells {
-		esc[i] = mdEscape(c)
-	}
-	return "| " + strings.Join(esc, " | ") + " |\n"
-}
-
-// mdList adds a section with a heading and one list item per line, when
-// there are lines.
-func mdList(b *strings.Builder, heading string, lines []string) {
-	if len(lines) == 0 {
-		return
-	}
-	fmt.Fprintf(b, "\n### %s\n\n", heading)
-	for _, l := range lines {
-		fmt.Fprintf(b, "- %s\n", mdEscape(l))
-	}
-}
-
-// mdEscaper backslash-escapes the characters that make Markdown or HTML
-// out of text, '|' (a table cell's end) among them.
-var mdEscaper = func() *strings.Replacer {
-	var pairs []string
-	for _, c := range "\\`*_[]<>|~&#!" {
-		pairs = append(pairs, string(c), "\\"+string(c))
-	}
-	return strings.NewReplacer(pairs...)
-}()
-
-// mdEscape returns s on one line, cleaned, with Markdown's special
-// characters escaped.
-func mdEscape(s string) string {
-	return mdEscaper.Replace(oneLine(s))
 }
 
 // longestRun is the length of the longest run of c in s.

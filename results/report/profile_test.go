@@ -23,7 +23,7 @@ func profiled(t *testing.T) *Report {
 
 func TestProfileSections(t *testing.T) {
 	r := profiled(t)
-	text := render(t, "text", r)
+	text := renderAs(t, "text", r)
 	for _, w := range []string{
 		"profile of futimes threads=4 (cpu-clock; samples: A 6000, B 5990), share with callees:",
 		"do_writev                    20.1%  18.2%  -1.9 pt    0.0%    0.1%",
@@ -38,7 +38,7 @@ func TestProfileSections(t *testing.T) {
 	if n := strings.Count(text, "do_writev"); n != 1 {
 		t.Errorf("text: do_writev %d times, want once", n)
 	}
-	md := render(t, "md", r)
+	md := renderAs(t, "md", r)
 	for _, w := range []string{
 		"| function | A | B | B-A | self A | self B |",
 		"|:---|---:|---:|---:|---:|---:|",
@@ -51,7 +51,7 @@ func TestProfileSections(t *testing.T) {
 	if strings.Contains(md, "<script>") {
 		t.Errorf("markdown: a function name's HTML is not escaped")
 	}
-	page := render(t, "html", r)
+	page := renderAs(t, "html", r)
 	checkTags(t, page)
 	checkSafe(t, page)
 	for _, w := range []string{

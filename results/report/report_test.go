@@ -94,7 +94,7 @@ func testReport(t *testing.T) *Report {
 	}
 }
 
-func render(t *testing.T, format string, r *Report) string {
+func renderAs(t *testing.T, format string, r *Report) string {
 	t.Helper()
 	var b bytes.Buffer
 	if err := Write(&b, r, format); err != nil {
@@ -104,7 +104,7 @@ func render(t *testing.T, format string, r *Report) string {
 }
 
 func TestText(t *testing.T) {
-	out := render(t, "text", testReport(t))
+	out := renderAs(t, "text", testReport(t))
 	t.Logf("\n%s", out)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	want := []string{
@@ -198,7 +198,7 @@ func TestTextWrapsLongLines(t *testing.T) {
 	r.Rows[0].Name = "randread bs=4k jobs=4 iodepth=32 transport=uring direct=1"
 	r.Checks[1].Message = strings.Repeat("0123456789", 25)
 	r.Warnings = append(r.Warnings, "ünïcödé µs ± 3 — “quoted”\u202e")
-	out := render(t, "text", r)
+	out := renderAs(t, "text", r)
 	t.Logf("\n%s", out)
 	checkText(t, out)
 	lines := strings.Split(out, "\n")
@@ -221,7 +221,7 @@ func TestTextWrapsLongLines(t *testing.T) {
 func TestMarkdown(t *testing.T) {
 	r := testReport(t)
 	r.Rows[1].Name = "seqwrite bs=1M|direct"
-	out := render(t, "md", r)
+	out := renderAs(t, "md", r)
 	t.Logf("\n%s", out)
 	for _, w := range []string{
 		"## fuse-uring: FUSE over io\\_uring against /dev/fuse\n",
@@ -243,7 +243,7 @@ func TestMarkdown(t *testing.T) {
 
 func TestJSON(t *testing.T) {
 	r := testReport(t)
-	out := render(t, "json", r)
+	out := renderAs(t, "json", r)
 	if !strings.HasPrefix(out, "{\n  \"schema\": \"klab.report/v1\",\n") || !strings.HasSuffix(out, "}\n") {
 		t.Errorf("not indented JSON with a newline:\n%s", out)
 	}
@@ -261,7 +261,7 @@ func TestJSON(t *testing.T) {
 	}
 
 	empty := &Report{Experiment: "x"}
-	out = render(t, "json", empty)
+	out = renderAs(t, "json", empty)
 	for _, w := range []string{`"schema": "klab.report/v1"`, `"rows": []`, `"kernels": []`, `"new": []`, `"gone": []`, `"both": []`} {
 		if !strings.Contains(out, w) {
 			t.Errorf("no %s in\n%s", w, out)
@@ -315,7 +315,7 @@ func TestJUnit(t *testing.T) {
 			if tc.regression {
 				r.Rows[1].Regression = true
 			}
-			out := render(t, "junit", r)
+			out := renderAs(t, "junit", r)
 			var doc junitDoc
 			if err := xml.Unmarshal([]byte(out), &doc); err != nil {
 				t.Fatalf("%v in\n%s", err, out)
@@ -373,48 +373,18 @@ func TestJUnit(t *testing.T) {
 func TestWrite(t *testing.T) {
 	r := testReport(t)
 	for _, f := range Formats {
-		if out := render(t, f, r); out == "" {
+		if out := renderAs(t, f, r); out == "" {
 			t.Errorf("%s: no output", f)
 		}
 	}
 	for _, empty := range []*Report{{}, {Rows: []Row{{Name: "no samples"}}}} {
 		for _, f := range Formats {
-			render(t, f, empty)
+			renderAs(t, f, empty)
 		}
 	}
 	err := Write(&bytes.Buffer{}, r, "x")
 	if want := `unknown report format "x", want one of text, md, json, junit, html`; err == nil || err.Error() != want {
 		t.Errorf("Write(x) = %v, want %s", err, want)
-	}
-}
-
-func TestFmtValue(t *testing.T) {
-	for _, tc := range []struct {
-		v    float64
-		unit string
-		want string
-	}{
-		{12345, "ops/s", "12.3k ops/s"},
-		{1.5e6, "ops/s", "1.50M ops/s"},
-		{950, "ops/s", "950 ops/s"},
-		{0, "ops/s", "0 ops/s"},
-		{512 << 20, "B/s", "512 MiB/s"},
-		{1.5e9, "B/s", "1.40 GiB/s"},
-		{800, "B/s", "800 B/s"},
-		{2048, "MiB/s", "2.00 GiB/s"},
-		{512, "MiB/s", "512 MiB/s"},
-		{950, "ns", "950 ns"},
-		{1250, "ns", "1.25 us"},
-		{2.5e6, "ns", "2.50 ms"},
-		{3e9, "ns", "3.00 s"},
-		{1500, "ns/op", "1.50 us/op"},
-		{0.25, "ms", "250 us"},
-		{12.5, "%", "12.5%"},
-		{0.123, "", "0.123"},
-	} {
-		if got := fmtValue(tc.v, tc.unit); got != tc.want {
-			t.Errorf("fmtValue(%v, %q) = %q, want %q", tc.v, tc.unit, got, tc.want)
-		}
 	}
 }
 
@@ -430,8 +400,5 @@ func TestClean(t *testing.T) {
 		if got := Clean(in); got != want {
 			t.Errorf("Clean(%q) = %q, want %q", in, got, want)
 		}
-	}
-	if got, want := oneLine(" a\n\tb  c \x1b"), "a b c"; got != want {
-		t.Errorf("oneLine = %q, want %q", got, want)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"unicode"
 
+	"klab/results/internal/render"
 	"klab/results/stats"
 )
 
@@ -22,11 +22,11 @@ const TextWidth = 100
 // Longer lines are wrapped; control characters from the report are
 // dropped and other non-ASCII characters replaced.
 func Text(w io.Writer, r *Report) error {
-	var t textWriter
-	t.line(titleLine(r))
-	t.line(sideLine(r, TextWidth))
-	t.line(envLine(r))
-	t.blank()
+	t := textWriter{render.TextWriter{Width: TextWidth}}
+	t.Line(titleLine(r))
+	t.Line(sideLine(r, TextWidth))
+	t.Line(envLine(r))
+	t.Blank()
 	t.table(r.Rows)
 	var checks, skipped, warnings []string
 	for _, c := range r.Checks {
@@ -39,81 +39,44 @@ func Text(w io.Writer, r *Report) error {
 		warnings = append(warnings, "warning: "+w)
 	}
 	for _, p := range r.Profiles {
-		t.blank()
-		t.line(profileTitle(p))
+		t.Blank()
+		t.Line(profileTitle(p))
 		t.grid(profileHeader, profileRows(p))
-		t.line(profileNote)
+		t.Line(profileNote)
 	}
-	t.section(checks)
-	t.section(skipped)
-	t.section(splatLines(r))
-	t.section(warnings)
+	t.Section(checks)
+	t.Section(skipped)
+	t.Section(splatLines(r))
+	t.Section(warnings)
 	if ref := referenceText(r); ref != "" {
-		t.blank()
-		t.line("reference (the table this experiment reproduces):")
+		t.Blank()
+		t.Line("reference (the table this experiment reproduces):")
 		for l := range strings.SplitSeq(ref, "\n") {
 			if l != "" {
-				l = "  " + expandTabs(l)
+				l = "  " + render.ExpandTabs(l)
 			}
-			t.line(l)
+			t.Line(l)
 		}
 	}
-	t.blank()
-	t.line(resultLine(r))
-	if _, err := io.WriteString(w, t.b.String()); err != nil {
+	t.Blank()
+	t.Line(resultLine(r))
+	if _, err := io.WriteString(w, t.String()); err != nil {
 		return fmt.Errorf("writing text report: %w", err)
 	}
 	return nil
 }
 
 // textWriter collects Text's lines, each made ASCII and wrapped at
-// TextWidth.
+// TextWidth, and adds Text's tables.
 type textWriter struct {
-	b strings.Builder
-}
-
-// blank adds an empty line.
-func (t *textWriter) blank() {
-	t.b.WriteByte('\n')
-}
-
-// section adds a blank line and lines, when there are any.
-func (t *textWriter) section(lines []string) {
-	if len(lines) == 0 {
-		return
-	}
-	t.blank()
-	for _, l := range lines {
-		t.line(l)
-	}
-}
-
-// line adds s, wrapped at spaces into lines of at most TextWidth columns;
-// continuation lines are indented 4 columns more than s (at most half
-// the width).
-func (t *textWriter) line(s string) {
-	for l := range strings.SplitSeq(s, "\n") {
-		l = strings.TrimRight(toASCII(expandTabs(l)), " ")
-		indent := strings.Repeat(" ", min(len(l)-len(strings.TrimLeft(l, " "))+4, TextWidth/2))
-		for len(l) > TextWidth {
-			cut := strings.LastIndexByte(l[:TextWidth+1], ' ')
-			if cut <= len(indent) {
-				cut = TextWidth
-			}
-			t.b.WriteString(strings.TrimRight(l[:cut], " "))
-			t.b.WriteByte('\n')
-			l = indent + strings.TrimLeft(l[cut:], " ")
-		}
-		t.b.WriteString(l)
-		t.b.WriteByte('\n')
-	}
+	render.TextWriter
 }
 
 // table adds the A/B table, its columns aligned. A name too long to fit
 // the table in TextWidth gets a line of its own above its numbers.
 func (t *textWriter) table(rows []Row) {
 	if len(rows) == 0 {
-		t.line("no measurements")
+		t.Line("no measurements")
 		return
 	}
 	const gap = "  "
@@ -129,14 +92,14 @@ func (t *textWriter) table(rows []Row) {
 	}
 	defer func() {
 		if shortened {
-			t.line("")
-			t.line(fmt.Sprintf("B/A: ratio of the medians; ~ and n.s.: no significant change (Mann-Whitney U, alpha %.2f)", stats.Alpha))
+			t.Line("")
+			t.Line(fmt.Sprintf("B/A: ratio of the medians; ~ and n.s.: no significant change (Mann-Whitney U, alpha %.2f)", stats.Alpha))
 		}
 	}()
 	widths := make([]int, len(tableHeader))
 	for _, c := range cells {
 		for i := range c {
-			c[i] = toASCII(c[i])
+			c[i] = render.ToASCII(c[i])
 			widths[i] = max(widths[i], len(c[i]))
 		}
 	}
@@ -150,7 +113,7 @@ func (t *textWriter) table(rows []Row) {
 	}
 	for _, c := range cells {
 		if len(c[0]) > widths[0] {
-			t.line(c[0])
+			t.Line(c[0])
 			c[0] = ""
 		}
 		var b strings.Builder
@@ -165,7 +128,7 @@ func (t *textWriter) table(rows []Row) {
 				b.WriteString(cell + pad)
 			}
 		}
-		t.line(b.String())
+		t.Line(b.String())
 	}
 }
 
@@ -177,7 +140,7 @@ func (t *textWriter) grid(header []string, rows [][]string) {
 	widths := make([]int, len(header))
 	for _, c := range cells {
 		for i := range c {
-			c[i] = toASCII(c[i])
+			c[i] = render.ToASCII(c[i])
 			widths[i] = max(widths[i], len(c[i]))
 		}
 	}
@@ -205,53 +168,6 @@ func (t *textWriter) grid(header []string, rows [][]string) {
 				b.WriteString(cell + pad)
 			}
 		}
-		t.line(b.String())
+		t.Line(b.String())
 	}
-}
-
-// expandTabs replaces tabs with spaces up to the next multiple of 8
-// columns.
-func expandTabs(s string) string {
-	if !strings.Contains(s, "\t") {
-		return s
-	}
-	var b strings.Builder
-	col := 0
-	for _, r := range s {
-		if r == '\t' {
-			n := 8 - col%8
-			b.WriteString(strings.Repeat(" ", n))
-			col += n
-			continue
-		}
-		b.WriteRune(r)
-		col++
-	}
-	return b.String()
-}
-
-// asciiFor spells common non-ASCII characters in ASCII.
-var asciiFor = map[rune]string{
-	'µ': "u", 'μ': "u", '±': "+-", '×': "x", '÷': "/", '–': "-", '—': "-",
-	'−': "-", '‘': "'", '’': "'", '“': `"`, '”': `"`, '…': "...", '≤': "<=",
-	'≥': ">=", '≈': "~", '→': "->", '←': "<-", '•': "*", '·': ".",
-	'\u00a0': " ", '°': "deg",
-}
-
-// toASCII returns s in printable ASCII: control characters dropped, the
-// characters in asciiFor spelled out, any other character made '?'.
-func toASCII(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r >= ' ' && r < 0x7f:
-			b.WriteRune(r)
-		case asciiFor[r] != "":
-			b.WriteString(asciiFor[r])
-		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
-		default:
-			b.WriteByte('?')
-		}
-	}
-	return b.String()
 }

@@ -2,146 +2,19 @@ package report
 
 import (
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
-	"unicode"
 
-	"klab/results/stats"
+	"klab/results/internal/render"
 )
 
-// This file holds what the human-readable formats (Text, Markdown, HTML)
-// share: the sanitising of untrusted strings, the formatting of numbers
-// and the lines and table cells every format shows.
+// This file holds the lines and table cells the human-readable formats
+// (Text, Markdown, HTML) share.
 
 // Clean returns s without control and format characters (escape
 // sequences, bidirectional overrides, zero-width characters) other than
 // newline and tab: the report carries text from an untrusted guest.
 func Clean(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
-		}
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			return -1
-		}
-		return r
-	}, s)
-}
-
-// oneLine is Clean(s) on one line, runs of white space made one space.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(Clean(s)), " ")
-}
-
-// scale says how to show values of one unit: divided by div, followed
-// by prefix ("k") and, after a space, unit.
-type scale struct {
-	div    float64
-	prefix string
-	unit   string
-	// word names prefix on an axis ("thousand").
-	word string
-}
-
-// axisLabel labels an axis whose values are divided by s.div.
-func (s scale) axisLabel() string {
-	return strings.TrimSpace(s.word + " " + s.unit)
-}
-
-// format formats v (in the unscaled unit) with three significant digits.
-func (s scale) format(v float64) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "n/a"
-	}
-	num := sig(v/s.div) + s.prefix
-	if s.unit == "" || s.unit == "%" {
-		return num + s.unit
-	}
-	return num + " " + s.unit
-}
-
-// binaryUnits are the byte units, each 1024 times the one before.
-var binaryUnits = []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-
-// timeUnits are the time units with their length in nanoseconds.
-var timeUnits = []struct {
-	name string
-	ns   float64
-}{{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}}
-
-// decimalPrefixes scale every other unit.
-var decimalPrefixes = []struct {
-	div          float64
-	prefix, word string
-}{{1e12, "T", "trillion"}, {1e9, "G", "billion"}, {1e6, "M", "million"}, {1e3, "k", "thousand"}}
-
-// scaleFor returns the scale that shows magnitudes around mag in unit
-// readably: bytes ("B", "MiB/s") in KiB, MiB, GiB; times ("ns", "ms",
-// "ns/op") in ns, us, ms, s; anything else with k, M, G.
-func scaleFor(mag float64, unit string) scale {
-	mag = math.Abs(mag)
-	base, per, hasPer := strings.Cut(unit, "/")
-	if hasPer {
-		per = "/" + per
-	}
-	if base == "µs" || base == "μs" {
-		base = "us"
-	}
-	if mag == 0 || math.IsNaN(mag) || math.IsInf(mag, 0) {
-		return scale{div: 1, unit: base + per}
-	}
-	for i, b := range binaryUnits {
-		if b != base {
-			continue
-		}
-		bytes := mag * math.Pow(1024, float64(i))
-		k := 0
-		for k+1 < len(binaryUnits) && bytes >= math.Pow(1024, float64(k+1)) {
-			k++
-		}
-		return scale{div: math.Pow(1024, float64(k-i)), unit: binaryUnits[k] + per}
-	}
-	for _, b := range timeUnits {
-		if b.name != base {
-			continue
-		}
-		ns := mag * b.ns
-		t := timeUnits[0]
-		for _, u := range timeUnits {
-			if ns >= u.ns {
-				t = u
-			}
-		}
-		return scale{div: t.ns / b.ns, unit: t.name + per}
-	}
-	for _, p := range decimalPrefixes {
-		if mag >= p.div {
-			return scale{div: p.div, prefix: p.prefix, unit: unit, word: p.word}
-		}
-	}
-	return scale{div: 1, unit: unit}
-}
-
-// fmtValue formats v of unit readably: "12.3k ops/s", "512 MiB/s",
-// "1.25 ms".
-func fmtValue(v float64, unit string) string {
-	return scaleFor(v, unit).format(v)
-}
-
-// sig formats x with about three significant digits.
-func sig(x float64) string {
-	switch a := math.Abs(x); {
-	case a == 0:
-		return "0"
-	case a >= 100:
-		return strconv.FormatFloat(x, 'f', 0, 64)
-	case a >= 10:
-		return strconv.FormatFloat(x, 'f', 1, 64)
-	case a >= 1:
-		return strconv.FormatFloat(x, 'f', 2, 64)
-	}
-	return strconv.FormatFloat(x, 'g', 3, 64)
+	return render.Clean(s)
 }
 
 // fmtChange formats a row's change like benchstat: "+12.3%", or "~"
@@ -153,33 +26,7 @@ func fmtChange(row Row) string {
 	case row.A.Median == 0:
 		return "n/a"
 	}
-	return fmt.Sprintf("%+.1f%%", row.Change.Pct)
-}
-
-// fmtCI formats the change's confidence interval ("[-3.0% +20%]"), ""
-// when it is not known.
-func fmtCI(c stats.Change) string {
-	if c.PctLo == nil || c.PctHi == nil {
-		return ""
-	}
-	short := func(v float64) string {
-		if math.Abs(v) >= 10 {
-			return fmt.Sprintf("%+.0f%%", v)
-		}
-		return fmt.Sprintf("%+.1f%%", v)
-	}
-	return "[" + short(*c.PctLo) + " " + short(*c.PctHi) + "]"
-}
-
-// fmtP formats a p-value: "p=0.029", "p<0.001".
-func fmtP(p float64) string {
-	switch {
-	case math.IsNaN(p):
-		return ""
-	case p < 0.001:
-		return "p<0.001"
-	}
-	return fmt.Sprintf("p=%.3f", p)
+	return render.FmtPct(row.Change.Pct)
 }
 
 // verdict is the row's verdict word; a regression past the row's
@@ -202,13 +49,13 @@ var (
 // tableHeader.
 func tableRow(row Row) []string {
 	return []string{
-		oneLine(row.Name),
-		fmtValue(row.A.Median, row.Unit),
-		fmtValue(row.B.Median, row.Unit),
+		render.OneLine(row.Name),
+		render.FmtValue(row.A.Median, row.Unit),
+		render.FmtValue(row.B.Median, row.Unit),
 		fmtRatio(row.Change.Ratio),
 		fmtChange(row),
-		fmtCI(row.Change),
-		fmtP(row.Change.P),
+		render.FmtCI(row.Change),
+		render.FmtP(row.Change.P),
 		verdict(row),
 	}
 }
@@ -224,10 +71,10 @@ func fmtRatio(r float64) string {
 
 // titleLine names the experiment: "name: description".
 func titleLine(r *Report) string {
-	if d := oneLine(r.Description); d != "" {
-		return oneLine(r.Experiment) + ": " + d
+	if d := render.OneLine(r.Description); d != "" {
+		return render.OneLine(r.Experiment) + ": " + d
 	}
-	return oneLine(r.Experiment)
+	return render.OneLine(r.Experiment)
 }
 
 // sideLine names the two sides: "A: label (kernel)   B: label
@@ -237,7 +84,7 @@ func sideLine(r *Report, width int) string {
 	var l string
 	for detail := kernelFull; detail >= kernelName; detail-- {
 		l = "A: " + sideDesc(r, r.A, detail) + "   B: " + sideDesc(r, r.B, detail)
-		if width == 0 || len(toASCII(l)) <= width {
+		if width == 0 || len(render.ToASCII(l)) <= width {
 			break
 		}
 	}
@@ -246,7 +93,7 @@ func sideLine(r *Report, width int) string {
 
 // sideDesc is a side's label with its kernel in parentheses.
 func sideDesc(r *Report, s Side, detail int) string {
-	label := oneLine(s.Label)
+	label := render.OneLine(s.Label)
 	if k := kernelDesc(r, s, detail); k != "" {
 		return label + " (" + k + ")"
 	}
@@ -276,7 +123,7 @@ func kernelDesc(r *Report, s Side, detail int) string {
 	}
 	switch {
 	case k == nil && s.Kernel != "":
-		return oneLine(s.Kernel)
+		return render.OneLine(s.Kernel)
 	case k == nil && len(r.Kernels) == 1:
 		k = &r.Kernels[0]
 	case k == nil:
@@ -287,7 +134,7 @@ func kernelDesc(r *Report, s Side, detail int) string {
 		if i == 0 && p == s.Label {
 			continue // the label names the kernel already
 		}
-		if p = oneLine(p); p != "" {
+		if p = render.OneLine(p); p != "" {
 			parts = append(parts, p)
 		}
 	}
@@ -307,7 +154,7 @@ func shortID(id string) string {
 // emulator version 7.2.17 (Debian 1:7.2+dfsg-7+deb12u16)" gives
 // "7.2.17"); the manifest keeps the whole line.
 func qemuVersion(r *Report) string {
-	v, _, _ := strings.Cut(strings.TrimPrefix(oneLine(r.QEMU), "QEMU emulator version "), " ")
+	v, _, _ := strings.Cut(strings.TrimPrefix(render.OneLine(r.QEMU), "QEMU emulator version "), " ")
 	return v
 }
 
@@ -315,8 +162,8 @@ func qemuVersion(r *Report) string {
 // qemu ..., 2 vCPUs, 1024 MiB, 10 rounds (abba, fresh)".
 func envLine(r *Report) string {
 	s := fmt.Sprintf("accel %s, host %s, qemu %s, %d vCPUs, %d MiB, %d rounds",
-		oneLine(r.Accel), oneLine(r.Host), qemuVersion(r), r.CPUs, r.MemMB, r.Rounds)
-	return joinNonEmpty(" ", s, paren(joinNonEmpty(", ", oneLine(r.Order), oneLine(r.Reuse))))
+		render.OneLine(r.Accel), render.OneLine(r.Host), qemuVersion(r), r.CPUs, r.MemMB, r.Rounds)
+	return render.JoinNonEmpty(" ", s, paren(render.JoinNonEmpty(", ", render.OneLine(r.Order), render.OneLine(r.Reuse))))
 }
 
 // paren returns s in parentheses, "" for "".
@@ -327,34 +174,23 @@ func paren(s string) string {
 	return "(" + s + ")"
 }
 
-// joinNonEmpty joins the non-empty parts with sep.
-func joinNonEmpty(sep string, parts ...string) string {
-	var out []string
-	for _, p := range parts {
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, sep)
-}
-
 // checkLine is one check on one line: "FAIL fsx [cell] B round 2: message".
 func checkLine(c Check) string {
 	s := "FAIL "
 	if c.Passed {
 		s = "PASS "
 	}
-	s += oneLine(c.Name)
-	if cell := oneLine(c.Cell); cell != "" {
+	s += render.OneLine(c.Name)
+	if cell := render.OneLine(c.Cell); cell != "" {
 		s += " [" + cell + "]"
 	}
-	if side := oneLine(c.Side); side != "" {
+	if side := render.OneLine(c.Side); side != "" {
 		s += " " + strings.ToUpper(side)
 	}
 	if c.Round > 0 {
 		s += fmt.Sprintf(" round %d", c.Round)
 	}
-	if m := oneLine(c.Message); m != "" {
+	if m := render.OneLine(c.Message); m != "" {
 		s += ": " + m
 	}
 	return s
@@ -362,7 +198,7 @@ func checkLine(c Check) string {
 
 // skippedLine is one skipped cell: "skipped: cell: reason".
 func skippedLine(s Skipped) string {
-	return "skipped: " + oneLine(s.Cell) + ": " + oneLine(s.Reason)
+	return "skipped: " + render.OneLine(s.Cell) + ": " + render.OneLine(s.Reason)
 }
 
 // splatGroup is one list of the splat diff with its label.
@@ -386,10 +222,10 @@ func splatGroups(r *Report) []splatGroup {
 // B 1)".
 func splatLine(label string, s SplatCount) string {
 	counts := fmt.Sprintf("A %d, B %d", s.A, s.B)
-	if t := oneLine(s.Type); t != "" {
+	if t := render.OneLine(s.Type); t != "" {
 		counts = t + "; " + counts
 	}
-	return label + " " + oneLine(s.Title) + " (" + counts + ")"
+	return label + " " + render.OneLine(s.Title) + " (" + counts + ")"
 }
 
 // noSplats is said when neither side printed a kernel report.
@@ -422,7 +258,7 @@ func warningLines(r *Report) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(s string) {
-		if s = oneLine(s); s != "" && !seen[s] {
+		if s = render.OneLine(s); s != "" && !seen[s] {
 			seen[s] = true
 			out = append(out, s)
 		}
@@ -437,7 +273,7 @@ func warningLines(r *Report) []string {
 	var msgs []string
 	origins := map[string]*origin{}
 	note := func(msg, row string, side int) {
-		msg, row = oneLine(msg), oneLine(row)
+		msg, row = render.OneLine(msg), render.OneLine(row)
 		if msg == "" {
 			return
 		}
@@ -497,7 +333,7 @@ func resultLine(r *Report) string {
 	}
 	fs := make([]string, len(r.Failures))
 	for i, f := range r.Failures {
-		fs[i] = oneLine(f)
+		fs[i] = render.OneLine(f)
 	}
 	return "result: FAIL: " + strings.Join(fs, "; ")
 }
@@ -511,7 +347,7 @@ func referenceText(r *Report) string {
 // profileTitle heads a profile's table.
 func profileTitle(p Profile) string {
 	return fmt.Sprintf("profile of %s (%s; samples: A %d, B %d), share with callees:",
-		oneLine(p.Row), oneLine(p.Event), p.SamplesA, p.SamplesB)
+		render.OneLine(p.Row), render.OneLine(p.Event), p.SamplesA, p.SamplesB)
 }
 
 // profileHeader are the columns of a profile's table.
@@ -523,7 +359,7 @@ func profileRows(p Profile) [][]string {
 	var rows [][]string
 	named := map[string]bool{}
 	row := func(f FuncShare, mark string) []string {
-		return []string{oneLine(f.Func) + mark, fmtShare(f.A), fmtShare(f.B), fmt.Sprintf("%+.1f pt", 100*(f.B-f.A)), fmtShare(f.SelfA), fmtShare(f.SelfB)}
+		return []string{render.OneLine(f.Func) + mark, fmtShare(f.A), fmtShare(f.B), fmt.Sprintf("%+.1f pt", 100*(f.B-f.A)), fmtShare(f.SelfA), fmtShare(f.SelfB)}
 	}
 	for _, f := range p.Functions {
 		named[f.Func] = true

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -13,13 +12,12 @@ import (
 	"strings"
 
 	"klab/results"
-	"klab/results/report"
+	"klab/results/internal/render"
 	"klab/results/stats"
 )
 
-// This file holds Write and WriteAll and what the formats share: the
-// sanitising of untrusted strings, the formatting of numbers, and the
-// lines and table cells every format shows.
+// This file holds Write and WriteAll and the lines and table cells
+// every format shows.
 
 // Formats are the formats Write takes, in the order they are listed to
 // users.
@@ -75,157 +73,6 @@ func WriteAll(dir string, m *Matrix) error {
 	return errors.Join(errs...)
 }
 
-// oneLine is s without control and format characters (report.Clean) on
-// one line, runs of white space made one space.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(report.Clean(s)), " ")
-}
-
-// joinNonEmpty joins the non-empty parts with sep.
-func joinNonEmpty(sep string, parts ...string) string {
-	var out []string
-	for _, p := range parts {
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, sep)
-}
-
-// scale says how to show values of one unit: divided by div, followed
-// by prefix ("k") and, after a space, unit.
-type scale struct {
-	div    float64
-	prefix string
-	unit   string
-}
-
-// format formats v (in the unscaled unit) with three significant digits.
-func (s scale) format(v float64) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "n/a"
-	}
-	num := sig(v/s.div) + s.prefix
-	if s.unit == "" || s.unit == "%" {
-		return num + s.unit
-	}
-	return num + " " + s.unit
-}
-
-// binaryUnits are the byte units, each 1024 times the one before.
-var binaryUnits = []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-
-// timeUnits are the time units with their length in nanoseconds.
-var timeUnits = []struct {
-	name string
-	ns   float64
-}{{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}}
-
-// decimalPrefixes scale every other unit.
-var decimalPrefixes = []struct {
-	div    float64
-	prefix string
-}{{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}}
-
-// scaleFor returns the scale that shows magnitudes around mag in unit
-// readably: bytes ("B", "MiB/s") in KiB, MiB, GiB; times ("ns", "ms",
-// "ns/op") in ns, us, ms, s; anything else with k, M, G, T.
-func scaleFor(mag float64, unit string) scale {
-	mag = math.Abs(mag)
-	base, per, hasPer := strings.Cut(unit, "/")
-	if hasPer {
-		per = "/" + per
-	}
-	if base == "µs" || base == "μs" {
-		base = "us"
-	}
-	if mag == 0 || math.IsNaN(mag) || math.IsInf(mag, 0) {
-		return scale{div: 1, unit: base + per}
-	}
-	for i, b := range binaryUnits {
-		if b != base {
-			continue
-		}
-		bytes := mag * math.Pow(1024, float64(i))
-		k := 0
-		for k+1 < len(binaryUnits) && bytes >= math.Pow(1024, float64(k+1)) {
-			k++
-		}
-		return scale{div: math.Pow(1024, float64(k-i)), unit: binaryUnits[k] + per}
-	}
-	for _, b := range timeUnits {
-		if b.name != base {
-			continue
-		}
-		ns := mag * b.ns
-		t := timeUnits[0]
-		for _, u := range timeUnits {
-			if ns >= u.ns {
-				t = u
-			}
-		}
-		return scale{div: t.ns / b.ns, unit: t.name + per}
-	}
-	for _, p := range decimalPrefixes {
-		if mag >= p.div {
-			return scale{div: p.div, prefix: p.prefix, unit: unit}
-		}
-	}
-	return scale{div: 1, unit: unit}
-}
-
-// fmtValue formats v of unit readably: "12.3k ops/s", "512 MiB/s",
-// "1.25 ms".
-func fmtValue(v float64, unit string) string {
-	return scaleFor(v, unit).format(v)
-}
-
-// sig formats x with about three significant digits.
-func sig(x float64) string {
-	switch a := math.Abs(x); {
-	case a == 0:
-		return "0"
-	case a >= 100:
-		return strconv.FormatFloat(x, 'f', 0, 64)
-	case a >= 10:
-		return strconv.FormatFloat(x, 'f', 1, 64)
-	case a >= 1:
-		return strconv.FormatFloat(x, 'f', 2, 64)
-	}
-	return strconv.FormatFloat(x, 'g', 3, 64)
-}
-
-// fmtPct formats a relative change: "+12.3%".
-func fmtPct(p float64) string {
-	return fmt.Sprintf("%+.1f%%", p)
-}
-
-// fmtCI formats a change's confidence interval ("[-3.0% +20%]"), ""
-// when it is not known.
-func fmtCI(c stats.Change) string {
-	if c.PctLo == nil || c.PctHi == nil {
-		return ""
-	}
-	short := func(v float64) string {
-		if math.Abs(v) >= 10 {
-			return fmt.Sprintf("%+.0f%%", v)
-		}
-		return fmt.Sprintf("%+.1f%%", v)
-	}
-	return "[" + short(*c.PctLo) + " " + short(*c.PctHi) + "]"
-}
-
-// fmtP formats a p-value: "p=0.029", "p<0.001".
-func fmtP(p float64) string {
-	switch {
-	case math.IsNaN(p):
-		return ""
-	case p < 0.001:
-		return "p<0.001"
-	}
-	return fmt.Sprintf("p=%.3f", p)
-}
-
 // experiments are the matrix's experiment labels: Experiments, or when
 // that is empty the distinct experiments of the rows, skipped cells and
 // failures in the order they first appear.
@@ -257,23 +104,23 @@ func experiments(m *Matrix) []string {
 // 2 experiments, 5/6 cells complete".
 func titleLine(m *Matrix) string {
 	return fmt.Sprintf("matrix %s: %d kernels x %d experiments, %d/%d cells complete",
-		oneLine(m.Name), len(m.Kernels), len(experiments(m)), m.Complete, m.Cells)
+		render.OneLine(m.Name), len(m.Kernels), len(experiments(m)), m.Complete, m.Cells)
 }
 
 // kernelDesc describes a column's kernel: "debian:7.3 (6.12.43+deb13,
 // baseline)", the name standing in for an unknown version.
 func kernelDesc(m *Matrix, k Kernel) string {
-	v := oneLine(k.Version)
+	v := render.OneLine(k.Version)
 	if v == "" {
-		v = oneLine(k.Name)
+		v = render.OneLine(k.Name)
 	}
 	if k.Ref == m.Baseline {
-		v = joinNonEmpty(", ", v, "baseline")
+		v = render.JoinNonEmpty(", ", v, "baseline")
 	}
 	if v == "" {
-		return oneLine(k.Ref)
+		return render.OneLine(k.Ref)
 	}
-	return oneLine(k.Ref) + " (" + v + ")"
+	return render.OneLine(k.Ref) + " (" + v + ")"
 }
 
 // kernelsLine lists the columns and the accelerator: "kernels: a (v1,
@@ -286,23 +133,23 @@ func kernelsLine(m *Matrix) string {
 	if len(descs) == 0 {
 		descs = []string{"none"}
 	}
-	return "kernels: " + strings.Join(descs, ", ") + "; accel " + oneLine(m.Accel)
+	return "kernels: " + strings.Join(descs, ", ") + "; accel " + render.OneLine(m.Accel)
 }
 
 // fileLine names the matrix file and the results tree.
 func fileLine(m *Matrix) string {
-	f := oneLine(m.File)
-	if s := oneLine(m.SHA256); s != "" {
-		f = joinNonEmpty(" ", f, "(sha256 "+s+")")
+	f := render.OneLine(m.File)
+	if s := render.OneLine(m.SHA256); s != "" {
+		f = render.JoinNonEmpty(" ", f, "(sha256 "+s+")")
 	}
-	return joinNonEmpty(", ", joinNonEmpty(" ", "file", f), joinNonEmpty(" ", "results in", oneLine(m.Dir)))
+	return render.JoinNonEmpty(", ", render.JoinNonEmpty(" ", "file", f), render.JoinNonEmpty(" ", "results in", render.OneLine(m.Dir)))
 }
 
 // legendLine explains the table's marks.
 func legendLine(m *Matrix) string {
 	base := "no baseline"
 	if m.Baseline != "" {
-		base = "changes vs the baseline " + oneLine(m.Baseline)
+		base = "changes vs the baseline " + render.OneLine(m.Baseline)
 	}
 	return fmt.Sprintf("%s; * significant (Mann-Whitney U, alpha %.2f); ~ no significant change; - no value",
 		base, stats.Alpha)
@@ -367,12 +214,12 @@ func (c tableCell) changePart() string {
 	if c.note > 0 {
 		mark = noteMark(c.note)
 	}
-	return joinNonEmpty(" ", c.change, mark)
+	return render.JoinNonEmpty(" ", c.change, mark)
 }
 
 // text is the whole cell on one line: "13.8k ops/s +12.2%*".
 func (c tableCell) text() string {
-	return joinNonEmpty(" ", c.value, c.changePart())
+	return render.JoinNonEmpty(" ", c.value, c.changePart())
 }
 
 // defaultMetrics are the metrics a row's label does not name: an
@@ -382,9 +229,9 @@ var defaultMetrics = map[string]bool{"": true, "ops_per_sec": true, "bytes_per_s
 // rowName is a row's name, with its metric when that is not a
 // throughput: "open threads=4 (p99_ns)".
 func rowName(r Row) string {
-	n := oneLine(r.Name)
+	n := render.OneLine(r.Name)
 	if !defaultMetrics[r.Metric] && !strings.HasSuffix(r.Name, " "+r.Metric) {
-		n = joinNonEmpty(" ", n, "("+oneLine(r.Metric)+")")
+		n = render.JoinNonEmpty(" ", n, "("+render.OneLine(r.Metric)+")")
 	}
 	return n
 }
@@ -400,7 +247,7 @@ func newTable(m *Matrix) *table {
 	}
 	notes := map[string]int{}
 	note := func(text string) int {
-		if text = oneLine(text); text == "" {
+		if text = render.OneLine(text); text == "" {
 			return 0
 		}
 		if n, ok := notes[text]; ok {
@@ -413,9 +260,9 @@ func newTable(m *Matrix) *table {
 	for _, r := range m.Rows {
 		tr := tableRow{
 			name:       rowName(r),
-			experiment: oneLine(r.Experiment),
+			experiment: render.OneLine(r.Experiment),
 		}
-		tr.label = joinNonEmpty(" ", tr.experiment, tr.name)
+		tr.label = render.JoinNonEmpty(" ", tr.experiment, tr.name)
 		var base *Cell
 		if t.base >= 0 {
 			base = cellOf(r, t.base, m.Kernels[t.base].Ref)
@@ -431,7 +278,7 @@ func newTable(m *Matrix) *table {
 			tc.note = note(c.Missing)
 			tc.run = c.Run
 			if c.Summary.N > 0 {
-				tc.value, tc.hasValue = fmtValue(c.Summary.Median, r.Unit), true
+				tc.value, tc.hasValue = render.FmtValue(c.Summary.Median, r.Unit), true
 			}
 			if ch := c.Change; ch != nil && !tc.baseline && tc.hasValue {
 				switch {
@@ -440,7 +287,7 @@ func newTable(m *Matrix) *table {
 				case base != nil && base.Summary.Median == 0:
 					tc.change = "n/a"
 				default:
-					tc.change = fmtPct(ch.Pct) + "*"
+					tc.change = render.FmtPct(ch.Pct) + "*"
 					tc.verdict, tc.pct = ch.Verdict, ch.Pct
 				}
 			}
@@ -473,9 +320,9 @@ func cellOf(r Row, i int, ref string) *Cell {
 func cellDetail(m *Matrix, r Row, c Cell) string {
 	var parts []string
 	if s := c.Summary; s.N > 0 {
-		v := fmtValue(s.Median, r.Unit) + fmt.Sprintf(" (n %d", s.N)
+		v := render.FmtValue(s.Median, r.Unit) + fmt.Sprintf(" (n %d", s.N)
 		if s.Lo != nil && s.Hi != nil {
-			v += ", CI " + fmtValue(*s.Lo, r.Unit) + " to " + fmtValue(*s.Hi, r.Unit)
+			v += ", CI " + render.FmtValue(*s.Lo, r.Unit) + " to " + render.FmtValue(*s.Hi, r.Unit)
 		}
 		parts = append(parts, v+")")
 	} else {
@@ -484,10 +331,10 @@ func cellDetail(m *Matrix, r Row, c Cell) string {
 	if c.Kernel == m.Baseline {
 		parts = append(parts, "baseline")
 	} else if ch := c.Change; ch != nil {
-		parts = append(parts, "vs "+oneLine(m.Baseline)+": "+
-			joinNonEmpty(" ", fmtPct(ch.Pct), fmtCI(*ch), fmtP(ch.P))+", "+oneLine(string(ch.Verdict)))
+		parts = append(parts, "vs "+render.OneLine(m.Baseline)+": "+
+			render.JoinNonEmpty(" ", render.FmtPct(ch.Pct), render.FmtCI(*ch), render.FmtP(ch.P))+", "+render.OneLine(string(ch.Verdict)))
 	}
-	if why := oneLine(c.Missing); why != "" {
+	if why := render.OneLine(c.Missing); why != "" {
 		parts = append(parts, "missing: "+why)
 	}
 	return strings.Join(parts, "; ")
@@ -517,8 +364,8 @@ func runLink(run string) string {
 
 // splatLine is one splat: "NEW splat on build:fix: title (kasan; 1x)".
 func splatLine(s Splat) string {
-	l := "splat on " + oneLine(s.Kernel) + ": " + oneLine(s.Title) + " (" +
-		joinNonEmpty("; ", oneLine(s.Type), fmt.Sprintf("%dx", s.Count)) + ")"
+	l := "splat on " + render.OneLine(s.Kernel) + ": " + render.OneLine(s.Title) + " (" +
+		render.JoinNonEmpty("; ", render.OneLine(s.Type), fmt.Sprintf("%dx", s.Count)) + ")"
 	if s.New {
 		l = "NEW " + l
 	}
@@ -572,15 +419,15 @@ func splatLines(m *Matrix) []string {
 // problemCell names a problem's cell: its Cell, or "experiment on
 // kernel".
 func problemCell(p Problem) string {
-	if c := oneLine(p.Cell); c != "" {
+	if c := render.OneLine(p.Cell); c != "" {
 		return c
 	}
-	return joinNonEmpty(" on ", oneLine(p.Experiment), oneLine(p.Kernel))
+	return render.JoinNonEmpty(" on ", render.OneLine(p.Experiment), render.OneLine(p.Kernel))
 }
 
 // problemText is a problem on one line: "cell: message".
 func problemText(p Problem) string {
-	return joinNonEmpty(": ", problemCell(p), oneLine(p.Message))
+	return render.JoinNonEmpty(": ", problemCell(p), render.OneLine(p.Message))
 }
 
 // skippedLines are the skipped cells: "skipped: cell: reason".
@@ -606,7 +453,7 @@ func warningLines(m *Matrix) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, w := range m.Warnings {
-		if w = oneLine(w); w != "" && !seen[w] {
+		if w = render.OneLine(w); w != "" && !seen[w] {
 			seen[w] = true
 			out = append(out, w)
 		}

@@ -1,12 +1,12 @@
 package xreport
 
 import (
-	"bytes"
 	"fmt"
 	"html/template"
 	"io"
 	"math"
 
+	"klab/results/internal/render"
 	"klab/results/stats"
 )
 
@@ -47,9 +47,9 @@ func HTML(w io.Writer, m *Matrix) error {
 		page.Notes = append(page.Notes, noteLine(i+1, n))
 	}
 	for i, k := range tb.kernels {
-		h := htmlHeader{Ref: oneLine(k.Ref), Version: oneLine(k.Version), Baseline: i == tb.base}
+		h := htmlHeader{Ref: render.OneLine(k.Ref), Version: render.OneLine(k.Version), Baseline: i == tb.base}
 		if h.Version == "" {
-			h.Version = oneLine(k.Name)
+			h.Version = render.OneLine(k.Name)
 		}
 		page.Header = append(page.Header, h)
 	}
@@ -68,16 +68,9 @@ func HTML(w io.Writer, m *Matrix) error {
 		page.Rows = append(page.Rows, hr)
 	}
 	for _, s := range sortedSplats(m) {
-		page.Splats = append(page.Splats, htmlItem{splatLine(s), s.New})
+		page.Splats = append(page.Splats, render.HTMLItem{Text: splatLine(s), Bad: s.New})
 	}
-	var b bytes.Buffer
-	if err := htmlTemplate.Execute(&b, page); err != nil {
-		return fmt.Errorf("rendering html matrix report: %w", err)
-	}
-	if _, err := b.WriteTo(w); err != nil {
-		return fmt.Errorf("writing html matrix report: %w", err)
-	}
-	return nil
+	return render.WriteHTML(w, htmlTemplate, page, "html matrix report")
 }
 
 // htmlPage is what htmlTemplate shows; every string in it is escaped
@@ -88,7 +81,7 @@ type htmlPage struct {
 	Rows                         []htmlRow
 	Swatches                     []htmlSwatch
 	Notes                        []string
-	Splats                       []htmlItem
+	Splats                       []render.HTMLItem
 	Skipped, Failures, Warnings  []string
 	Passed                       bool
 	Result                       string
@@ -118,12 +111,6 @@ type htmlCell struct {
 type htmlSwatch struct {
 	Text  string
 	Style template.CSS
-}
-
-// htmlItem is one line of a list; Bad marks a failure.
-type htmlItem struct {
-	Text string
-	Bad  bool
 }
 
 // rgb is a colour.
@@ -170,13 +157,9 @@ func heatStyle(verdict stats.Verdict, pct float64) template.CSS {
 	return template.CSS(fmt.Sprintf("background-color: #%02x%02x%02x", c.r, c.g, c.b))
 }
 
-// htmlTemplate is the page. It has no script and loads nothing.
-var htmlTemplate = template.Must(template.New("matrix").Parse(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>klab: {{.Title}}</title>
+// htmlTemplate is the page, with the sections render.HTMLTemplate
+// adds. It has no script and loads nothing.
+var htmlTemplate = render.HTMLTemplate("matrix", `{{template "head" .}}
 <style>
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 90em; padding: 0 1em; color: #222; }
 h1 { font-size: 1.4em; }
@@ -207,7 +190,7 @@ p.result.fail { background: #ffebee; color: #b71c1c; }
 <h1>{{.Title}}</h1>
 <p class="kernels">{{.Kernels}}</p>
 <p class="note">{{.File}}</p>
-<p class="result {{if .Passed}}pass{{else}}fail{{end}}">{{.Result}}</p>
+{{template "result" .}}
 
 <h2>Results</h2>
 {{- if .Rows}}
@@ -237,25 +220,8 @@ p.result.fail { background: #ffebee; color: #b71c1c; }
 </ul>
 {{- end}}
 
-<h2>Kernel splats</h2>
-{{- if .Splats}}
-<ul>
-{{- range .Splats}}
-<li{{if .Bad}} class="fail"{{end}}>{{.Text}}</li>
-{{- end}}
-</ul>
-{{- else}}
-<p>no kernel splats</p>
-{{- end}}
-{{- with .Skipped}}
-
-<h2>Skipped cells</h2>
-<ul>
-{{- range .}}
-<li>{{.}}</li>
-{{- end}}
-</ul>
-{{- end}}
+{{template "splats" .Splats}}
+{{- template "skipped" .Skipped}}
 {{- with .Failures}}
 
 <h2>Failures</h2>
@@ -265,17 +231,9 @@ p.result.fail { background: #ffebee; color: #b71c1c; }
 {{- end}}
 </ul>
 {{- end}}
-{{- with .Warnings}}
+{{- template "warnings" .Warnings}}
 
-<h2>Warnings</h2>
-<ul>
-{{- range .}}
-<li>warning: {{.}}</li>
-{{- end}}
-</ul>
-{{- end}}
-
-<p class="result {{if .Passed}}pass{{else}}fail{{end}}">{{.Result}}</p>
+{{template "result" .}}
 </body>
 </html>
-`))
+`)

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode"
+
+	"klab/results/internal/render"
 )
 
 // TextWidth is the widest line Text writes, in columns.
@@ -30,74 +31,37 @@ const (
 // lines are wrapped; control characters are dropped and other non-ASCII
 // characters replaced.
 func Text(w io.Writer, m *Matrix) error {
-	var t textWriter
-	t.line(titleLine(m))
-	t.line(kernelsLine(m))
-	t.blank()
+	t := textWriter{render.TextWriter{Width: TextWidth}}
+	t.Line(titleLine(m))
+	t.Line(kernelsLine(m))
+	t.Blank()
 	tb := newTable(m)
 	t.tables(tb)
-	t.blank()
-	t.line(legendLine(m))
+	t.Blank()
+	t.Line(legendLine(m))
 	for i, n := range tb.notes {
-		t.line(noteLine(i+1, n))
+		t.Line(noteLine(i+1, n))
 	}
-	t.section(splatLines(m))
-	t.section(skippedLines(m))
-	t.section(failureLines(m))
+	t.Section(splatLines(m))
+	t.Section(skippedLines(m))
+	t.Section(failureLines(m))
 	var warnings []string
 	for _, w := range warningLines(m) {
 		warnings = append(warnings, "warning: "+w)
 	}
-	t.section(warnings)
-	t.blank()
-	t.line(resultLine(m))
-	if _, err := io.WriteString(w, t.b.String()); err != nil {
+	t.Section(warnings)
+	t.Blank()
+	t.Line(resultLine(m))
+	if _, err := io.WriteString(w, t.String()); err != nil {
 		return fmt.Errorf("writing text matrix report: %w", err)
 	}
 	return nil
 }
 
 // textWriter collects Text's lines, each made ASCII and wrapped at
-// TextWidth.
+// TextWidth, and adds Text's tables.
 type textWriter struct {
-	b strings.Builder
-}
-
-// blank adds an empty line.
-func (t *textWriter) blank() {
-	t.b.WriteByte('\n')
-}
-
-// section adds a blank line and lines, when there are any.
-func (t *textWriter) section(lines []string) {
-	if len(lines) == 0 {
-		return
-	}
-	t.blank()
-	for _, l := range lines {
-		t.line(l)
-	}
-}
-
-// line adds s, wrapped at spaces into lines of at most TextWidth columns;
-// continuation lines are indented 4 columns more than s (at most half
-// the width).
-func (t *textWriter) line(s string) {
-	for l := range strings.SplitSeq(s, "\n") {
-		l = strings.TrimRight(toASCII(expandTabs(l)), " ")
-		indent := strings.Repeat(" ", min(len(l)-len(strings.TrimLeft(l, " "))+4, TextWidth/2))
-		for len(l) > TextWidth {
-			cut := strings.LastIndexByte(l[:TextWidth+1], ' ')
-			if cut <= len(indent) {
-				cut = TextWidth
-			}
-			t.b.WriteString(strings.TrimRight(l[:cut], " "))
-			t.b.WriteByte('\n')
-			l = indent + strings.TrimLeft(l[cut:], " ")
-		}
-		t.b.WriteString(l)
-		t.b.WriteByte('\n')
-	}
+	render.TextWriter
 }
 
 // tables adds the table, its columns aligned: a kernel's column shows
@@ -106,7 +70,7 @@ func (t *textWriter) line(s string) {
 // they do not fit TextWidth.
 func (t *textWriter) tables(tb *table) {
 	if len(tb.rows) == 0 {
-		t.line("no measurements")
+		t.Line("no measurements")
 		return
 	}
 	const gap = "  "
@@ -114,13 +78,13 @@ func (t *textWriter) tables(tb *table) {
 	header, sub := make([]string, n), make([]string, n)
 	valueW, changeW, widths := make([]int, n), make([]int, n), make([]int, n)
 	for i, k := range tb.kernels {
-		header[i] = cut(toASCII(oneLine(k.Ref)), maxHeader)
+		header[i] = cut(render.ToASCII(render.OneLine(k.Ref)), maxHeader)
 		if i == tb.base {
 			sub[i] = "baseline"
 		}
 		for _, r := range tb.rows {
-			valueW[i] = max(valueW[i], len(toASCII(r.cells[i].value)))
-			changeW[i] = max(changeW[i], len(toASCII(r.cells[i].changePart())))
+			valueW[i] = max(valueW[i], len(render.ToASCII(r.cells[i].value)))
+			changeW[i] = max(changeW[i], len(render.ToASCII(r.cells[i].changePart())))
 		}
 		widths[i] = max(len(header[i]), len(sub[i]), valueW[i])
 		if changeW[i] > 0 {
@@ -130,7 +94,7 @@ func (t *textWriter) tables(tb *table) {
 	const labelHeader = "row"
 	labelW := len(labelHeader)
 	for _, r := range tb.rows {
-		labelW = max(labelW, len(toASCII(r.label)))
+		labelW = max(labelW, len(render.ToASCII(r.label)))
 	}
 	all := labelW
 	for _, w := range widths {
@@ -139,7 +103,7 @@ func (t *textWriter) tables(tb *table) {
 	if all > TextWidth {
 		labelW = len(labelHeader)
 		for _, r := range tb.rows {
-			if l := len(toASCII(r.label)); l <= labelCap {
+			if l := len(render.ToASCII(r.label)); l <= labelCap {
 				labelW = max(labelW, l)
 			}
 		}
@@ -158,7 +122,7 @@ func (t *textWriter) tables(tb *table) {
 	groups = append(groups, group)
 	for gi, g := range groups {
 		if gi > 0 {
-			t.blank()
+			t.Blank()
 		}
 		row := func(label string, cell func(i int) string) {
 			var b strings.Builder
@@ -167,23 +131,23 @@ func (t *textWriter) tables(tb *table) {
 				b.WriteString(gap)
 				b.WriteString(padLeft(cell(i), widths[i]))
 			}
-			t.line(b.String())
+			t.Line(b.String())
 		}
 		row(labelHeader, func(i int) string { return header[i] })
 		if hasSub(sub, g) {
 			row("", func(i int) string { return sub[i] })
 		}
 		for _, r := range tb.rows {
-			label := toASCII(r.label)
+			label := render.ToASCII(r.label)
 			if len(label) > labelW {
-				t.line(label)
+				t.Line(label)
 				label = ""
 			}
 			row(label, func(i int) string {
 				c := r.cells[i]
-				s := padLeft(toASCII(c.value), valueW[i])
+				s := padLeft(render.ToASCII(c.value), valueW[i])
 				if changeW[i] > 0 {
-					s += " " + padRight(toASCII(c.changePart()), changeW[i])
+					s += " " + padRight(render.ToASCII(c.changePart()), changeW[i])
 				}
 				return s
 			})
@@ -218,51 +182,4 @@ func padLeft(s string, w int) string {
 // padRight left-aligns s in w columns.
 func padRight(s string, w int) string {
 	return s + strings.Repeat(" ", max(0, w-len(s)))
-}
-
-// expandTabs replaces tabs with spaces up to the next multiple of 8
-// columns.
-func expandTabs(s string) string {
-	if !strings.Contains(s, "\t") {
-		return s
-	}
-	var b strings.Builder
-	col := 0
-	for _, r := range s {
-		if r == '\t' {
-			n := 8 - col%8
-			b.WriteString(strings.Repeat(" ", n))
-			col += n
-			continue
-		}
-		b.WriteRune(r)
-		col++
-	}
-	return b.String()
-}
-
-// asciiFor spells common non-ASCII characters in ASCII.
-var asciiFor = map[rune]string{
-	'µ': "u", 'μ': "u", '±': "+-", '×': "x", '÷': "/", '–': "-", '—': "-",
-	'−': "-", '‘': "'", '’': "'", '“': `"`, '”': `"`, '…': "...", '≤': "<=",
-	'≥': ">=", '≈': "~", '→': "->", '←': "<-", '•': "*", '·': ".",
-	'\u00a0': " ", '°': "deg",
-}
-
-// toASCII returns s in printable ASCII: control characters dropped, the
-// characters in asciiFor spelled out, any other character made '?'.
-func toASCII(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r >= ' ' && r < 0x7f:
-			b.WriteRune(r)
-		case asciiFor[r] != "":
-			b.WriteString(asciiFor[r])
-		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
-		default:
-			b.WriteByte('?')
-		}
-	}
-	return b.String()
 }

@@ -145,8 +145,8 @@ func testMatrix(t *testing.T) *Matrix {
 	return m
 }
 
-// render writes m in format.
-func render(t *testing.T, format string, m *Matrix) string {
+// renderAs writes m in format.
+func renderAs(t *testing.T, format string, m *Matrix) string {
 	t.Helper()
 	var b bytes.Buffer
 	if err := Write(&b, m, format); err != nil {
@@ -174,7 +174,7 @@ func checkText(t *testing.T, out string) {
 
 func TestText(t *testing.T) {
 	m := testMatrix(t)
-	out := render(t, "text", m)
+	out := renderAs(t, "text", m)
 	t.Logf("\n%s", out)
 	checkText(t, out)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
@@ -227,7 +227,7 @@ func TestText(t *testing.T) {
 func TestTextPass(t *testing.T) {
 	m := testMatrix(t)
 	m.Failures, m.Splats = nil, nil
-	out := render(t, "text", m)
+	out := renderAs(t, "text", m)
 	checkText(t, out)
 	if !strings.HasSuffix(out, "\nresult: PASS\n") {
 		t.Errorf("no PASS:\n%s", out)
@@ -265,7 +265,7 @@ func wideMatrix(t *testing.T, n int) *Matrix {
 
 func TestTextWide(t *testing.T) {
 	m := wideMatrix(t, 8)
-	out := render(t, "text", m)
+	out := renderAs(t, "text", m)
 	t.Logf("\n%s", out)
 	checkText(t, out)
 	headers := regexp.MustCompile(`(?m)^row +(.*)$`).FindAllStringSubmatch(out, -1)
@@ -303,7 +303,7 @@ func TestTextNarrowFitsOneTable(t *testing.T) {
 	for i := range m.Rows {
 		m.Rows[i].Cells[2].Kernel = "b"
 	}
-	out := render(t, "text", m)
+	out := renderAs(t, "text", m)
 	checkText(t, out)
 	if n := len(regexp.MustCompile(`(?m)^row `).FindAllString(out, -1)); n != 1 {
 		t.Errorf("%d tables, want 1:\n%s", n, out)
@@ -313,7 +313,7 @@ func TestTextNarrowFitsOneTable(t *testing.T) {
 func TestTextNoRows(t *testing.T) {
 	m := testMatrix(t)
 	m.Rows = nil
-	out := render(t, "text", m)
+	out := renderAs(t, "text", m)
 	checkText(t, out)
 	if !strings.Contains(out, "\nno measurements\n") {
 		t.Errorf("no 'no measurements':\n%s", out)
@@ -336,7 +336,7 @@ func unescapedPipes(s string) int {
 
 func TestMarkdown(t *testing.T) {
 	m := testMatrix(t)
-	out := render(t, "md", m)
+	out := renderAs(t, "md", m)
 	t.Logf("\n%s", out)
 	if strings.ContainsAny(out, "\x1b\x00") {
 		t.Errorf("a control character got through")
@@ -375,7 +375,7 @@ func TestJSON(t *testing.T) {
 	m := testMatrix(t)
 	m.Schema = ""
 	m.Rows[0].Cells[2].Summary.Values = nil
-	out := render(t, "json", m)
+	out := renderAs(t, "json", m)
 	if m.Schema != "" || m.Rows[0].Cells[2].Summary.Values != nil {
 		t.Errorf("JSON changed the matrix")
 	}
@@ -408,11 +408,11 @@ func TestJSON(t *testing.T) {
 		b, _ := json.Marshal(m)
 		t.Errorf("round trip differs:\n%s\n%s", a, b)
 	}
-	if again := render(t, "json", &back); again != out {
+	if again := renderAs(t, "json", &back); again != out {
 		t.Errorf("the round trip's JSON differs")
 	}
 
-	empty := render(t, "json", &Matrix{})
+	empty := renderAs(t, "json", &Matrix{})
 	for _, w := range []string{`"kernels": []`, `"rows": []`, `"splats": []`, `"schema": "klab.matrix/v1"`} {
 		if !strings.Contains(empty, w) {
 			t.Errorf("empty matrix: no %s in\n%s", w, empty)
@@ -466,7 +466,7 @@ func parseJUnit(t *testing.T, out string) xSuites {
 
 func TestJUnit(t *testing.T) {
 	m := testMatrix(t)
-	out := render(t, "junit", m)
+	out := renderAs(t, "junit", m)
 	t.Logf("\n%s", out)
 	if !strings.HasPrefix(out, xml.Header) {
 		t.Errorf("no XML header")
@@ -559,7 +559,7 @@ func TestJUnitOtherSuite(t *testing.T) {
 	m := testMatrix(t)
 	m.Failures = append(m.Failures, Problem{Message: "matrix file changed during the run"})
 	m.Skipped = append(m.Skipped, Problem{Cell: "fuse-uring on debian:5", Kernel: "debian:5", Message: "no such kernel"})
-	doc := parseJUnit(t, render(t, "junit", m))
+	doc := parseJUnit(t, renderAs(t, "junit", m))
 	if len(doc.Suites) != 4 {
 		t.Fatalf("%d suites, want 3 kernels and one for the rest", len(doc.Suites))
 	}
@@ -642,7 +642,7 @@ func cellsHTML(tr string) []string {
 
 func TestHTML(t *testing.T) {
 	m := testMatrix(t)
-	page := render(t, "html", m)
+	page := renderAs(t, "html", m)
 	if !strings.HasPrefix(page, "<!DOCTYPE html>\n<html") || !strings.HasSuffix(page, "</html>\n") {
 		t.Errorf("not an HTML document:\n%.200s\n...\n%s", page, page[max(0, len(page)-200):])
 	}
@@ -773,7 +773,7 @@ func TestRunLink(t *testing.T) {
 func TestWrite(t *testing.T) {
 	m := testMatrix(t)
 	for _, f := range Formats {
-		if out := render(t, f, m); out == "" {
+		if out := renderAs(t, f, m); out == "" {
 			t.Errorf("%s: empty", f)
 		}
 	}
@@ -809,7 +809,7 @@ func TestWriteAll(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(b) != render(t, format, m) {
+		if string(b) != renderAs(t, format, m) {
 			t.Errorf("%s is not the %s report", name, format)
 		}
 	}
@@ -822,27 +822,6 @@ func TestWriteAllError(t *testing.T) {
 	}
 	if err := WriteAll(file, testMatrix(t)); err == nil {
 		t.Errorf("writing into a file did not fail")
-	}
-}
-
-func TestFmtValue(t *testing.T) {
-	const mib = 1 << 20
-	for _, c := range []struct {
-		v    float64
-		unit string
-		want string
-	}{
-		{1050, "ops/s", "1.05k ops/s"},
-		{35 * mib, "B/s", "35.0 MiB/s"},
-		{512, "MiB/s", "512 MiB/s"},
-		{1250000, "ns", "1.25 ms"},
-		{0.5, "", "0.5"},
-		{12, "%", "12.0%"},
-		{0, "ops/s", "0 ops/s"},
-	} {
-		if got := fmtValue(c.v, c.unit); got != c.want {
-			t.Errorf("fmtValue(%g, %q) = %q, want %q", c.v, c.unit, got, c.want)
-		}
 	}
 }
 
@@ -863,15 +842,15 @@ func TestExperimentsFallback(t *testing.T) {
 
 func TestCellsOutOfOrder(t *testing.T) {
 	m := testMatrix(t)
-	want := render(t, "text", m)
+	want := renderAs(t, "text", m)
 	for i := range m.Rows {
 		slices.Reverse(m.Rows[i].Cells)
 	}
-	if got := render(t, "text", m); got != want {
+	if got := renderAs(t, "text", m); got != want {
 		t.Errorf("cells out of the kernels' order change the table:\n%s\nwant:\n%s", got, want)
 	}
 	m.Rows[0].Cells = m.Rows[0].Cells[:1]
-	out := render(t, "text", m)
+	out := renderAs(t, "text", m)
 	checkText(t, out)
 	if !regexp.MustCompile(`(?m)^fuse-uring jobs=1 randread bs=4k +- +- +- \[1\]$`).MatchString(out) {
 		t.Errorf("a row with cells missing:\n%s", out)

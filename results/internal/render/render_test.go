@@ -1,0 +1,305 @@
+package render
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"klab/results/stats"
+)
+
+func TestFmtValue(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		v    float64
+		unit string
+		want string
+	}{
+		{12345, "ops/s", "12.3k ops/s"},
+		{1050, "ops/s", "1.05k ops/s"},
+		{1.5e6, "ops/s", "1.50M ops/s"},
+		{2e9, "ops/s", "2.00G ops/s"},
+		{4e12, "ops/s", "4.00T ops/s"},
+		{950, "ops/s", "950 ops/s"},
+		{0, "ops/s", "0 ops/s"},
+		{-1500, "ops/s", "-1.50k ops/s"},
+		{512 << 20, "B/s", "512 MiB/s"},
+		{35 * mib, "B/s", "35.0 MiB/s"},
+		{1.5e9, "B/s", "1.40 GiB/s"},
+		{800, "B/s", "800 B/s"},
+		{2048, "MiB/s", "2.00 GiB/s"},
+		{512, "MiB/s", "512 MiB/s"},
+		{950, "ns", "950 ns"},
+		{1250, "ns", "1.25 us"},
+		{1250000, "ns", "1.25 ms"},
+		{2.5e6, "ns", "2.50 ms"},
+		{3e9, "ns", "3.00 s"},
+		{1500, "ns/op", "1.50 us/op"},
+		{0.25, "ms", "250 us"},
+		{2, "µs", "2.00 us"},
+		{0, "μs/op", "0 us/op"},
+		{12.5, "%", "12.5%"},
+		{12, "%", "12.0%"},
+		{0.123, "", "0.123"},
+		{0.5, "", "0.5"},
+		{math.NaN(), "ops/s", "n/a"},
+		{math.Inf(1), "ns", "n/a"},
+	} {
+		if got := FmtValue(tc.v, tc.unit); got != tc.want {
+			t.Errorf("FmtValue(%v, %q) = %q, want %q", tc.v, tc.unit, got, tc.want)
+		}
+	}
+}
+
+func TestScaleFor(t *testing.T) {
+	for _, tc := range []struct {
+		mag        float64
+		unit, axis string
+		div        float64
+	}{
+		{12345, "ops/s", "thousand ops/s", 1e3},
+		{3e6, "ops/s", "million ops/s", 1e6},
+		{5, "ops/s", "ops/s", 1},
+		{3 << 20, "B/s", "MiB/s", 1 << 20},
+		{2.5e6, "ns", "ms", 1e6},
+		{0, "", "", 1},
+	} {
+		s := ScaleFor(tc.mag, tc.unit)
+		if got := s.AxisLabel(); got != tc.axis || s.Div != tc.div {
+			t.Errorf("ScaleFor(%v, %q): axis %q, div %v; want %q, %v", tc.mag, tc.unit, got, s.Div, tc.axis, tc.div)
+		}
+	}
+}
+
+func TestFmtChange(t *testing.T) {
+	lo, hi, small := -3.04, 20.4, 9.96
+	for _, tc := range []struct {
+		c    stats.Change
+		want string
+	}{
+		{stats.Change{PctLo: &lo, PctHi: &hi}, "[-3.0% +20%]"},
+		{stats.Change{PctLo: &small, PctHi: &hi}, "[+10.0% +20%]"},
+		{stats.Change{PctLo: &lo}, ""},
+		{stats.Change{}, ""},
+	} {
+		if got := FmtCI(tc.c); got != tc.want {
+			t.Errorf("FmtCI(%+v) = %q, want %q", tc.c, got, tc.want)
+		}
+	}
+	for p, want := range map[float64]string{0.0286: "p=0.029", 0.0009: "p<0.001", math.NaN(): "", 1: "p=1.000"} {
+		if got := FmtP(p); got != want {
+			t.Errorf("FmtP(%v) = %q, want %q", p, got, want)
+		}
+	}
+	if got := FmtPct(12.345); got != "+12.3%" {
+		t.Errorf("FmtPct(12.345) = %q", got)
+	}
+}
+
+func TestClean(t *testing.T) {
+	if got, want := Clean("a\tb\nc\r\x00\x1b[1m\u202e\u200b µs"), "a\tb\nc[1m µs"; got != want {
+		t.Errorf("Clean = %q, want %q", got, want)
+	}
+	if got, want := OneLine(" a\n\tb  c \x1b"), "a b c"; got != want {
+		t.Errorf("OneLine = %q, want %q", got, want)
+	}
+	if got, want := JoinNonEmpty(", ", "", "a", "", "b"), "a, b"; got != want {
+		t.Errorf("JoinNonEmpty = %q, want %q", got, want)
+	}
+	if got := NonNil[int](nil); got == nil || len(got) != 0 {
+		t.Errorf("NonNil(nil) = %#v", got)
+	}
+}
+
+func TestTextWriter(t *testing.T) {
+	tw := TextWriter{Width: 20}
+	tw.Line("title")
+	tw.Section(nil)
+	tw.Section([]string{"  an indented line that is too long", "x\ty µs ±1\x1b"})
+	tw.Blank()
+	tw.Line(strings.Repeat("0123456789", 3) + " end")
+	want := "title\n" +
+		"\n" +
+		"  an indented line\n" +
+		"      that is too\n" +
+		"      long\n" +
+		"x       y us +-1\n" +
+		"\n" +
+		"01234567890123456789\n" +
+		"    0123456789 end\n"
+	if got := tw.String(); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+	var nowrap TextWriter
+	long := strings.Repeat("word ", 40) + " "
+	nowrap.Line(long + "\n")
+	if got, want := nowrap.String(), strings.TrimRight(long, " ")+"\n\n"; got != want {
+		t.Errorf("Width 0 wrote %q, want %q", got, want)
+	}
+}
+
+func TestToASCII(t *testing.T) {
+	if got, want := ToASCII("ünï “q” — 3 µs ± 1 → \u00a0\x7f\u202e"), "?n? \"q\" - 3 us +- 1 ->  "; got != want {
+		t.Errorf("ToASCII = %q, want %q", got, want)
+	}
+	if got, want := ExpandTabs("ab\tc\t\td"), "ab      c               d"; got != want {
+		t.Errorf("ExpandTabs = %q, want %q", got, want)
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	if got, want := MDEscape("a|b <i>*x*</i>\n[l](u) `c` #1 & ~s~ _u_ \\ !"), `a\|b \<i\>\*x\*\</i\> \[l\](u) \`+"`c\\`"+` \#1 \& \~s\~ \_u\_ \\ \!`; got != want {
+		t.Errorf("MDEscape = %q, want %q", got, want)
+	}
+	if got, want := MDTableRow([]string{"a|b", "", "c"}), "| a\\|b |  | c |\n"; got != want {
+		t.Errorf("MDTableRow = %q, want %q", got, want)
+	}
+	var b strings.Builder
+	MDList(&b, "Empty", nil)
+	MDList(&b, "Items", []string{"one", "<two>"})
+	if got, want := b.String(), "\n### Items\n\n- one\n- \\<two\\>\n"; got != want {
+		t.Errorf("MDList = %q, want %q", got, want)
+	}
+}
+
+func TestJUnit(t *testing.T) {
+	s := JUnitSuite{Name: "s", Time: JUnitTime(1.5), Properties: []JUnitProperty{{"k", "v"}}}
+	s.Add(JUnitCase{Classname: "c", Name: "pass", Time: JUnitTime(0)})
+	s.Add(JUnitCase{Classname: "c", Name: "fail", Time: JUnitTime(0), Failure: &JUnitFailure{Message: "m", Type: "t", Text: "<x>"}})
+	s.Add(JUnitCase{Classname: "c", Name: "skip", Time: JUnitTime(0), Skipped: &JUnitSkipped{Message: "why"}})
+	if s.Tests != 3 || s.Failures != 1 || s.Skipped != 1 {
+		t.Errorf("counts: %d tests, %d failures, %d skipped; want 3, 1, 1", s.Tests, s.Failures, s.Skipped)
+	}
+	var b bytes.Buffer
+	if err := WriteJUnit(&b, JUnitSuites{Name: "n", Tests: s.Tests, Time: s.Time, Suites: []JUnitSuite{s}}, "junit test"); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	want := xml.Header + `<testsuites name="n" tests="3" failures="0" skipped="0" time="1.500">
+  <testsuite name="s" tests="3" failures="1" errors="0" skipped="1" time="1.500">
+    <properties>
+      <property name="k" value="v"></property>
+    </properties>
+    <testcase classname="c" name="pass" time="0.000"></testcase>
+    <testcase classname="c" name="fail" time="0.000">
+      <failure message="m" type="t">&lt;x&gt;</failure>
+    </testcase>
+    <testcase classname="c" name="skip" time="0.000">
+      <skipped message="why"></skipped>
+    </testcase>
+  </testsuite>
+</testsuites>
+`
+	if out != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out, want)
+	}
+	if err := WriteJUnit(failWriter{}, JUnitSuites{}, "junit test"); err == nil || !strings.HasPrefix(err.Error(), "writing junit test: ") {
+		t.Errorf("a failing writer: %v", err)
+	}
+}
+
+// failWriter fails every write.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("no space") }
+
+func TestWriteJSON(t *testing.T) {
+	var b bytes.Buffer
+	v := struct {
+		A []int `json:"a"`
+		B string
+	}{A: NonNil[int](nil), B: "<x>"}
+	if err := WriteJSON(&b, v, "test doc"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "{\n  \"a\": [],\n  \"B\": \"\\u003cx\\u003e\"\n}\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if err := WriteJSON(&b, math.NaN(), "test doc"); err == nil || !strings.HasPrefix(err.Error(), "encoding test doc: ") {
+		t.Errorf("NaN: %v", err)
+	}
+	if err := WriteJSON(failWriter{}, 1, "test doc"); err == nil || !strings.HasPrefix(err.Error(), "writing json test doc: ") {
+		t.Errorf("a failing writer: %v", err)
+	}
+}
+
+func TestHTMLTemplate(t *testing.T) {
+	page := HTMLTemplate("test", `{{template "head" .}}
+</head>
+<body>
+{{template "result" .}}
+{{- template "skipped" .Skipped}}
+
+{{template "splats" .Splats}}
+{{- template "warnings" .Warnings}}
+</body>`)
+	type data struct {
+		Title             string
+		Passed            bool
+		Result            string
+		Skipped, Warnings []string
+		Splats            []HTMLItem
+	}
+	for _, tc := range []struct {
+		d    data
+		want string
+	}{
+		{data{Title: "t", Passed: true, Result: "result: PASS"}, `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>klab: t</title>
+</head>
+<body>
+<p class="result pass">result: PASS</p>
+
+<h2>Kernel splats</h2>
+<p>no kernel splats</p>
+</body>`},
+		{data{Title: "<t>", Result: "<b>", Skipped: []string{"s&"}, Warnings: []string{"w"}, Splats: []HTMLItem{{Text: "new"}, {Text: "old", Bad: true}}}, `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>klab: &lt;t&gt;</title>
+</head>
+<body>
+<p class="result fail">&lt;b&gt;</p>
+
+<h2>Skipped cells</h2>
+<ul>
+<li>s&amp;</li>
+</ul>
+
+<h2>Kernel splats</h2>
+<ul>
+<li>new</li>
+<li class="fail">old</li>
+</ul>
+
+<h2>Warnings</h2>
+<ul>
+<li>warning: w</li>
+</ul>
+</body>`},
+	} {
+		var b bytes.Buffer
+		if err := WriteHTML(&b, page, tc.d, "test page"); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.String(); got != tc.want {
+			t.Errorf("got:\n%s\nwant:\n%s", got, tc.want)
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, page, 1, "test page"); err == nil || !strings.HasPrefix(err.Error(), "rendering test page: ") || b.Len() != 0 {
+		t.Errorf("bad data: %v, wrote %q", err, b.String())
+	}
+	if err := WriteHTML(failWriter{}, page, data{}, "test page"); err == nil || !strings.HasPrefix(err.Error(), "writing test page: ") {
+		t.Errorf("a failing writer: %v", err)
+	}
+}
