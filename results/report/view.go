@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"klab/results/internal/render"
+	"klab/results/stats"
 )
 
 // This file holds the lines and table cells the human-readable formats
@@ -48,6 +49,17 @@ var (
 // tableRow returns the cells of row in the table, in the order of
 // tableHeader.
 func tableRow(row Row) []string {
+	if row.A.N == 0 || row.B.N == 0 {
+		// A side without samples (a single-kernel run of a matrix
+		// cell, or every sample failed): nothing to compare.
+		side := func(s stats.Summary) string {
+			if s.N == 0 {
+				return "-"
+			}
+			return render.FmtValue(s.Median, row.Unit)
+		}
+		return []string{render.OneLine(row.Name), side(row.A), side(row.B), "-", "-", "-", "-", "-"}
+	}
 	return []string{
 		render.OneLine(row.Name),
 		render.FmtValue(row.A.Median, row.Unit),
@@ -84,6 +96,9 @@ func sideLine(r *Report, width int) string {
 	var l string
 	for detail := kernelFull; detail >= kernelName; detail-- {
 		l = "A: " + sideDesc(r, r.A, detail) + "   B: " + sideDesc(r, r.B, detail)
+		if r.B.Label == "" {
+			l = "A: " + sideDesc(r, r.A, detail) + "   (one side only: a cell of a matrix, compared across kernels in the matrix's report)"
+		}
 		if width == 0 || len(render.ToASCII(l)) <= width {
 			break
 		}
