@@ -140,7 +140,7 @@ func Serve(ctx context.Context, o *ServeOptions, mountpoint string, stdout, stde
 	if err != nil {
 		return err
 	}
-	desc := fmt.Sprintf("%s server over %s with %d thread(s)", cfg.Server, cfg.Transport, cfg.Threads)
+	desc := fmt.Sprintf("%s server over %s with %d thread(s)", cfg.Server, cfg.Transport, s.Config().Threads)
 	if st := s.Stats(); st.Ring != nil {
 		desc = fmt.Sprintf("%s server over io_uring (%d queues x %d entries, %d ring thread(s))", cfg.Server, st.Ring.Queues, st.Ring.Depth, st.Ring.Threads)
 	}
