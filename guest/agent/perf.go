@@ -10,12 +10,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"klab/guest/perf"
 	"klab/guest/proto"
+	"klab/guest/workload"
 )
 
 // perfTimeout bounds each exchange with perf: starting, switching the
@@ -32,7 +32,7 @@ type perfRecording struct {
 	bin, dir string
 	cmd      *exec.Cmd
 	ctl, ack *os.File
-	stderr   *boundedBuffer
+	stderr   *workload.TailBuffer
 	exited   chan error
 	opts     proto.Perf
 }
@@ -67,7 +67,7 @@ func (a *Agent) startPerf(p *proto.Perf) (*perfRecording, error) {
 	if err != nil {
 		return nil, fmt.Errorf("perf: %w", err)
 	}
-	r := &perfRecording{bin: bin, dir: dir, opts: o, stderr: &boundedBuffer{max: 16 << 10}, exited: make(chan error, 1)}
+	r := &perfRecording{bin: bin, dir: dir, opts: o, stderr: &workload.TailBuffer{}, exited: make(chan error, 1)}
 	fail := func(err error) (*perfRecording, error) {
 		r.close()
 		return nil, err
@@ -130,10 +130,10 @@ func (r *perfRecording) command(c string) error {
 		return nil
 	case err := <-r.exited:
 		r.exited <- err
-		return fmt.Errorf("perf %s: perf exited (%v): %s", c, err, r.stderr.tail())
+		return fmt.Errorf("perf %s: perf exited (%v): %s", c, err, tail(r.stderr))
 	case <-time.After(perfTimeout):
 		// The reader goroutine ends when close closes the FIFO.
-		return fmt.Errorf("perf %s: no answer in %v: %s", c, perfTimeout, r.stderr.tail())
+		return fmt.Errorf("perf %s: no answer in %v: %s", c, perfTimeout, tail(r.stderr))
 	}
 }
 
@@ -151,17 +151,17 @@ func (r *perfRecording) finish(ctx context.Context) *proto.Profile {
 	select {
 	case err := <-r.exited:
 		if err != nil && !isSignalExit(err) {
-			p.Error = fmt.Sprintf("perf record: %v: %s", err, r.stderr.tail())
+			p.Error = fmt.Sprintf("perf record: %v: %s", err, tail(r.stderr))
 			return p
 		}
 	case <-time.After(perfTimeout):
-		p.Error = fmt.Sprintf("perf record did not stop in %v: %s", perfTimeout, r.stderr.tail())
+		p.Error = fmt.Sprintf("perf record did not stop in %v: %s", perfTimeout, tail(r.stderr))
 		return p
 	}
 	sctx, cancel := context.WithTimeout(ctx, perfScriptTimeout)
 	defer cancel()
 	script := exec.CommandContext(sctx, r.bin, "script", "--input", filepath.Join(r.dir, "perf.data"))
-	stderr := &boundedBuffer{max: 16 << 10}
+	stderr := &workload.TailBuffer{}
 	script.Stderr = stderr
 	out, err := script.StdoutPipe()
 	if err != nil {
@@ -184,7 +184,7 @@ func (r *perfRecording) finish(ctx context.Context) *proto.Profile {
 		p.Error = "perf script: " + ferr.Error()
 		return p
 	case werr != nil && !truncated:
-		p.Error = fmt.Sprintf("perf script: %v: %s", werr, stderr.tail())
+		p.Error = fmt.Sprintf("perf script: %v: %s", werr, tail(stderr))
 		return p
 	}
 	p.Samples, p.Dropped = f.Samples, f.Dropped
@@ -193,7 +193,7 @@ func (r *perfRecording) finish(ctx context.Context) *proto.Profile {
 		p.Stacks[i] = proto.ProfileStack{Stack: s.Stack, Count: s.Count}
 	}
 	if p.Samples == 0 {
-		p.Error = "perf recorded no samples: " + r.stderr.tail()
+		p.Error = "perf recorded no samples: " + tail(r.stderr)
 	}
 	return p
 }
@@ -230,29 +230,9 @@ func isSignalExit(err error) bool {
 	return ee.ExitCode() == 130
 }
 
-// boundedBuffer keeps the last bytes written to it, up to max.
-type boundedBuffer struct {
-	max int
-	mu  sync.Mutex
-	b   []byte
-}
-
-// Write keeps the tail of what was written.
-func (w *boundedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.b = append(w.b, p...)
-	if len(w.b) > w.max {
-		w.b = append(w.b[:0], w.b[len(w.b)-w.max:]...)
-	}
-	return len(p), nil
-}
-
-// tail returns the last lines written, on one line.
-func (w *boundedBuffer) tail() string {
-	w.mu.Lock()
-	s := strings.TrimSpace(string(w.b))
-	w.mu.Unlock()
+// tail is the end of what a program printed, on one line.
+func tail(b *workload.TailBuffer) string {
+	s := b.String()
 	if i := len(s) - 400; i > 0 {
 		s = s[i:]
 	}

@@ -131,7 +131,7 @@ func RunFio(ctx context.Context, s *proto.FioStep, opt FioOptions) (*proto.Metri
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	var errTail tailBuffer
+	var errTail TailBuffer
 	stderr = &syncWriter{w: stderr}
 	cmd := exec.Command(bin, argv[1:]...)
 	cmd.Dir = dir
@@ -334,10 +334,10 @@ func nilIfEOF(err error) error {
 	return err
 }
 
-// tailBuffer keeps the last few KiB written to it, for error messages. It
-// is safe for concurrent use: fio's stderr and its stray stdout lines both
-// land in it.
-type tailBuffer struct {
+// TailBuffer keeps the last few KiB written to it, for error messages
+// about a program (fio, perf). It is safe for concurrent use: a program's
+// stderr and its stray stdout lines both land in it.
+type TailBuffer struct {
 	mu sync.Mutex // guards b
 	b  []byte
 }
@@ -345,7 +345,7 @@ type tailBuffer struct {
 const tailMax = 4 << 10
 
 // Write keeps the tail of p.
-func (t *tailBuffer) Write(p []byte) (int, error) {
+func (t *TailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.b = append(t.b, p...)
@@ -356,7 +356,7 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 }
 
 // String returns the kept tail, trimmed.
-func (t *tailBuffer) String() string {
+func (t *TailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return strings.TrimSpace(string(t.b))

@@ -3,6 +3,7 @@ package profile
 import (
 	"bytes"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"slices"
@@ -246,7 +247,9 @@ func (c *chart) colour(name string, depth int) string {
 	if depth == 0 {
 		return "#c8c8c8"
 	}
-	sum := fnv32a(name)
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	sum := h.Sum32()
 	v1 := float64(sum&0xff) / 255
 	v2 := float64(sum>>8&0xff) / 255
 	v3 := float64(sum>>16&0xff) / 255
@@ -257,16 +260,6 @@ func (c *chart) colour(name string, depth int) string {
 		r, g, b = 205+50*v3, 230*v1, 55*v2
 	}
 	return fmt.Sprintf("#%02x%02x%02x", int(r), int(g), int(b))
-}
-
-// fnv32a returns the 32-bit FNV-1a hash of s.
-func fnv32a(s string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(s); i++ {
-		h ^= uint32(s[i])
-		h *= 16777619
-	}
-	return h
 }
 
 // label returns the part of name that fits in a frame of the width in
