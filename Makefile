@@ -26,7 +26,7 @@ NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio mke2fs perf 
 # Ubuntu's linux-tools for the running kernel.
 PERF_PKG = $$(apt-cache show linux-perf >/dev/null 2>&1 && echo linux-perf || echo linux-tools-generic)
 
-.PHONY: all deps test-deps build run test test-unit test-e2e bench bench-build bench-fidelity bench-fuse bench-deps fmt vet clean
+.PHONY: all deps test-deps build install uninstall run test test-unit test-e2e bench bench-build bench-fidelity bench-fuse bench-deps fmt vet clean
 
 all: build
 
@@ -62,8 +62,32 @@ test-deps:
 			echo "klab: chromium is missing; the HTML report test will be skipped (sudo apt-get install -y $(TEST_APT_PKGS))"; \
 		fi; }
 
+# build makes a klab that carries its guest parts (the static agent and the
+# u-root base initramfs, see images/embedded): installed anywhere, it needs
+# neither this source tree nor Go. A first klab without them builds the
+# parts (cached under ~/.cache/klab), then the real one embeds them.
+EMBED_DIR := images/embedded
 build:
-	$(GO) build -o $(BIN) ./cmd/klab
+	$(GO) build -o $(BIN).stage ./cmd/klab
+	./$(BIN).stage initramfs parts --out $(EMBED_DIR)
+	$(GO) build -tags klab_embed -o $(BIN) ./cmd/klab
+	@rm -f $(BIN).stage
+
+# install puts klab in $(PREFIX)/bin (default /usr/local), with its shell
+# completions and the experiments' patches in $(PREFIX)/share/klab.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/klab
+	install -d $(DESTDIR)$(PREFIX)/share/klab/patches
+	install -m 0644 experiments/patches/*.patch $(DESTDIR)$(PREFIX)/share/klab/patches/
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	./$(BIN) completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/klab
+	@echo "klab: installed $(DESTDIR)$(PREFIX)/bin/klab"
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/klab $(DESTDIR)$(PREFIX)/share/bash-completion/completions/klab
+	rm -rf $(DESTDIR)$(PREFIX)/share/klab
 
 # make run ends with klab's main job in miniature: an A/B experiment on
 # $(KERNEL), FUSE over /dev/fuse against FUSE-over-io_uring (creates and
@@ -134,3 +158,4 @@ fmt:
 
 clean:
 	rm -rf bin
+	rm -f $(EMBED_DIR)/klab-agent $(EMBED_DIR)/base.cpio $(EMBED_DIR)/parts.json

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"klab/internal/filehash"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
+	"klab/images/apt"
+	"klab/internal/filehash"
 	"klab/internal/proc"
 )
 
@@ -68,59 +69,33 @@ func FetchDebianSource(ctx context.Context, ref string, o DebianOptions) (*Debia
 	if pin != "" {
 		key += "=" + pin
 	}
-	cache := o.cacheDir()
-	sdir := filepath.Join(cache, "sources", "debian")
-	if !o.Refresh {
-		if s, ok := lookupSourceAlias(sdir, key); ok {
-			return s, nil
-		}
-	}
-	mirror, err := o.mirror()
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(sdir, 0o755); err != nil {
-		return nil, fmt.Errorf("debian source cache: %w", err)
-	}
-	unlock, err := lockDir(ctx, sdir, &o)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if !o.Refresh {
-		if s, ok := lookupSourceAlias(sdir, key); ok {
-			return s, nil
-		}
-	}
-	removeStaleTemps(sdir)
-
-	apt, err := newAptEnv(filepath.Join(cache, "apt"), mirror, debianKeyring(mirror))
-	if err != nil {
-		return nil, err
-	}
-	if err := apt.ensureLists(ctx, o.Refresh, &o); err != nil {
-		return nil, err
-	}
-	out, err := apt.run(ctx, 5*time.Minute, "", "apt-cache", "madison", pkg)
-	if err != nil {
-		return nil, fmt.Errorf("looking up %s: %w", pkg, err)
-	}
-	best, err := pickSource(parseMadison(out), pkg, pin)
-	if err != nil {
-		return nil, err
-	}
-	final := filepath.Join(sdir, pkg+"_"+strings.ReplaceAll(best.version, ":", "%3a"))
-	s, err := loadSourceDir(final)
-	if err != nil {
-		s, err = installDebianSource(ctx, apt, sdir, final, best, &o)
+	c := debianSourceCache(filepath.Join(o.cacheDir(), "sources", "debian"), o.logf)
+	s, _, err := c.get(ctx, key, o.Refresh, func(ctx context.Context) (keyedPlan, error) {
+		env, err := o.aptEnv(ctx, "apt", debianSuites(), false)
 		if err != nil {
-			return nil, err
+			return keyedPlan{}, err
 		}
-	}
-	if err := addAlias(sdir, key, filepath.Base(final)); err != nil {
-		return nil, err
-	}
-	return s, nil
+		out, err := env.Run(ctx, 5*time.Minute, "apt-cache", "madison", pkg)
+		if err != nil {
+			return keyedPlan{}, fmt.Errorf("looking up %s: %w", pkg, err)
+		}
+		best, err := pickSource(parseMadison(out), pkg, pin)
+		if err != nil {
+			return keyedPlan{}, err
+		}
+		return keyedPlan{
+			name: pkg + "_" + strings.ReplaceAll(best.version, ":", "%3a"),
+			build: func(ctx context.Context, tmp, out string) error {
+				return installDebianSource(ctx, env, tmp, out, best, &o)
+			},
+		}, nil
+	})
+	return s, err
+}
+
+// debianSourceCache is the keyed cache of Debian kernel sources in sdir.
+func debianSourceCache(sdir string, logf func(string, ...any)) keyedCache[*DebianSource] {
+	return keyedCache[*DebianSource]{dir: sdir, what: "debian source cache", aliased: true, load: loadSourceDir, logf: logf}
 }
 
 // pickSource chooses the newest version of pkg among madison lines from
@@ -168,19 +143,6 @@ func newestIn(lines []madisonLine, pkg, pin string, suites []string) (best madis
 	return cands[0], versions, true
 }
 
-// lookupSourceAlias answers a reference from the alias index of sdir.
-func lookupSourceAlias(sdir, key string) (*DebianSource, bool) {
-	dir, ok := readAliases(sdir)[key]
-	if !ok || dir == "" || strings.ContainsAny(dir, `/\`) || strings.HasPrefix(dir, ".") {
-		return nil, false
-	}
-	s, err := loadSourceDir(filepath.Join(sdir, dir))
-	if err != nil {
-		return nil, false
-	}
-	return s, true
-}
-
 // loadSourceDir reads dir/source.json and points Tarball into dir.
 func loadSourceDir(dir string) (*DebianSource, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "source.json"))
@@ -201,59 +163,47 @@ func loadSourceDir(dir string) (*DebianSource, error) {
 	return &s, nil
 }
 
-// installDebianSource downloads l, keeps the tarball it ships and installs
-// it at final, through a temporary directory renamed into place.
-func installDebianSource(ctx context.Context, a *aptEnv, sdir, final string, l madisonLine, o *DebianOptions) (*DebianSource, error) {
-	tmp, err := os.MkdirTemp(sdir, ".tmp-")
-	if err != nil {
-		return nil, fmt.Errorf("debian source cache: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	debs, root, out := filepath.Join(tmp, "debs"), filepath.Join(tmp, "root"), filepath.Join(tmp, "out")
-	for _, d := range []string{debs, root, out} {
+// installDebianSource downloads l and keeps the tarball it ships in out,
+// the new entry; tmp is scratch space.
+func installDebianSource(ctx context.Context, env *apt.Env, tmp, out string, l madisonLine, o *DebianOptions) error {
+	debs, root := filepath.Join(tmp, "debs"), filepath.Join(tmp, "root")
+	for _, d := range []string{debs, root} {
 		if err := os.Mkdir(d, 0o755); err != nil {
-			return nil, fmt.Errorf("debian source cache: %w", err)
+			return fmt.Errorf("debian source cache: %w", err)
 		}
 	}
 	start := time.Now()
 	o.logf("downloading %s %s (%s)...", l.name, l.version, l.suite)
-	if _, err := a.run(ctx, 30*time.Minute, debs, "apt-get", "-q", "download", l.name+"="+l.version); err != nil {
-		return nil, fmt.Errorf("downloading %s: %w", l.name, err)
+	if err := env.Download(ctx, 30*time.Minute, debs, "-q", "download", l.name+"="+l.version); err != nil {
+		return fmt.Errorf("downloading %s: %w", l.name, err)
 	}
 	m, _ := filepath.Glob(filepath.Join(debs, globEscape(l.name)+"_*.deb"))
 	if len(m) != 1 {
-		return nil, fmt.Errorf("downloading %s: apt-get download left %d matching .deb files in %s", l.name, len(m), debs)
+		return fmt.Errorf("downloading %s: apt-get download left %d matching .deb files in %s", l.name, len(m), debs)
 	}
 	if _, err := proc.Run(ctx, proc.Opts{Timeout: 10 * time.Minute}, "dpkg-deb", "-x", m[0], root); err != nil {
-		return nil, fmt.Errorf("unpacking %s: %w", filepath.Base(m[0]), err)
+		return fmt.Errorf("unpacking %s: %w", filepath.Base(m[0]), err)
 	}
 	tars, _ := filepath.Glob(filepath.Join(root, "usr", "src", globEscape(l.name)+".tar.*"))
 	if len(tars) != 1 {
-		return nil, fmt.Errorf("%s %s: want one usr/src/%s.tar.* in the package, found %d", l.name, l.version, l.name, len(tars))
+		return fmt.Errorf("%s %s: want one usr/src/%s.tar.* in the package, found %d", l.name, l.version, l.name, len(tars))
 	}
 	name := filepath.Base(tars[0])
 	if err := os.Rename(tars[0], filepath.Join(out, name)); err != nil {
-		return nil, fmt.Errorf("debian source cache: %w", err)
+		return fmt.Errorf("debian source cache: %w", err)
 	}
 	sum, err := filehash.SHA256(filepath.Join(out, name))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s := &DebianSource{Package: l.name, Version: l.version, Suite: l.suite, Tarball: name, SHA256: sum}
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
-		return nil, fmt.Errorf("source.json: %w", err)
+		return fmt.Errorf("source.json: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(out, "source.json"), append(data, '\n'), 0o644); err != nil {
-		return nil, fmt.Errorf("source.json: %w", err)
-	}
-	if err := os.RemoveAll(final); err != nil {
-		return nil, fmt.Errorf("debian source cache: %w", err)
-	}
-	if err := os.Rename(out, final); err != nil {
-		return nil, fmt.Errorf("debian source cache: %w", err)
+		return fmt.Errorf("source.json: %w", err)
 	}
 	o.logf("fetched %s %s in %.1fs", l.name, l.version, time.Since(start).Seconds())
-	s.Tarball = filepath.Join(final, name)
-	return s, nil
+	return nil
 }

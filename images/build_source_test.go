@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"klab/images/apt"
 )
 
 func TestParseDebianSourceRef(t *testing.T) {
@@ -58,7 +60,7 @@ func TestDebianSourceCachedOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No mirror is configured for the test: a cached answer needs none.
-	t.Setenv(MirrorEnv, "")
+	t.Setenv(apt.MirrorEnv, "")
 	s, err := FetchDebianSource(t.Context(), "debian:7.3", DebianOptions{CacheDir: cache})
 	if err != nil || s.Tarball != filepath.Join(dir, "linux-source-7.3.tar.xz") || s.SHA256 != "abc" {
 		t.Fatalf("FetchDebianSource = %+v, %v", s, err)
@@ -66,7 +68,7 @@ func TestDebianSourceCachedOffline(t *testing.T) {
 	if err := os.Remove(s.Tarball); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := lookupSourceAlias(sdir, "7.3"); ok {
+	if _, ok := debianSourceCache(sdir, nil).lookup("7.3"); ok {
 		t.Error("an alias to a directory without its tarball answered")
 	}
 }

@@ -19,22 +19,19 @@ import (
 	"strings"
 	"time"
 
-	"klab/internal/flock"
+	"klab/images/apt"
 	"klab/internal/paths"
 	"klab/internal/proc"
 	"klab/results"
 )
 
 // Debian kernels: see FetchDebian for the references understood and the
-// cache layout. Everything apt does runs with a private configuration
-// under <cache>/apt; the host's apt state is never touched.
+// cache layout. Everything apt does runs through package images/apt, with
+// a private configuration under <cache>/apt; the host's apt state is never
+// touched.
 
 // DefaultDebianFlavour is the kernel flavour used when none is given.
 const DefaultDebianFlavour = "cloud-amd64"
-
-// listsMaxAge is how old the private package lists may get before a
-// resolution refreshes them.
-const listsMaxAge = 24 * time.Hour
 
 // debianSuites are the suites searched for kernels, oldest first.
 func debianSuites() []string {
@@ -61,6 +58,10 @@ type DebianOptions struct {
 	Refresh bool
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
+
+	// aptStage replaces /var/cache/klab for apt's staging directories
+	// (see apt.Options.StageRoot), for tests.
+	aptStage string
 }
 
 func (o *DebianOptions) cacheDir() string {
@@ -71,7 +72,7 @@ func (o *DebianOptions) cacheDir() string {
 }
 
 // mirror resolves the Debian archive URI (see ResolveMirror).
-func (o *DebianOptions) mirror() (string, error) { return resolveMirror(o.Mirror, o.AptRoot) }
+func (o *DebianOptions) mirror() (string, error) { return apt.ResolveMirror(o.Mirror, o.AptRoot) }
 
 func (o *DebianOptions) logf(format string, args ...any) {
 	if o.Progress != nil {
@@ -202,48 +203,33 @@ func FetchDebian(ctx context.Context, ref string, o DebianOptions) (*Kernel, err
 	if err != nil {
 		return nil, err
 	}
-	cache := o.cacheDir()
-	kdir := filepath.Join(cache, "kernels", "debian")
-	if !o.Refresh {
-		if k, ok := lookupAlias(kdir, r.key()); ok {
-			o.logf("%s: cached at %s", r, filepath.Dir(k.Image))
-			k.Name = ref
-			return k, nil
-		}
-	}
-	mirror, err := o.mirror()
+	kdir := filepath.Join(o.cacheDir(), "kernels", "debian")
+	c := keyedCache[*Kernel]{dir: kdir, what: "debian kernel cache", aliased: true, load: loadKernelDir, logf: o.logf}
+	k, hit, err := c.get(ctx, r.key(), o.Refresh, func(ctx context.Context) (keyedPlan, error) {
+		return planDebian(ctx, r, kdir, &o)
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(kdir, 0o755); err != nil {
-		return nil, fmt.Errorf("debian kernel cache: %w", err)
+	if hit {
+		o.logf("%s: cached at %s", r, filepath.Dir(k.Image))
+	} else {
+		o.logf("cached at %s", filepath.Dir(k.Image))
 	}
-	unlock, err := lockDir(ctx, kdir, &o)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if !o.Refresh {
-		// Another klab may have fetched it while we waited.
-		if k, ok := lookupAlias(kdir, r.key()); ok {
-			o.logf("%s: cached at %s", r, filepath.Dir(k.Image))
-			k.Name = ref
-			return k, nil
-		}
-	}
-	removeStaleTemps(kdir)
+	k.Name = ref
+	return k, nil
+}
 
-	apt, err := newAptEnv(filepath.Join(cache, "apt"), mirror, debianKeyring(mirror))
+// planDebian resolves r in the archive and says how to install it.
+func planDebian(ctx context.Context, r debianRef, kdir string, o *DebianOptions) (keyedPlan, error) {
+	env, err := o.aptEnv(ctx, "apt", debianSuites(), false)
 	if err != nil {
-		return nil, err
-	}
-	if err := apt.ensureLists(ctx, o.Refresh, &o); err != nil {
-		return nil, err
+		return keyedPlan{}, err
 	}
 	o.logf("resolving %s in %s...", r, strings.Join(debianSuites(), " "))
-	pick, err := apt.resolve(ctx, r)
+	pick, err := resolveDebian(ctx, env, r)
 	if err != nil {
-		return nil, err
+		return keyedPlan{}, err
 	}
 	if pick.skipped != "" {
 		o.logf("note: skipping %s: packages it depends on are missing from the archive", pick.skipped)
@@ -253,32 +239,39 @@ func FetchDebian(ctx context.Context, ref string, o DebianOptions) (*Kernel, err
 		o.logf("note: the archive lacks %s, which %s depends on; installing what there is",
 			strings.Join(pick.missing, ", "), pick.image.Name)
 	}
-
 	final := filepath.Join(kdir, pick.dirName())
-	k, err := loadKernelDir(final)
-	if err != nil {
-		k, err = installDebian(ctx, apt, kdir, final, pick, &o)
-		if err != nil {
-			return nil, err
-		}
-	}
-	if err := addAlias(kdir, r.key(), filepath.Base(final)); err != nil {
-		return nil, err
-	}
+	plan := keyedPlan{name: pick.dirName(), build: func(ctx context.Context, tmp, out string) error {
+		return installDebian(ctx, env, tmp, out, final, pick, o)
+	}}
 	// The exact release resolves offline too: to the newest package when
 	// a series was resolved, to the first one fetched for a pinned version.
 	switch {
 	case r.Series != "":
-		err = addAlias(kdir, pick.release, filepath.Base(final))
+		plan.aliases = []keyedAlias{{key: pick.release}}
 	case r.PkgVersion != "":
-		err = addAliasIfMissing(kdir, pick.release, filepath.Base(final))
+		plan.aliases = []keyedAlias{{key: pick.release, keep: true}}
 	}
+	return plan, nil
+}
+
+// aptEnv returns the private apt environment <cache>/<sub> for the mirror
+// o names, its lists of suites (of source packages when source is set)
+// updated when stale.
+func (o *DebianOptions) aptEnv(ctx context.Context, sub string, suites []string, source bool) (*apt.Env, error) {
+	mirror, err := o.mirror()
 	if err != nil {
 		return nil, err
 	}
-	o.logf("cached at %s", final)
-	k.Name = ref
-	return k, nil
+	env, err := apt.New(filepath.Join(o.cacheDir(), sub), apt.Options{
+		Mirror: mirror, Keyring: apt.Keyring(mirror), Suites: suites, Source: source, Log: o.logf, StageRoot: o.aptStage,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := env.Update(ctx, o.Refresh); err != nil {
+		return nil, err
+	}
+	return env, nil
 }
 
 // CachedKernels lists the Debian kernels installed in cacheDir (empty means
@@ -365,18 +358,6 @@ func readAliases(kdir string) map[string]string {
 	return m
 }
 
-func lookupAlias(kdir, key string) (*Kernel, bool) {
-	dir, ok := readAliases(kdir)[key]
-	if !ok || dir == "" || strings.ContainsAny(dir, `/\`) || strings.HasPrefix(dir, ".") {
-		return nil, false
-	}
-	k, err := loadKernelDir(filepath.Join(kdir, dir))
-	if err != nil {
-		return nil, false
-	}
-	return k, true
-}
-
 // addAlias records key -> dir; the caller holds the directory lock.
 func addAlias(kdir, key, dir string) error {
 	m := readAliases(kdir)
@@ -394,248 +375,10 @@ func addAlias(kdir, key, dir string) error {
 	return nil
 }
 
-func addAliasIfMissing(kdir, key, dir string) error {
-	if _, ok := readAliases(kdir)[key]; ok {
-		return nil
-	}
-	return addAlias(kdir, key, dir)
-}
-
 // writeFileAtomic replaces path with data (mode 0644) so that readers
 // never see a partial file.
 func writeFileAtomic(path string, data []byte) error {
 	return results.WriteFileAtomic(path, data, 0o644)
-}
-
-// lockDir takes an exclusive lock on dir/.lock, waiting (and saying so)
-// while another klab holds it. The returned function releases it.
-func lockDir(ctx context.Context, dir string, o *DebianOptions) (func(), error) {
-	return flock.Lock(ctx, filepath.Join(dir, ".lock"), func() {
-		o.logf("waiting for another klab to finish fetching into %s...", dir)
-	})
-}
-
-// removeStaleTemps removes temporary directories left by an interrupted
-// fetch; the caller holds the lock, so no live fetch owns them.
-func removeStaleTemps(kdir string) {
-	des, _ := os.ReadDir(kdir)
-	for _, de := range des {
-		if strings.HasPrefix(de.Name(), ".tmp-") {
-			os.RemoveAll(filepath.Join(kdir, de.Name()))
-		}
-	}
-}
-
-// debianKeyring returns the keyring the host's apt sources use for mirror,
-// when they name one; otherwise apt's trusted keys are used.
-func debianKeyring(mirror string) string {
-	entries, err := readAptSources("/")
-	if err != nil {
-		return ""
-	}
-	e := debianEntry(entries)
-	if e == nil || e.SignedBy == "" || strings.TrimRight(e.URIs[0], "/") != mirror {
-		return ""
-	}
-	if _, err := os.Stat(e.SignedBy); err != nil {
-		return ""
-	}
-	return e.SignedBy
-}
-
-// aptEnv is klab's private apt configuration under dir.
-type aptEnv struct {
-	dir, mirror, keyring string
-	// held is set while this aptEnv holds the apt lock (ensureLists
-	// holds it across its own apt call).
-	held bool
-}
-
-// lock takes the one lock on the apt directory that every apt call and
-// every change of its configuration and lists holds, whichever klab
-// command (fetching kernels, fetching sources) and process runs it: the
-// private configuration turns apt's own locking off. The returned
-// function releases it.
-func (a *aptEnv) lock(ctx context.Context) (func(), error) {
-	if a.held {
-		return func() {}, nil
-	}
-	unlock, err := flock.Lock(ctx, a.path(".lock"), func() {})
-	if err != nil {
-		return nil, fmt.Errorf("apt lock: %w", err)
-	}
-	a.held = true
-	return func() {
-		a.held = false
-		unlock()
-	}, nil
-}
-
-func newAptEnv(dir, mirror, keyring string) (*aptEnv, error) {
-	if strings.ContainsAny(dir, "\"\n{};") {
-		return nil, fmt.Errorf("apt configuration: unusable cache path %q", dir)
-	}
-	if strings.ContainsAny(keyring, "\"\n{}; ]") {
-		keyring = "" // cannot be written into sources.list; use apt's trusted keys
-	}
-	for _, d := range []string{"lists/partial", "cache/archives/partial", "sources.list.d", "preferences.d"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return nil, fmt.Errorf("apt configuration: %w", err)
-		}
-	}
-	return &aptEnv{dir: dir, mirror: mirror, keyring: keyring}, nil
-}
-
-func (a *aptEnv) path(p string) string { return filepath.Join(a.dir, p) }
-
-// sourcesList is the private sources.list.
-func (a *aptEnv) sourcesList() string {
-	opts := "arch=amd64 target=Packages"
-	if a.keyring != "" {
-		opts += " signed-by=" + a.keyring
-	}
-	var b strings.Builder
-	b.WriteString("# Written by klab: the Debian suites searched for kernels.\n")
-	for _, s := range debianSuites() {
-		fmt.Fprintf(&b, "deb [%s] %s %s main\n", opts, a.mirror, s)
-	}
-	return b.String()
-}
-
-// aptConf is the private configuration, read after the host's apt.conf.d
-// (so proxies and similar settings still apply) and overriding everything
-// that would touch the host's apt state.
-func (a *aptEnv) aptConf() string {
-	var b strings.Builder
-	set := func(k, v string) { fmt.Fprintf(&b, "%s \"%s\";\n", k, v) }
-	b.WriteString("// Written by klab: a private apt configuration for fetching kernels.\n")
-	set("Dir::Etc::SourceList", a.path("sources.list"))
-	set("Dir::Etc::SourceParts", a.path("sources.list.d"))
-	set("Dir::Etc::Preferences", a.path("preferences"))
-	set("Dir::Etc::PreferencesParts", a.path("preferences.d"))
-	set("Dir::State::Lists", a.path("lists"))
-	set("Dir::State::Status", a.path("status"))
-	set("Dir::State::extended_states", a.path("extended_states"))
-	set("Dir::Cache", a.path("cache"))
-	set("Dir::Cache::archives", a.path("cache/archives"))
-	// Some hosts (Debian's docker images) disable the binary caches,
-	// which makes every apt-cache call re-read all package lists.
-	set("Dir::Cache::pkgcache", "pkgcache.bin")
-	set("Dir::Cache::srcpkgcache", "srcpkgcache.bin")
-	set("APT::Architecture", "amd64")
-	b.WriteString("#clear APT::Architectures;\n")
-	set("APT::Architectures::", "amd64")
-	set("Debug::NoLocking", "1")
-	b.WriteString("#clear Acquire::Languages;\n")
-	set("Acquire::Languages::", "none")
-	b.WriteString("#clear APT::Update::Post-Invoke;\n")
-	b.WriteString("#clear APT::Update::Post-Invoke-Success;\n")
-	if os.Geteuid() == 0 {
-		// apt drops to the _apt user for downloads, and _apt cannot
-		// write into a cache under /root.
-		set("APT::Sandbox::User", "root")
-	}
-	return b.String()
-}
-
-// run runs apt-get or apt-cache with the private configuration.
-func (a *aptEnv) run(ctx context.Context, timeout time.Duration, dir string, prog string, args ...string) ([]byte, error) {
-	unlock, err := a.lock(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	argv := append([]string{prog, "-c", a.path("apt.conf")}, args...)
-	env := append(os.Environ(), "LC_ALL=C", "LANGUAGE=", "DEBIAN_FRONTEND=noninteractive")
-	return proc.Run(ctx, proc.Opts{Timeout: timeout, Dir: dir, Env: env}, argv...)
-}
-
-// writeIfChanged writes data to path unless it already holds it, and
-// reports whether it wrote.
-func writeIfChanged(path, data string) (bool, error) {
-	if old, err := os.ReadFile(path); err == nil && string(old) == data {
-		return false, nil
-	}
-	return true, writeFileAtomic(path, []byte(data))
-}
-
-// listsFiles returns the Packages lists apt keeps for each suite.
-func (a *aptEnv) listsFiles() map[string]bool {
-	have := map[string]bool{}
-	des, _ := os.ReadDir(a.path("lists"))
-	for _, de := range des {
-		for _, s := range debianSuites() {
-			if strings.Contains(de.Name(), "_dists_"+s+"_main_binary-amd64_Packages") {
-				have[s] = true
-			}
-		}
-	}
-	return have
-}
-
-// ensureLists writes the configuration and runs `apt-get update` when the
-// package lists are missing, older than listsMaxAge, made for another
-// mirror, or force is set.
-func (a *aptEnv) ensureLists(ctx context.Context, force bool, o *DebianOptions) error {
-	unlock, err := a.lock(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if _, err := os.Stat(a.path("status")); err != nil {
-		if err := os.WriteFile(a.path("status"), nil, 0o644); err != nil {
-			return fmt.Errorf("apt configuration: %w", err)
-		}
-	}
-	if _, err := writeIfChanged(a.path("apt.conf"), a.aptConf()); err != nil {
-		return fmt.Errorf("apt configuration: %w", err)
-	}
-	changed, err := writeIfChanged(a.path("sources.list"), a.sourcesList())
-	if err != nil {
-		return fmt.Errorf("apt configuration: %w", err)
-	}
-	stamp := a.path("lists.stamp")
-	have := a.listsFiles()
-	if !force && !changed && len(have) == len(debianSuites()) {
-		if fi, err := os.Stat(stamp); err == nil && time.Since(fi.ModTime()) < listsMaxAge {
-			return nil
-		}
-	}
-	os.Remove(stamp)
-	o.logf("updating package lists for %s from %s...", strings.Join(debianSuites(), " "), a.mirror)
-	start := time.Now()
-	_, err = a.run(ctx, 15*time.Minute, "", "apt-get", "-q", "update")
-	have = a.listsFiles()
-	if err != nil {
-		if ctx.Err() != nil || len(have) == 0 {
-			return fmt.Errorf("updating Debian package lists: %w", err)
-		}
-		o.logf("warning: apt-get update failed, continuing with the lists of %s: %v", strings.Join(sortedKeys(have), " "), err)
-		return nil
-	}
-	var missing []string
-	for _, s := range debianSuites() {
-		if !have[s] {
-			missing = append(missing, s)
-		}
-	}
-	if len(missing) == len(debianSuites()) {
-		return fmt.Errorf("updating Debian package lists from %s: no suite has a package list", a.mirror)
-	}
-	if len(missing) > 0 {
-		o.logf("warning: the mirror has no package list for %s", strings.Join(missing, " "))
-	}
-	o.logf("package lists updated in %.1fs", time.Since(start).Seconds())
-	return os.WriteFile(stamp, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
-}
-
-func sortedKeys(m map[string]bool) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // debPkg is one binary package version.
@@ -804,16 +547,16 @@ func releaseDeps(p debPkg, release string) []debPkg {
 	return deps
 }
 
-// resolve finds the image package for r and the packages it needs.
+// resolveDebian finds the image package for r and the packages it needs.
 //
 // Since 6.19, linux-image-<release> is a meta package that depends on
 // linux-binary-, linux-modules- and linux-base-<release>, and the archive
 // does not always carry all of them (for some releases only linux-binary
-// is there). resolve prefers the newest kernel whose packages are all
+// is there). resolveDebian prefers the newest kernel whose packages are all
 // present; when no candidate is complete it takes the newest one and
 // reports what is missing in pick.missing.
-func (a *aptEnv) resolve(ctx context.Context, r debianRef) (*debianPick, error) {
-	out, err := a.run(ctx, 5*time.Minute, "", "apt-cache", "pkgnames", "linux-")
+func resolveDebian(ctx context.Context, env *apt.Env, r debianRef) (*debianPick, error) {
+	out, err := env.Run(ctx, 5*time.Minute, "apt-cache", "pkgnames", "linux-")
 	if err != nil {
 		return nil, fmt.Errorf("listing Debian kernels: %w", err)
 	}
@@ -846,7 +589,7 @@ func (a *aptEnv) resolve(ctx context.Context, r debianRef) (*debianPick, error) 
 		byName[c.name] = c
 		args = append(args, c.name)
 	}
-	out, err = a.run(ctx, 5*time.Minute, "", "apt-cache", args...)
+	out, err = env.Run(ctx, 5*time.Minute, "apt-cache", args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing Debian kernel versions: %w", err)
 	}
@@ -883,7 +626,7 @@ func (a *aptEnv) resolve(ctx context.Context, r debianRef) (*debianPick, error) 
 	sort.SliceStable(lines, func(i, j int) bool { return better(lines[i], lines[j]) })
 
 	// Read all candidates' details at once and take the best complete one.
-	shown, err := a.show(ctx, lines)
+	shown, err := aptShow(ctx, env, lines)
 	if err != nil {
 		return nil, err
 	}
@@ -922,7 +665,7 @@ func (a *aptEnv) resolve(ctx context.Context, r debianRef) (*debianPick, error) 
 	seen := map[string]bool{best.name: true}
 	level := []madisonLine{*best}
 	for len(level) > 0 {
-		got, err := a.show(ctx, level)
+		got, err := aptShow(ctx, env, level)
 		if err != nil {
 			return nil, err
 		}
@@ -948,9 +691,9 @@ func (a *aptEnv) resolve(ctx context.Context, r debianRef) (*debianPick, error) 
 	return pick, nil
 }
 
-// show runs apt-cache show for the given name=version pairs and returns
-// the packages it printed, keyed by name=version.
-func (a *aptEnv) show(ctx context.Context, ls []madisonLine) (map[string]debPkg, error) {
+// aptShow runs apt-cache show for the given name=version pairs and
+// returns the packages it printed, keyed by name=version.
+func aptShow(ctx context.Context, env *apt.Env, ls []madisonLine) (map[string]debPkg, error) {
 	args := []string{"show"}
 	seen := map[string]bool{}
 	for _, l := range ls {
@@ -960,7 +703,7 @@ func (a *aptEnv) show(ctx context.Context, ls []madisonLine) (map[string]debPkg,
 			args = append(args, k)
 		}
 	}
-	out, err := a.run(ctx, 5*time.Minute, "", "apt-cache", args...)
+	out, err := env.Run(ctx, 5*time.Minute, "apt-cache", args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading Debian package details: %w", err)
 	}
@@ -971,47 +714,41 @@ func (a *aptEnv) show(ctx context.Context, ls []madisonLine) (map[string]debPkg,
 	return m, nil
 }
 
-// installDebian downloads and unpacks pick and installs it at final. It
-// works in a temporary directory next to final and renames it into place
-// at the end, so a failure leaves nothing behind.
-func installDebian(ctx context.Context, a *aptEnv, kdir, final string, pick *debianPick, o *DebianOptions) (k *Kernel, err error) {
-	tmp, err := os.MkdirTemp(kdir, ".tmp-")
-	if err != nil {
-		return nil, fmt.Errorf("debian kernel cache: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	debs, root, out := filepath.Join(tmp, "debs"), filepath.Join(tmp, "root"), filepath.Join(tmp, "out")
-	for _, d := range []string{debs, root, out} {
+// installDebian downloads and unpacks pick into out, the entry that
+// becomes final; tmp is scratch space.
+func installDebian(ctx context.Context, env *apt.Env, tmp, out, final string, pick *debianPick, o *DebianOptions) error {
+	debs, root := filepath.Join(tmp, "debs"), filepath.Join(tmp, "root")
+	for _, d := range []string{debs, root} {
 		if err := os.Mkdir(d, 0o755); err != nil {
-			return nil, fmt.Errorf("debian kernel cache: %w", err)
+			return fmt.Errorf("debian kernel cache: %w", err)
 		}
 	}
 	start := time.Now()
 	var files []string
 	for _, p := range pick.pkgs {
 		o.logf("downloading %s %s (%s)...", p.Name, p.Version, humanSize(p.Size))
-		if _, err := a.run(ctx, 30*time.Minute, debs, "apt-get", "-q", "download", p.Name+"="+p.Version); err != nil {
-			return nil, fmt.Errorf("downloading %s: %w", p.Name, err)
+		if err := env.Download(ctx, 30*time.Minute, debs, "-q", "download", p.Name+"="+p.Version); err != nil {
+			return fmt.Errorf("downloading %s: %w", p.Name, err)
 		}
 		m, _ := filepath.Glob(filepath.Join(debs, globEscape(p.Name)+"_*.deb"))
 		if len(m) != 1 {
-			return nil, fmt.Errorf("downloading %s: apt-get download left %d matching .deb files in %s", p.Name, len(m), debs)
+			return fmt.Errorf("downloading %s: apt-get download left %d matching .deb files in %s", p.Name, len(m), debs)
 		}
 		files = append(files, m[0])
 	}
 	o.logf("downloaded in %.1fs; unpacking...", time.Since(start).Seconds())
 	for _, f := range files {
 		if _, err := proc.Run(ctx, proc.Opts{Timeout: 10 * time.Minute}, "dpkg-deb", "-x", f, root); err != nil {
-			return nil, fmt.Errorf("unpacking %s: %w", filepath.Base(f), err)
+			return fmt.Errorf("unpacking %s: %w", filepath.Base(f), err)
 		}
 	}
 	if err := layoutKernel(root, out, pick.release); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", pick.image.Name, pick.image.Version, err)
+		return fmt.Errorf("%s %s: %w", pick.image.Name, pick.image.Version, err)
 	}
 	image := filepath.Join(out, "vmlinuz")
 	kver, err := CheckBzImage(image)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if kver == "" {
 		kver = pick.release
@@ -1020,9 +757,9 @@ func installDebian(ctx context.Context, a *aptEnv, kdir, final string, pick *deb
 	}
 	id, err := kernelID(image, filepath.Join(out, "config"))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	k = &Kernel{
+	k := &Kernel{
 		Name:           "debian:" + pick.release,
 		ID:             id,
 		Version:        kver,
@@ -1049,20 +786,10 @@ func installDebian(ctx context.Context, a *aptEnv, kdir, final string, pick *deb
 		o.logf("warning: %s %s has %s", pick.image.Name, pick.image.Version, strings.Join(lacks, " and "))
 	}
 	if err := WriteKernelJSON(out, k); err != nil {
-		return nil, err
-	}
-	if err := os.RemoveAll(final); err != nil { // an incomplete leftover
-		return nil, fmt.Errorf("debian kernel cache: %w", err)
-	}
-	if err := os.Rename(out, final); err != nil {
-		return nil, fmt.Errorf("debian kernel cache: %w", err)
-	}
-	if d, err := os.Open(kdir); err == nil { // make the rename durable
-		_ = d.Sync()
-		d.Close()
+		return err
 	}
 	o.logf("unpacked %s %s in %.1fs", pick.image.Name, pick.image.Version, time.Since(start).Seconds())
-	return k, nil
+	return nil
 }
 
 // layoutKernel moves the files of an unpacked kernel package tree (root)

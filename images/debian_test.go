@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"klab/images/apt"
 	"klab/internal/testenv"
 )
 
@@ -168,28 +171,6 @@ Size: 13604064
 	old := debPkg{Name: "linux-image-6.1.0-50-cloud-amd64", Version: "6.1.176-1", depends: "kmod, linux-base (>= 4.3~), initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool"}
 	if d := releaseDeps(old, "6.1.0-50-cloud-amd64"); len(d) != 0 {
 		t.Errorf("6.1 releaseDeps = %v, want none", d)
-	}
-}
-
-func TestAptEnvFiles(t *testing.T) {
-	a, err := newAptEnv(filepath.Join(t.TempDir(), "apt"), "http://mirror.example/debian", "/usr/share/keyrings/k.gpg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sl := a.sourcesList()
-	for _, s := range debianSuites() {
-		if !strings.Contains(sl, "deb [arch=amd64 target=Packages signed-by=/usr/share/keyrings/k.gpg] http://mirror.example/debian "+s+" main\n") {
-			t.Errorf("sources.list lacks %s:\n%s", s, sl)
-		}
-	}
-	conf := a.aptConf()
-	for _, s := range []string{"Dir::Etc::SourceList", "Dir::Etc::SourceParts", "Dir::State::Lists", "Dir::State::Status", "Dir::Cache ", "APT::Architecture \"amd64\"", "Debug::NoLocking \"1\""} {
-		if !strings.Contains(conf, s) {
-			t.Errorf("apt.conf lacks %s:\n%s", s, conf)
-		}
-	}
-	if strings.Contains(conf, "/etc/apt/") || strings.Contains(conf, "/var/lib/") {
-		t.Errorf("apt.conf points at host state:\n%s", conf)
 	}
 }
 
@@ -372,11 +353,26 @@ func downloads(log string) string {
 	return strings.Join(ps, " ")
 }
 
+// openCache is a cache directory for a fetch test, with its parents
+// opened (mode 0755), so that as root apt's sandbox keeps its staging
+// directories in it; any other staging directory goes to a temporary
+// directory, never to /var/cache/klab.
+func openCache(t *testing.T) (cache, stage string) {
+	t.Helper()
+	cache = t.TempDir()
+	for _, d := range []string{cache, filepath.Dir(cache)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cache, t.TempDir()
+}
+
 func TestFetchDebianFake(t *testing.T) {
 	fa := newFakeArchive(t)
-	cache := t.TempDir()
+	cache, stage := openCache(t)
 	var progress bytes.Buffer
-	o := DebianOptions{Mirror: "http://mirror.example/debian", CacheDir: cache, Progress: &progress}
+	o := DebianOptions{Mirror: "http://mirror.example/debian", CacheDir: cache, Progress: &progress, aptStage: stage}
 	ctx := context.Background()
 
 	k, err := FetchDebian(ctx, "debian:7.3", o)
@@ -399,6 +395,13 @@ func TestFetchDebianFake(t *testing.T) {
 	}
 	if !strings.HasPrefix(k.ID, "k-") || len(k.ID) != 18 {
 		t.Errorf("ID = %q", k.ID)
+	}
+	// As root, apt downloaded as _apt, into a directory of _apt's.
+	if u, err := user.Lookup("_apt"); err == nil && os.Geteuid() == 0 {
+		fi, err := os.Stat(filepath.Join(cache, "apt", "download"))
+		if err != nil || fmt.Sprint(fi.Sys().(*syscall.Stat_t).Uid) != u.Uid || strings.Contains(progress.String(), "sandbox") {
+			t.Errorf("apt's sandbox is off (%v):\n%s", err, progress.String())
+		}
 	}
 	for _, s := range []string{"resolving debian:7.3 in bookworm trixie trixie-backports sid...", "downloading linux-binary-7.3.4+deb13-cloud-amd64 7.3.4-1~bpo13+1 (13.0 MB)...", "cached at " + dir} {
 		if !strings.Contains(progress.String(), s) {
@@ -501,9 +504,9 @@ func TestFetchDebianFake(t *testing.T) {
 
 func TestFetchDebianFailureLeavesNothing(t *testing.T) {
 	newFakeArchive(t)
-	cache := t.TempDir()
+	cache, stage := openCache(t)
 	t.Setenv("FAKE_DPKG_FAIL", "1")
-	_, err := FetchDebian(context.Background(), "debian:7.3", DebianOptions{Mirror: "http://mirror.example/debian", CacheDir: cache})
+	_, err := FetchDebian(context.Background(), "debian:7.3", DebianOptions{Mirror: "http://mirror.example/debian", CacheDir: cache, aptStage: stage})
 	if err == nil || !strings.Contains(err.Error(), "dpkg-deb") {
 		t.Fatalf("err = %v", err)
 	}
@@ -522,7 +525,7 @@ func TestFetchDebianNoMirror(t *testing.T) {
 	// No cache entry and no mirror: the error says how to configure one.
 	// The apt sources are a fake root's, which name only archives that
 	// are not Debian's (the host's own may name a mirror).
-	t.Setenv(MirrorEnv, "")
+	t.Setenv(apt.MirrorEnv, "")
 	for name, files := range map[string]map[string]string{
 		"no sources": nil,
 		"no Debian suite": {
@@ -532,9 +535,12 @@ func TestFetchDebianNoMirror(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			root := aptRoot(t, files)
-			_, err := FetchDebian(context.Background(), "debian:7.3", DebianOptions{CacheDir: t.TempDir(), AptRoot: root})
-			if err == nil || !strings.Contains(err.Error(), "--debian-mirror") || !strings.Contains(err.Error(), MirrorEnv) {
+			root := t.TempDir()
+			for name, content := range files {
+				writeFile(t, filepath.Join(root, "etc", "apt", name), []byte(content))
+			}
+			_, err := FetchDebian(context.Background(), "debian:7.3", DebianOptions{CacheDir: t.TempDir(), AptRoot: root, aptStage: t.TempDir()})
+			if err == nil || !strings.Contains(err.Error(), "--debian-mirror") || !strings.Contains(err.Error(), apt.MirrorEnv) {
 				t.Errorf("err = %v", err)
 			}
 		})
@@ -542,7 +548,8 @@ func TestFetchDebianNoMirror(t *testing.T) {
 	// The same fake root with a Debian entry does name a mirror: the
 	// error above comes from the sources, not from a root that is never
 	// read.
-	root := aptRoot(t, map[string]string{"sources.list.d/debian.sources": debianSourcesDeb822})
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "etc/apt/sources.list.d/debian.sources"), []byte("Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\nComponents: main\n"))
 	if m, err := (&DebianOptions{AptRoot: root}).mirror(); err != nil || m != "http://mirror.example/debian" {
 		t.Errorf("mirror from the fake root = %q, %v", m, err)
 	}

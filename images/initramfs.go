@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -22,7 +24,9 @@ import (
 	"github.com/u-root/mkuimage/uimage"
 	"github.com/u-root/uio/llog"
 
+	"klab/images/embedded"
 	"klab/internal/proc"
+	"klab/results"
 )
 
 // BaseCommands are the u-root commands in every klab initramfs: init, the
@@ -62,6 +66,9 @@ type InitramfsOptions struct {
 	Kernel *Kernel
 	// Modules are the wanted module names; nil means AgentModules.
 	Modules []string
+	// ExtraModules are more modules to load (klab boot --module), with
+	// their dependencies.
+	ExtraModules []string
 	// Extra are host files added to the overlay (a host program and its
 	// shared libraries: see HostProgram). Their content is part of the
 	// cache key.
@@ -141,13 +148,6 @@ func (o *InitramfsOptions) logf(format string, args ...any) {
 // result is the base cpio followed by an overlay cpio; the kernel unpacks
 // concatenated archives in order.
 func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error) {
-	if o.SourceDir == "" {
-		d, err := FindSource()
-		if err != nil {
-			return nil, err
-		}
-		o.SourceDir = d
-	}
 	if o.Modules == nil {
 		o.Modules = AgentModules
 	}
@@ -155,30 +155,15 @@ func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	goVersion, err := goVersion(ctx, o.SourceDir)
+	p, err := o.guestParts(ctx)
 	if err != nil {
 		return nil, err
 	}
-
-	// Key the parts.
-	// go.mod counts with go.sum: a replace directive changes the code
-	// the base is built from without changing go.sum.
-	baseKey, err := hashParts("base/v1", goVersion, strings.Join(BaseCommands, ","), fileHash(filepath.Join(o.SourceDir, "go.sum")), fileHash(filepath.Join(o.SourceDir, "go.mod")))
+	mods, err := o.modules()
 	if err != nil {
 		return nil, err
 	}
-	agentKey, err := guestSourceHash(o.SourceDir, goVersion)
-	if err != nil {
-		return nil, err
-	}
-	var mods []Module
-	if o.Kernel != nil && o.Kernel.Modules != "" && len(o.Modules) > 0 {
-		mods, err = ModuleClosure(o.Kernel.Modules, o.Modules)
-		if err != nil {
-			return nil, fmt.Errorf("kernel %s: %w", o.Kernel.Name, err)
-		}
-	}
-	modParts := []string{"final/v2", baseKey, agentKey}
+	modParts := []string{"final/v2", p.BaseKey, p.AgentKey}
 	for _, m := range mods {
 		modParts = append(modParts, m.Name, strings.Join(m.Deps, ","), fileHash(m.Path))
 	}
@@ -192,38 +177,216 @@ func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error)
 	out := &Initramfs{
 		Path:         filepath.Join(dir, "klab-"+finalKey[:24]+".cpio"),
 		SHA256:       finalKey,
-		AgentVersion: agentVersion(agentKey),
+		AgentVersion: agentVersion(p.AgentKey),
 	}
 	for _, m := range mods {
 		out.Modules = append(out.Modules, m.Name)
 	}
 	if _, err := os.Stat(out.Path); err == nil {
 		out.Cached = true
+		touch(out.Path)
 		return out, nil
 	}
+	if err := assemble(out.Path, p.BasePath, p.AgentPath, mods, o.Extra); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
-	basePath := filepath.Join(dir, "base-"+baseKey[:24]+".cpio")
-	if _, err := os.Stat(basePath); err != nil {
+// modules returns the modules to load, in order. A kernel tree built by
+// its user may leave out what only some steps need (fuse, brd): those
+// are skipped with a note, and the step that needs one says so.
+func (o *InitramfsOptions) modules() ([]Module, error) {
+	k := o.Kernel
+	if k == nil || (len(o.Modules) == 0 && len(o.ExtraModules) == 0) {
+		return nil, nil
+	}
+	if k.Modules == "" {
+		if len(o.ExtraModules) > 0 {
+			return nil, fmt.Errorf("kernel %s: --module %s: the kernel has no modules (built in or not built)", k.Name, strings.Join(o.ExtraModules, ", "))
+		}
+		return nil, nil
+	}
+	want := append(append([]string(nil), o.Modules...), o.ExtraModules...)
+	if k.Source != "tree" {
+		mods, err := ModuleClosure(k.Modules, want)
+		if err != nil {
+			return nil, fmt.Errorf("kernel %s: %w", k.Name, err)
+		}
+		return mods, nil
+	}
+	var keep []string
+	for _, m := range want {
+		if _, err := ModuleClosure(k.Modules, []string{m}); err != nil {
+			if slices.Contains(optionalTreeModules, m) {
+				o.logf("note: kernel %s has no %s module (neither built in nor built): steps that need it will fail", k.Name, m)
+				continue
+			}
+			return nil, fmt.Errorf("kernel %s: %w (build it with make modules, or build it in)", k.Name, err)
+		}
+		keep = append(keep, m)
+	}
+	mods, err := ModuleClosure(k.Modules, keep)
+	if err != nil {
+		return nil, fmt.Errorf("kernel %s: %w", k.Name, err)
+	}
+	return mods, nil
+}
+
+// optionalTreeModules are agent modules a kernel tree may lack.
+var optionalTreeModules = []string{"fuse", "brd"}
+
+// GuestParts are the cached parts every initramfs starts from.
+type GuestParts struct {
+	// BasePath is the u-root base cpio, keyed by BaseKey.
+	BasePath string `json:"base_path"`
+	BaseKey  string `json:"base_key"`
+	// AgentPath is the static agent, keyed by AgentKey (its sources).
+	AgentPath string `json:"agent_path"`
+	AgentKey  string `json:"agent_key"`
+	// GoVersion is the toolchain they were built with.
+	GoVersion string `json:"go_version"`
+	// From says where they came from: "source DIR" or "embedded".
+	From string `json:"from"`
+}
+
+// guestParts returns the u-root base and the agent: built from the klab
+// source tree when klab runs from its checkout (or KLAB_SOURCE names one),
+// else the parts built into this binary.
+func (o *InitramfsOptions) guestParts(ctx context.Context) (*GuestParts, error) {
+	if o.SourceDir == "" {
+		d, err := FindSource()
+		if err != nil {
+			if e := embedded.Get(); e != nil {
+				return o.embeddedParts(e)
+			}
+			return nil, fmt.Errorf("%w; this klab binary carries no guest parts either (a plain `go build`): build it with `make build` or install it with `make install`", err)
+		}
+		o.SourceDir = d
+	}
+	return o.sourceParts(ctx)
+}
+
+// GuestPartsFor returns the guest parts o would use, building what is not
+// cached (klab doctor and `make build` use it).
+func GuestPartsFor(ctx context.Context, o InitramfsOptions) (*GuestParts, error) {
+	return o.guestParts(ctx)
+}
+
+// sourceParts builds (or finds cached) the parts from o.SourceDir.
+func (o *InitramfsOptions) sourceParts(ctx context.Context) (*GuestParts, error) {
+	goVersion, err := goVersion(ctx, o.SourceDir)
+	if err != nil {
+		return nil, err
+	}
+	// go.mod counts with go.sum: a replace directive changes the code
+	// the base is built from without changing go.sum.
+	baseKey, err := hashParts("base/v1", goVersion, strings.Join(BaseCommands, ","), fileHash(filepath.Join(o.SourceDir, "go.sum")), fileHash(filepath.Join(o.SourceDir, "go.mod")))
+	if err != nil {
+		return nil, err
+	}
+	agentKey, err := guestSourceHash(o.SourceDir, goVersion)
+	if err != nil {
+		return nil, err
+	}
+	p := o.partPaths(baseKey, agentKey)
+	p.GoVersion, p.From = goVersion, "source "+o.SourceDir
+	if _, err := os.Stat(p.BasePath); err != nil {
 		o.logf("building the u-root base initramfs (%d commands; first time only, about 30 s)...", len(BaseCommands))
 		t := time.Now()
-		if err := buildBase(ctx, o.SourceDir, basePath); err != nil {
+		if err := buildBase(ctx, o.SourceDir, p.BasePath); err != nil {
 			return nil, err
 		}
 		o.logf("built u-root base in %.1fs", time.Since(t).Seconds())
 	}
-	agentPath := filepath.Join(o.CacheDir, "agent", "klab-agent-"+agentKey[:24])
-	if _, err := os.Stat(agentPath); err != nil {
-		o.logf("building klab-agent %s...", out.AgentVersion)
+	touch(p.BasePath)
+	if _, err := os.Stat(p.AgentPath); err != nil {
+		o.logf("building klab-agent %s...", agentVersion(agentKey))
 		t := time.Now()
-		if err := buildAgent(ctx, o.SourceDir, agentPath, out.AgentVersion); err != nil {
+		if err := buildAgent(ctx, o.SourceDir, p.AgentPath, agentVersion(agentKey)); err != nil {
 			return nil, err
 		}
 		o.logf("built klab-agent in %.1fs", time.Since(t).Seconds())
 	}
-	if err := assemble(out.Path, basePath, agentPath, mods, o.Extra); err != nil {
+	touch(p.AgentPath)
+	return p, nil
+}
+
+// embeddedParts writes the binary's own parts into the cache (once) and
+// returns them: no Go toolchain and no source tree needed.
+func (o *InitramfsOptions) embeddedParts(e *embedded.Parts) (*GuestParts, error) {
+	p := o.partPaths(e.BaseKey, e.AgentKey)
+	p.GoVersion, p.From = e.GoVersion, "embedded"
+	for _, f := range []struct {
+		path string
+		data []byte
+		mode os.FileMode
+	}{{p.BasePath, e.Base, 0o644}, {p.AgentPath, e.Agent, 0o755}} {
+		if fi, err := os.Stat(f.path); err == nil && fi.Size() == int64(len(f.data)) {
+			touch(f.path)
+			continue
+		}
+		if err := writePart(f.path, f.data, f.mode); err != nil {
+			return nil, fmt.Errorf("guest parts: %w", err)
+		}
+	}
+	return p, nil
+}
+
+func (o *InitramfsOptions) partPaths(baseKey, agentKey string) *GuestParts {
+	return &GuestParts{
+		BasePath:  filepath.Join(o.CacheDir, "initramfs", "base-"+baseKey[:24]+".cpio"),
+		BaseKey:   baseKey,
+		AgentPath: filepath.Join(o.CacheDir, "agent", "klab-agent-"+agentKey[:24]),
+		AgentKey:  agentKey,
+	}
+}
+
+// ExportGuestParts builds the guest parts from the source tree and writes
+// them into dir in the layout package embedded embeds (`make build`).
+func ExportGuestParts(ctx context.Context, o InitramfsOptions, dir string) (*GuestParts, error) {
+	if o.SourceDir == "" {
+		d, err := FindSource()
+		if err != nil {
+			return nil, err
+		}
+		o.SourceDir = d
+	}
+	p, err := o.sourceParts(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	for _, f := range []struct{ from, to string }{{p.BasePath, "base.cpio"}, {p.AgentPath, "klab-agent"}} {
+		b, err := os.ReadFile(f.from)
+		if err != nil {
+			return nil, err
+		}
+		if err := results.WriteFileAtomic(filepath.Join(dir, f.to), b, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	desc, err := json.MarshalIndent(embedded.Parts{AgentKey: p.AgentKey, BaseKey: p.BaseKey, GoVersion: p.GoVersion}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := results.WriteFileAtomic(filepath.Join(dir, embedded.PartsFile), append(desc, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// writePart writes a cached part atomically, creating its directory.
+func writePart(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return results.WriteFileAtomic(path, data, mode)
+}
+
+// touch marks a cached part as used now, for the cache's LRU collection.
+func touch(path string) {
+	now := time.Now()
+	_ = os.Chtimes(path, now, now)
 }
 
 func shortNames(pkgs []string) []string {

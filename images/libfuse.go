@@ -29,8 +29,8 @@ const libfuseHint = "install the host's libfuse example sources and a compiler: 
 // seeds' reference FUSE server, with gcc against the host's libfuse3
 // (pkg-config fuse3), from the sources in LibfuseExamplesDir. The binary is
 // cached under cacheDir/libfuse, keyed by the source, the compiler's
-// version and the pkg-config flags; the result is its path, a file named
-// passthrough_ll.
+// version and the pkg-config flags (see keyedCache); the result is its
+// path, a file named passthrough_ll.
 func BuildPassthroughLL(ctx context.Context, cacheDir string, log io.Writer) (string, error) {
 	src, err := readExample("passthrough_ll.c")
 	if err != nil {
@@ -60,37 +60,43 @@ func BuildPassthroughLL(ctx context.Context, cacheDir string, log io.Writer) (st
 	fmt.Fprintf(h, "\n%d\n", len(helpers))
 	h.Write(helpers)
 	key := hex.EncodeToString(h.Sum(nil))[:24]
-	dir := filepath.Join(cacheDir, "libfuse", key)
+	logf := func(format string, args ...any) {
+		if log != nil {
+			fmt.Fprintf(log, format+"\n", args...)
+		}
+	}
+	c := keyedCache[string]{dir: filepath.Join(cacheDir, "libfuse"), what: "passthrough_ll cache", load: loadLLDir, logf: logf}
+	bin, _, err := c.get(ctx, key, false, func(context.Context) (keyedPlan, error) {
+		return keyedPlan{name: key, build: func(ctx context.Context, tmp, out string) error {
+			if err := os.WriteFile(filepath.Join(tmp, "passthrough_ll.c"), src, 0o644); err != nil {
+				return err
+			}
+			if helpers != nil {
+				if err := os.WriteFile(filepath.Join(tmp, "passthrough_helpers.h"), helpers, 0o644); err != nil {
+					return err
+				}
+			}
+			logf("building libfuse's passthrough_ll from %s...", LibfuseExamplesDir)
+			argv := []string{"gcc", "-Wall", "-O2", "-o", "passthrough_ll", "passthrough_ll.c"}
+			argv = append(argv, strings.Fields(string(cflags))...)
+			if _, err := proc.Run(ctx, proc.Opts{Dir: tmp, Timeout: 5 * time.Minute}, argv...); err != nil {
+				return fmt.Errorf("build passthrough_ll: %w", err)
+			}
+			return os.Rename(filepath.Join(tmp, "passthrough_ll"), filepath.Join(out, "passthrough_ll"))
+		}}, nil
+	})
+	return bin, err
+}
+
+// loadLLDir returns the passthrough_ll binary of a cache entry.
+func loadLLDir(dir string) (string, error) {
 	bin := filepath.Join(dir, "passthrough_ll")
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(dir, ".build-")
+	fi, err := os.Stat(bin)
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(tmp)
-	if err := os.WriteFile(filepath.Join(tmp, "passthrough_ll.c"), src, 0o644); err != nil {
-		return "", err
-	}
-	if helpers != nil {
-		if err := os.WriteFile(filepath.Join(tmp, "passthrough_helpers.h"), helpers, 0o644); err != nil {
-			return "", err
-		}
-	}
-	if log != nil {
-		fmt.Fprintf(log, "building libfuse's passthrough_ll from %s...\n", LibfuseExamplesDir)
-	}
-	argv := []string{"gcc", "-Wall", "-O2", "-o", "passthrough_ll", "passthrough_ll.c"}
-	argv = append(argv, strings.Fields(string(cflags))...)
-	if _, err := proc.Run(ctx, proc.Opts{Dir: tmp, Timeout: 5 * time.Minute}, argv...); err != nil {
-		return "", fmt.Errorf("build passthrough_ll: %w", err)
-	}
-	if err := os.Rename(filepath.Join(tmp, "passthrough_ll"), bin); err != nil {
-		return "", err
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("%s is not an executable file", bin)
 	}
 	return bin, nil
 }

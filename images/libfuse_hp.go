@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"klab/images/apt"
 	"klab/internal/proc"
 )
 
@@ -104,63 +105,50 @@ func BuildPassthroughHP(ctx context.Context, o PassthroughHPOptions) (path, vers
 		key += "=" + o.Version
 	}
 	do := &o.DebianOptions
-	cache := do.cacheDir()
-	hdir := filepath.Join(cache, "libfuse-hp")
-	if !o.Refresh {
-		if b, p, ok := lookupHPAlias(hdir, key); ok {
-			return p, b.Version, nil
+	c := passthroughHPCache(filepath.Join(do.cacheDir(), "libfuse-hp"), do.logf)
+	e, _, err := c.get(ctx, key, o.Refresh, func(ctx context.Context) (keyedPlan, error) {
+		if err := checkHPTools(); err != nil {
+			return keyedPlan{}, err
 		}
-	}
-	if err := checkHPTools(); err != nil {
-		return "", "", err
-	}
-	mirror, err := do.mirror()
-	if err != nil {
-		return "", "", err
-	}
-	if err := os.MkdirAll(hdir, 0o755); err != nil {
-		return "", "", fmt.Errorf("passthrough_hp cache: %w", err)
-	}
-	unlock, err := lockDir(ctx, hdir, do)
-	if err != nil {
-		return "", "", err
-	}
-	defer unlock()
-	if !o.Refresh {
-		if b, p, ok := lookupHPAlias(hdir, key); ok {
-			return p, b.Version, nil
-		}
-	}
-	removeStaleTemps(hdir)
-
-	apt, err := newAptEnv(filepath.Join(cache, "apt-src"), mirror, debianKeyring(mirror))
-	if err != nil {
-		return "", "", err
-	}
-	suites := []string{libfuseHPSuite}
-	if err := apt.ensureSourceLists(ctx, suites, o.Refresh, do); err != nil {
-		return "", "", err
-	}
-	out, err := apt.run(ctx, 5*time.Minute, "", "apt-cache", "madison", libfuseHPPackage)
-	if err != nil {
-		return "", "", fmt.Errorf("looking up source package %s: %w", libfuseHPPackage, err)
-	}
-	best, err := pickSourcePackage(parseMadisonSources(out), libfuseHPPackage, o.Version, suites)
-	if err != nil {
-		return "", "", err
-	}
-	final := filepath.Join(hdir, libfuseHPPackage+"_"+strings.ReplaceAll(best.version, ":", "%3a"))
-	b, p, err := loadHPDir(final)
-	if err != nil {
-		b, p, err = buildPassthroughHP(ctx, apt, hdir, final, best, do)
+		suites := []string{libfuseHPSuite}
+		env, err := do.aptEnv(ctx, "apt-src", suites, true)
 		if err != nil {
-			return "", "", err
+			return keyedPlan{}, err
 		}
-	}
-	if err := addAlias(hdir, key, filepath.Base(final)); err != nil {
+		out, err := env.Run(ctx, 5*time.Minute, "apt-cache", "madison", libfuseHPPackage)
+		if err != nil {
+			return keyedPlan{}, fmt.Errorf("looking up source package %s: %w", libfuseHPPackage, err)
+		}
+		best, err := pickSourcePackage(parseMadisonSources(out), libfuseHPPackage, o.Version, suites)
+		if err != nil {
+			return keyedPlan{}, err
+		}
+		return keyedPlan{
+			name: libfuseHPPackage + "_" + strings.ReplaceAll(best.version, ":", "%3a"),
+			build: func(ctx context.Context, tmp, out string) error {
+				return buildPassthroughHP(ctx, env, tmp, out, best, do)
+			},
+		}, nil
+	})
+	if err != nil {
 		return "", "", err
 	}
-	return p, b.Version, nil
+	return e.path, e.build.Version, nil
+}
+
+// hpEntry is a cached passthrough_hp: its build record and binary.
+type hpEntry struct {
+	build *PassthroughHPBuild
+	path  string
+}
+
+// passthroughHPCache is the keyed cache of passthrough_hp builds in hdir.
+func passthroughHPCache(hdir string, logf func(string, ...any)) keyedCache[hpEntry] {
+	return keyedCache[hpEntry]{dir: hdir, what: "passthrough_hp cache", aliased: true, logf: logf,
+		load: func(dir string) (hpEntry, error) {
+			b, p, err := loadHPDir(dir)
+			return hpEntry{b, p}, err
+		}}
 }
 
 // checkHPTools fails early, with the packages to install, when a build
@@ -185,19 +173,6 @@ func checkHPTools() error {
 	return nil
 }
 
-// lookupHPAlias answers a reference from the alias index of hdir.
-func lookupHPAlias(hdir, key string) (*PassthroughHPBuild, string, bool) {
-	dir, ok := readAliases(hdir)[key]
-	if !ok || dir == "" || strings.ContainsAny(dir, `/\`) || strings.HasPrefix(dir, ".") {
-		return nil, "", false
-	}
-	b, p, err := loadHPDir(filepath.Join(hdir, dir))
-	if err != nil {
-		return nil, "", false
-	}
-	return b, p, true
-}
-
 // loadHPDir reads dir/build.json and returns it with the binary's path.
 func loadHPDir(dir string) (*PassthroughHPBuild, string, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "build.json"))
@@ -220,81 +195,6 @@ func loadHPDir(dir string) (*PassthroughHPBuild, string, error) {
 		return nil, "", fmt.Errorf("%s is not an executable file", p)
 	}
 	return &b, p, nil
-}
-
-// sourceListsFiles returns the suites that have a Sources list.
-func (a *aptEnv) sourceListsFiles(suites []string) map[string]bool {
-	have := map[string]bool{}
-	des, _ := os.ReadDir(a.path("lists"))
-	for _, de := range des {
-		for _, s := range suites {
-			if strings.Contains(de.Name(), "_dists_"+s+"_main_source_Sources") {
-				have[s] = true
-			}
-		}
-	}
-	return have
-}
-
-// debSrcList is a private sources.list with deb-src lines for suites.
-func (a *aptEnv) debSrcList(suites []string) string {
-	opts := ""
-	if a.keyring != "" {
-		opts = " [signed-by=" + a.keyring + "]"
-	}
-	var b strings.Builder
-	b.WriteString("# Written by klab: the Debian suites searched for source packages.\n")
-	for _, s := range suites {
-		fmt.Fprintf(&b, "deb-src%s %s %s main\n", opts, a.mirror, s)
-	}
-	return b.String()
-}
-
-// ensureSourceLists is ensureLists for an apt directory of deb-src lines:
-// it writes the configuration and runs `apt-get update` when the Sources
-// lists are missing, older than listsMaxAge, made for another mirror, or
-// force is set.
-func (a *aptEnv) ensureSourceLists(ctx context.Context, suites []string, force bool, o *DebianOptions) error {
-	unlock, err := a.lock(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if _, err := os.Stat(a.path("status")); err != nil {
-		if err := writeFileAtomic(a.path("status"), nil); err != nil {
-			return fmt.Errorf("apt configuration: %w", err)
-		}
-	}
-	if _, err := writeIfChanged(a.path("apt.conf"), a.aptConf()); err != nil {
-		return fmt.Errorf("apt configuration: %w", err)
-	}
-	changed, err := writeIfChanged(a.path("sources.list"), a.debSrcList(suites))
-	if err != nil {
-		return fmt.Errorf("apt configuration: %w", err)
-	}
-	stamp := a.path("lists.stamp")
-	if !force && !changed && len(a.sourceListsFiles(suites)) == len(suites) {
-		if fi, err := os.Stat(stamp); err == nil && time.Since(fi.ModTime()) < listsMaxAge {
-			return nil
-		}
-	}
-	os.Remove(stamp)
-	o.logf("updating source package lists for %s from %s...", strings.Join(suites, " "), a.mirror)
-	start := time.Now()
-	_, err = a.run(ctx, 15*time.Minute, "", "apt-get", "-q", "update")
-	have := a.sourceListsFiles(suites)
-	if err != nil {
-		if ctx.Err() != nil || len(have) == 0 {
-			return fmt.Errorf("updating Debian source package lists: %w", err)
-		}
-		o.logf("warning: apt-get update failed, continuing with the source lists of %s: %v", strings.Join(sortedKeys(have), " "), err)
-		return nil
-	}
-	if len(have) == 0 {
-		return fmt.Errorf("updating Debian source package lists from %s: no suite of %s has a Sources list", a.mirror, strings.Join(suites, " "))
-	}
-	o.logf("source package lists updated in %.1fs", time.Since(start).Seconds())
-	return writeFileAtomic(stamp, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"))
 }
 
 // parseMadisonSources returns the source package lines of apt-cache
@@ -381,36 +281,31 @@ func parseSeries(data []byte) []string {
 }
 
 // buildPassthroughHP downloads the source package l, builds
-// passthrough_hp and installs it at final, through a temporary directory
-// renamed into place.
-func buildPassthroughHP(ctx context.Context, a *aptEnv, hdir, final string, l madisonLine, o *DebianOptions) (*PassthroughHPBuild, string, error) {
-	tmp, err := os.MkdirTemp(hdir, ".tmp-")
-	if err != nil {
-		return nil, "", fmt.Errorf("passthrough_hp cache: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	dl, src, build, out := filepath.Join(tmp, "dl"), filepath.Join(tmp, "src"), filepath.Join(tmp, "build"), filepath.Join(tmp, "out")
-	for _, d := range []string{dl, src, out} {
+// passthrough_hp and leaves it with its build.json in out, the new entry;
+// tmp is scratch space.
+func buildPassthroughHP(ctx context.Context, env *apt.Env, tmp, out string, l madisonLine, o *DebianOptions) error {
+	dl, src, build := filepath.Join(tmp, "dl"), filepath.Join(tmp, "src"), filepath.Join(tmp, "build")
+	for _, d := range []string{dl, src} {
 		if err := os.Mkdir(d, 0o755); err != nil {
-			return nil, "", fmt.Errorf("passthrough_hp cache: %w", err)
+			return fmt.Errorf("passthrough_hp cache: %w", err)
 		}
 	}
 	start := time.Now()
 	o.logf("downloading source package %s %s (%s)...", l.name, l.version, l.suite)
-	if _, err := a.run(ctx, 30*time.Minute, dl, "apt-get", "-q", "source", "--download-only", l.name+"="+l.version); err != nil {
-		return nil, "", fmt.Errorf("downloading source package %s %s: %w", l.name, l.version, err)
+	if err := env.Download(ctx, 30*time.Minute, dl, "-q", "source", "--download-only", l.name+"="+l.version); err != nil {
+		return fmt.Errorf("downloading source package %s %s: %w", l.name, l.version, err)
 	}
 	dscs, _ := filepath.Glob(filepath.Join(dl, globEscape(l.name)+"_*.dsc"))
 	if len(dscs) != 1 {
-		return nil, "", fmt.Errorf("downloading source package %s: apt-get source left %d .dsc files in %s", l.name, len(dscs), dl)
+		return fmt.Errorf("downloading source package %s: apt-get source left %d .dsc files in %s", l.name, len(dscs), dl)
 	}
 	dsc, err := os.ReadFile(dscs[0])
 	if err != nil {
-		return nil, "", err
+		return err
 	}
 	orig, debTar, err := sourceTarballs(parseDscFiles(dsc))
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", filepath.Base(dscs[0]), err)
+		return fmt.Errorf("%s: %w", filepath.Base(dscs[0]), err)
 	}
 
 	o.logf("unpacking %s...", orig.Name)
@@ -422,12 +317,12 @@ func buildPassthroughHP(ctx context.Context, a *aptEnv, hdir, final string, l ma
 		return nil
 	}
 	if err := untar(orig.Name, "--strip-components=1"); err != nil {
-		return nil, "", err
+		return err
 	}
 	var patches []string
 	if debTar != "" {
 		if err := untar(debTar); err != nil {
-			return nil, "", err
+			return err
 		}
 		if series, err := os.ReadFile(filepath.Join(src, "debian", "patches", "series")); err == nil {
 			patches = parseSeries(series)
@@ -435,15 +330,15 @@ func buildPassthroughHP(ctx context.Context, a *aptEnv, hdir, final string, l ma
 	}
 	for _, p := range patches {
 		if strings.Contains(p, "..") {
-			return nil, "", fmt.Errorf("%s: bad patch name %q in debian/patches/series", l.name, p)
+			return fmt.Errorf("%s: bad patch name %q in debian/patches/series", l.name, p)
 		}
 		if _, err := proc.Run(ctx, proc.Opts{Dir: src, Timeout: time.Minute},
 			"patch", "-p1", "-N", "-s", "-i", filepath.Join("debian", "patches", p)); err != nil {
-			return nil, "", fmt.Errorf("applying Debian patch %s: %w", p, err)
+			return fmt.Errorf("applying Debian patch %s: %w", p, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(src, "meson.build")); err != nil {
-		return nil, "", fmt.Errorf("%s %s: no meson.build at the top of %s: not a libfuse 3 source", l.name, l.version, orig.Name)
+		return fmt.Errorf("%s %s: no meson.build at the top of %s: not a libfuse 3 source", l.name, l.version, orig.Name)
 	}
 
 	o.logf("configuring libfuse with io_uring (meson)...")
@@ -456,26 +351,26 @@ func buildPassthroughHP(ctx context.Context, a *aptEnv, hdir, final string, l ma
 		"-Dutils=false", "-Dtests=false", "-Duseroot=false", "-Dinitscriptdir=",
 	}
 	if _, err := proc.Run(ctx, proc.Opts{Dir: tmp, Timeout: 5 * time.Minute}, setup...); err != nil {
-		return nil, "", fmt.Errorf("configuring libfuse: %w (%s)", err, libfuseHPHint)
+		return fmt.Errorf("configuring libfuse: %w (%s)", err, libfuseHPHint)
 	}
 	if cfg, err := os.ReadFile(filepath.Join(build, "fuse_config.h")); err != nil || !bytes.Contains(cfg, []byte("#define HAVE_URING")) {
-		return nil, "", fmt.Errorf("libfuse %s was configured without io_uring: meson found no liburing with IORING_SETUP_SQE128 or no libnuma (see %s); %s",
+		return fmt.Errorf("libfuse %s was configured without io_uring: meson found no liburing with IORING_SETUP_SQE128 or no libnuma (see %s); %s",
 			l.version, "meson-logs/meson-log.txt", libfuseHPHint)
 	}
 	o.logf("building passthrough_hp (ninja)...")
 	if _, err := proc.Run(ctx, proc.Opts{Dir: tmp, Timeout: 30 * time.Minute}, "ninja", "-C", build, "example/passthrough_hp"); err != nil {
-		return nil, "", fmt.Errorf("building passthrough_hp: %w", err)
+		return fmt.Errorf("building passthrough_hp: %w", err)
 	}
 	bin := filepath.Join(out, "passthrough_hp")
 	if err := os.Rename(filepath.Join(build, "example", "passthrough_hp"), bin); err != nil {
-		return nil, "", fmt.Errorf("building passthrough_hp: %w", err)
+		return fmt.Errorf("building passthrough_hp: %w", err)
 	}
 	help, err := proc.Run(ctx, proc.Opts{Timeout: time.Minute}, bin, "--help")
 	if err != nil {
-		return nil, "", fmt.Errorf("the built passthrough_hp does not run: %w", err)
+		return fmt.Errorf("the built passthrough_hp does not run: %w", err)
 	}
 	if !bytes.Contains(help, []byte("io_uring")) {
-		return nil, "", fmt.Errorf("the built passthrough_hp offers no io_uring option; --help says:\n%s", help)
+		return fmt.Errorf("the built passthrough_hp offers no io_uring option; --help says:\n%s", help)
 	}
 
 	b := &PassthroughHPBuild{
@@ -491,19 +386,13 @@ func buildPassthroughHP(ctx context.Context, a *aptEnv, hdir, final string, l ma
 	b.BuildSeconds = float64(time.Since(start).Milliseconds()) / 1000
 	data, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {
-		return nil, "", fmt.Errorf("build.json: %w", err)
+		return fmt.Errorf("build.json: %w", err)
 	}
 	if err := writeFileAtomic(filepath.Join(out, "build.json"), append(data, '\n')); err != nil {
-		return nil, "", fmt.Errorf("build.json: %w", err)
-	}
-	if err := os.RemoveAll(final); err != nil {
-		return nil, "", fmt.Errorf("passthrough_hp cache: %w", err)
-	}
-	if err := os.Rename(out, final); err != nil {
-		return nil, "", fmt.Errorf("passthrough_hp cache: %w", err)
+		return fmt.Errorf("build.json: %w", err)
 	}
 	o.logf("built libfuse %s passthrough_hp with io_uring (liburing %s) in %.1fs", l.version, b.Liburing, b.BuildSeconds)
-	return b, filepath.Join(final, b.Binary), nil
+	return nil
 }
 
 // toolVersion returns the first line a version query prints, or "".

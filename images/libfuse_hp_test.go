@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"klab/images/apt"
 	"klab/internal/proc"
 	"klab/internal/testenv"
 )
@@ -88,7 +89,7 @@ func TestPassthroughHPCachedOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No mirror and no build tools are needed for a cached answer.
-	t.Setenv(MirrorEnv, "")
+	t.Setenv(apt.MirrorEnv, "")
 	t.Setenv("PATH", t.TempDir())
 	p, v, err := BuildPassthroughHP(t.Context(), PassthroughHPOptions{DebianOptions: DebianOptions{CacheDir: cache}})
 	if err != nil || p != filepath.Join(dir, "passthrough_hp") || v != "3.18.3-1" {
@@ -97,7 +98,7 @@ func TestPassthroughHPCachedOffline(t *testing.T) {
 	if err := os.Remove(p); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := lookupHPAlias(hdir, "sid"); ok {
+	if _, ok := passthroughHPCache(hdir, nil).lookup("sid"); ok {
 		t.Error("an alias to a directory without its binary answered")
 	}
 }

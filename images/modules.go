@@ -159,6 +159,11 @@ func indexModules(dir string) (map[string]string, error) {
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("kernel modules: %s is not a directory", dir)
 	}
+	if _, err := os.Stat(filepath.Join(dir, "kernel")); err != nil {
+		if files, ok := treeModules(dir); ok {
+			return files, nil
+		}
+	}
 	files := map[string]string{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -181,6 +186,30 @@ func indexModules(dir string) (map[string]string, error) {
 		return nil, fmt.Errorf("kernel modules: %w", err)
 	}
 	return files, nil
+}
+
+// treeModules indexes the modules a kernel tree (or make O= directory)
+// built, from its modules.order ("fs/fuse/fuse.o" or ".ko" per line), so
+// that a whole source tree is not walked. ok is false when dir has no
+// modules.order.
+func treeModules(dir string) (files map[string]string, ok bool) {
+	b, err := os.ReadFile(filepath.Join(dir, "modules.order"))
+	if err != nil {
+		return nil, false
+	}
+	files = map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimPrefix(strings.TrimSpace(l), "kernel/")
+		if l == "" || strings.Contains(l, "..") || filepath.IsAbs(l) {
+			continue
+		}
+		ko := strings.TrimSuffix(strings.TrimSuffix(l, ".o"), ".ko") + ".ko"
+		p := filepath.Join(dir, ko)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			files[moduleFileName(filepath.Base(ko))] = p
+		}
+	}
+	return files, true
 }
 
 func inUpdates(dir, p string) bool {

@@ -27,18 +27,130 @@ type ResolveOptions struct {
 //     a local kernel, used in place. Its ID hashes the image and its
 //     config; its modules are not supported yet;
 //   - "build:<name>" or "build:<kernel ID>": a kernel built from source by
-//     `klab kernels build` (see LookupBuiltKernel).
+//     `klab kernels build` (see LookupBuiltKernel);
+//   - "tree:<dir>", or a directory ("."): a kernel tree (or make O=
+//     directory) built in place, booted with its own bzImage, .config and
+//     modules (see TreeKernel).
 func ResolveKernel(ctx context.Context, ref string, o ResolveOptions) (*Kernel, error) {
 	switch {
 	case strings.HasPrefix(ref, "debian:"):
 		return FetchDebian(ctx, ref, o.Debian)
 	case strings.HasPrefix(ref, "build:"):
 		return LookupBuiltKernel(o.Debian.cacheDir(), ref)
+	case strings.HasPrefix(ref, "tree:"):
+		return TreeKernel(strings.TrimPrefix(ref, "tree:"))
+	case isDir(ref):
+		return TreeKernel(ref)
 	case strings.Contains(ref, "/") || isFile(ref):
 		return localKernel(ref, o.Config)
 	}
-	return nil, fmt.Errorf("unknown kernel %q: want debian:<series> (6.1, 6.12, 7.2, 7.3), "+
-		"debian:<exact package version>, or a path to a bzImage", ref)
+	return nil, fmt.Errorf("unknown kernel %q: %s", ref, KernelRefHelp)
+}
+
+// KernelRefHelp says what a kernel reference may be.
+var KernelRefHelp = "want debian:<series> (" + strings.Join(DebianSeries(), ", ") + "), " +
+	"debian:<exact package version>, build:<name> (from klab kernels build), " +
+	"tree:<dir> or a directory (a kernel tree built in place, e.g. .), or the path of a bzImage"
+
+// DebianSeries are the upstream series klab's Debian suites carry, as
+// help texts and errors list them.
+func DebianSeries() []string { return append([]string(nil), debianSourceSeries...) }
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// TreeImage is where a kernel tree (or make O= directory) keeps its image.
+const TreeImage = "arch/x86/boot/bzImage"
+
+// TreeKernel describes the kernel built in place in dir: a kernel tree
+// after make, or a make O= directory. Its image is dir/arch/x86/boot/bzImage
+// and its config dir/.config; when the tree built modules (modules.order),
+// they are taken from the tree. A tree that was not built is an error that
+// says which make target to run.
+func TreeKernel(dir string) (*Kernel, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("kernel tree %s: %w", dir, err)
+	}
+	if !isDir(abs) {
+		return nil, fmt.Errorf("kernel tree %s: not a directory", dir)
+	}
+	image := filepath.Join(abs, TreeImage)
+	if _, err := os.Stat(image); err != nil {
+		if _, kerr := os.Stat(filepath.Join(abs, "Kconfig")); kerr == nil {
+			if _, cerr := os.Stat(filepath.Join(abs, ".config")); cerr != nil {
+				return nil, fmt.Errorf("kernel tree %s is not configured or built (no .config, no %s): "+
+					"configure and build it there (make defconfig && make -j$(nproc) bzImage modules), "+
+					"or let klab build it in its own cache without touching the tree: klab boot --kernel %s --build", dir, TreeImage, dir)
+			}
+			return nil, fmt.Errorf("kernel tree %s is not built (no %s): run make -j$(nproc) bzImage modules there, "+
+				"or let klab build it in its own cache without touching the tree: klab boot --kernel %s --build", dir, TreeImage, dir)
+		}
+		return nil, fmt.Errorf("%s is not a kernel tree or build directory: no %s (and no Kconfig)", dir, TreeImage)
+	}
+	version, err := CheckBzImage(image)
+	if err != nil {
+		return nil, err
+	}
+	config := filepath.Join(abs, ".config")
+	if fi, err := os.Stat(config); err != nil || !fi.Mode().IsRegular() {
+		config = ""
+	}
+	id, err := kernelID(image, config)
+	if err != nil {
+		return nil, err
+	}
+	k := &Kernel{Name: "tree:" + abs, ID: id, Version: version, Source: "tree", Image: image, Config: config}
+	if _, err := os.Stat(filepath.Join(abs, "modules.order")); err == nil {
+		k.Modules = abs
+	}
+	if config != "" {
+		if err := checkTreeConfig(dir, config, k.Modules != ""); err != nil {
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+// agentOptions are the config options without which klab's agent cannot
+// reach the host: virtio-serial over PCI.
+var agentOptions = []string{"CONFIG_VIRTIO_PCI", "CONFIG_VIRTIO_CONSOLE"}
+
+// checkTreeConfig checks that a tree's kernel can talk to klab's agent:
+// the options it needs are built in, or modules that were built.
+func checkTreeConfig(dir, config string, modulesBuilt bool) error {
+	b, err := os.ReadFile(config)
+	if err != nil {
+		return fmt.Errorf("kernel tree %s: %w", dir, err)
+	}
+	val := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok && strings.HasPrefix(k, "CONFIG_") {
+			val[k] = v
+		}
+	}
+	var missing, modular []string
+	for _, o := range agentOptions {
+		switch val[o] {
+		case "y":
+		case "m":
+			if !modulesBuilt {
+				modular = append(modular, o)
+			}
+		default:
+			missing = append(missing, o)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("kernel tree %s: its .config lacks %s, which klab's guest agent needs to reach the host; "+
+			"enable them (=y), or build with klab's lab fragment: klab boot --kernel %s --build", dir, strings.Join(missing, " and "), dir)
+	}
+	if len(modular) > 0 {
+		return fmt.Errorf("kernel tree %s: %s=m, but the tree has no built modules (no modules.order): run make modules there", dir, strings.Join(modular, "=m, "))
+	}
+	return nil
 }
 
 func isFile(p string) bool {

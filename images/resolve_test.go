@@ -63,7 +63,8 @@ func TestResolveKernelBadRefs(t *testing.T) {
 	ctx := context.Background()
 	t.Chdir(t.TempDir())
 	_, err := ResolveKernel(ctx, "foo", ResolveOptions{})
-	if err == nil || !strings.Contains(err.Error(), `unknown kernel "foo": want debian:<series> (6.1, 6.12, 7.2, 7.3), debian:<exact package version>, or a path to a bzImage`) {
+	if err == nil || !strings.Contains(err.Error(), `unknown kernel "foo": want debian:<series> (6.1, 6.12, 7.2, 7.3), debian:<exact package version>, build:<name>`) ||
+		!strings.Contains(err.Error(), "tree:<dir>") || !strings.Contains(err.Error(), "path of a bzImage") {
 		t.Errorf("foo: err = %v", err)
 	}
 	noBuilds := ResolveOptions{Debian: DebianOptions{CacheDir: t.TempDir()}}

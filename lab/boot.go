@@ -69,6 +69,20 @@ type BootRequest struct {
 	Prepare []proto.Step
 	// RunKind names the run directory's kind ("boot" when empty).
 	RunKind string
+	// Dir is the guest command's working directory; empty means /.
+	Dir string
+	// Stdin, when set, is the guest command's (Argv's) standard input;
+	// nil gives it /dev/null.
+	Stdin io.Reader
+	// Files are the user's own files for the guest (klab boot --file and
+	// --dir), with the shared libraries of ELF programs (see UserFiles).
+	// They win over klab's own files at the same guest path.
+	Files []images.ExtraFile
+	// Modules are kernel modules to load besides klab's own (--module).
+	Modules []string
+	// RunID, when set, names the run directory under the runs directory
+	// instead of a generated name; it must not exist yet.
+	RunID string
 	// Resolved, when set, is Kernel already resolved: every guest of an
 	// experiment boots the very kernel resolved at its start, even when
 	// an alias such as debian:7.3 moves meanwhile.
@@ -125,7 +139,7 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 	}
 	steps = append(steps, req.Steps...)
 	if len(req.Argv) > 0 {
-		steps = append(steps, proto.Step{Kind: proto.StepExec, Argv: req.Argv, TimeoutMs: g.StepTimeout().Milliseconds()})
+		steps = append(steps, proto.Step{Kind: proto.StepExec, Argv: req.Argv, TimeoutMs: g.StepTimeout().Milliseconds(), Stdin: req.Stdin != nil, Dir: req.Dir})
 	}
 	_, runErr := g.Run(ctx, steps)
 	res, err := g.Close()

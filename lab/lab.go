@@ -148,11 +148,17 @@ func (o *Options) Initramfs(ctx context.Context, k *images.Kernel) (*images.Init
 // InitramfsWith assembles the initramfs for k with extra host files (see
 // images.HostProgram).
 func (o *Options) InitramfsWith(ctx context.Context, k *images.Kernel, extra []images.ExtraFile) (*images.Initramfs, error) {
+	return o.initramfs(ctx, k, extra, nil)
+}
+
+// initramfs is InitramfsWith loading more kernel modules (--module).
+func (o *Options) initramfs(ctx context.Context, k *images.Kernel, extra []images.ExtraFile, modules []string) (*images.Initramfs, error) {
 	return images.BuildInitramfs(ctx, images.InitramfsOptions{
-		CacheDir: o.CacheDir,
-		Kernel:   k,
-		Log:      o.Progress,
-		Extra:    extra,
+		CacheDir:     o.CacheDir,
+		Kernel:       k,
+		Log:          o.Progress,
+		Extra:        extra,
+		ExtraModules: modules,
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"klab/guest/proto"
+	"klab/images"
 	"klab/results"
 	"klab/results/splat"
 	"klab/vm"
@@ -117,8 +118,8 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 	if err != nil {
 		return nil, err
 	}
-	extra = dedupExtra(append(extra, libfuse...))
-	ir, err := o.InitramfsWith(ctx, k, extra)
+	extra = dedupExtra(append(append(append([]images.ExtraFile(nil), req.Files...), extra...), libfuse...))
+	ir, err := o.initramfs(ctx, k, extra, req.Modules)
 	if err != nil {
 		return nil, err
 	}
@@ -139,8 +140,13 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 	if kind == "" {
 		kind = "boot"
 	}
-	if s.run, err = store.Create(kind); err != nil {
-		return nil, fmt.Errorf("create run: %w", err)
+	if req.RunID != "" {
+		s.run, err = store.CreateNamed(req.RunID)
+	} else {
+		s.run, err = store.Create(kind)
+	}
+	if err != nil {
+		return nil, err
 	}
 	s.res = &BootResult{RunDir: s.run.Dir, ExitCode: -1}
 	s.man = newManifest(s.run, req.Command, k, ir, verdict)
@@ -298,6 +304,53 @@ func (s *Session) Run(ctx context.Context, steps []proto.Step) ([]StepResult, er
 	return done, nil
 }
 
+// pumpStdin sends r to the running step id as Input messages, then EOF.
+// It stops when the step ends (ctx); what the host had not sent by then is
+// not the guest's to read.
+func pumpStdin(ctx context.Context, a *vm.Agent, id int, r io.Reader) {
+	if r == nil {
+		_ = a.Input(id, nil, true)
+		return
+	}
+	type chunk struct {
+		b   []byte
+		err error
+	}
+	// Reads happen in their own goroutine: a terminal read cannot be
+	// interrupted, and must not keep the step's end waiting.
+	chunks := make(chan chunk)
+	go func() {
+		for {
+			buf := make([]byte, proto.MaxChunk/2)
+			n, err := r.Read(buf)
+			select {
+			case chunks <- chunk{buf[:n], err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-chunks:
+			if len(c.b) > 0 {
+				if a.Input(id, c.b, false) != nil {
+					return
+				}
+			}
+			if c.err != nil {
+				_ = a.Input(id, nil, true)
+				return
+			}
+		}
+	}
+}
+
 // HardGrace is how long past its timeout and the hang grace a step may
 // run when the guest keeps printing, before klab stops it anyway.
 var HardGrace = time.Minute
@@ -341,6 +394,12 @@ func (s *Session) step(ctx context.Context, st proto.Step, n int) (*StepResult, 
 	ch := make(chan result, 1)
 	stepCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if st.Kind == proto.StepExec && st.Stdin {
+		if st.ID <= 0 {
+			st.ID = a.NextID()
+		}
+		go pumpStdin(stepCtx, a, st.ID, req.Stdin)
+	}
 	go func() {
 		d, err := a.Run(stepCtx, st, func(msg *proto.Message) {
 			w.touch()

@@ -177,6 +177,29 @@ func (s Store) Create(prefix string) (*Run, error) {
 	return nil, fmt.Errorf("create run: no unique id after 16 tries in %s", s.Root)
 }
 
+// CreateNamed makes the run directory id (a name the user chose, e.g.
+// with klab boot --run-id). It fails when that run exists already: a run
+// is never written over.
+func (s Store) CreateNamed(id string) (*Run, error) {
+	if !ValidName(id) || len(id) > 128 {
+		return nil, fmt.Errorf("create run %q: %w (letters, digits, '.', '_', '-'; at most 128)", id, ErrBadName)
+	}
+	if err := os.MkdirAll(s.Root, 0o755); err != nil {
+		return nil, fmt.Errorf("create run: %w", err)
+	}
+	dir := filepath.Join(s.Root, id)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("create run: %s exists already; choose another --run-id, or remove it (klab runs rm %s)", dir, id)
+		}
+		return nil, fmt.Errorf("create run: %w", err)
+	}
+	if err := syncDir(s.Root); err != nil {
+		return nil, fmt.Errorf("create run %s: %w", id, err)
+	}
+	return &Run{ID: id, Dir: dir}, nil
+}
+
 // Open returns the existing run with the given id.
 func (s Store) Open(id string) (*Run, error) {
 	if !ValidName(id) {

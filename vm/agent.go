@@ -114,6 +114,21 @@ func (a *Agent) Shutdown(timeout time.Duration) error {
 	}
 }
 
+// NextID reserves a step ID, for a caller that must know it before Run
+// sends the step (to send its Input).
+func (a *Agent) NextID() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nextID++
+	return a.nextID
+}
+
+// Input sends a chunk of standard input for the running step id (eof
+// ends it). Each call is bounded by WriteTimeout like every send.
+func (a *Agent) Input(id int, data []byte, eof bool) error {
+	return a.send(&proto.Message{Kind: proto.KindInput, Input: &proto.Input{Step: id, Data: data, EOF: eof}})
+}
+
 // Sysrq asks the agent to trigger the given sysrq keys at once, out of
 // band: it works while a step runs, as long as the agent still reads.
 func (a *Agent) Sysrq(keys string) error {

@@ -2,11 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"klab/images"
 	"klab/lab"
 	"klab/results/splat"
 )
@@ -25,6 +28,14 @@ type bootOptions struct {
 	allow       []string
 	noFail      bool
 	mttcg       bool
+	files, dirs []string
+	modules     []string
+	noStdin     bool
+	build       bool
+	config      []string
+	asJSON      bool
+	runID       string
+	runDir      string
 }
 
 func newBootCommand(g *globalOptions) *cobra.Command {
@@ -35,10 +46,21 @@ func newBootCommand(g *globalOptions) *cobra.Command {
 		Long: `Boot a kernel in a QEMU guest with klab's initramfs, run one command in the
 guest through the agent, stream its output, and exit with its status.
 
-The kernel is debian:<series> (6.1, 6.12, 7.2, 7.3), an exact Debian package
-version (debian:7.3.4+deb13), or the path of a bzImage. Every run is saved
-under --runs-dir with manifest.json, console.log, events.jsonl and
-splats.json.
+The kernel is debian:<series> (` + strings.Join(images.DebianSeries(), ", ") + `), an exact Debian package
+version (debian:7.3.4+deb13), build:<name> (from klab kernels build), the
+path of a bzImage, or a kernel tree built in place (. or tree:DIR): its own
+arch/x86/boot/bzImage, .config and modules. With --build, klab builds the
+tree first, as it is (uncommitted changes included), in its own cache and
+incrementally, without writing into the tree: the edit-build-boot loop in
+one command.
+
+Your own programs and data go in with --file and --dir; an ELF program
+brings its shared libraries. Without a guest path they land in /work, where
+the command then runs. The command's standard input is klab's own.
+
+Every run is saved under --runs-dir (or --run-dir) with manifest.json,
+console.log, events.jsonl and splats.json; --json prints a summary of the
+run on stdout (the guest's output then goes to stderr).
 
 A kernel report on the console (BUG, KASAN, lockdep, panic, or a WARNING not
 allowed with --allow-warning) fails the run even when the command succeeded.
@@ -48,6 +70,10 @@ when klab failed or the input was bad; 126 when the kernel failed (panic,
 hang, or it never reached the agent); 127 when the command could not be
 started in the guest; 1 when another step failed.`,
 		Example: `  klab boot --kernel debian:7.3 -- uname -r
+  klab boot --kernel . --build -- cat /proc/version
+  klab boot --kernel . --file tools/testing/selftests/filesystems/fuse/fusectl_test -- ./fusectl_test
+  echo hi | klab boot --kernel debian:7.3 -- cat
+  klab boot --kernel debian:7.3 --json --run-id ci-42 -- true
   klab boot --kernel debian:7.3 --console -- true
   klab boot --kernel ./arch/x86/boot/bzImage -- cat /proc/version
   klab boot --kernel debian:7.3 --sysctl fs.fuse.default_request_timeout=30 -- cat /proc/sys/fs/fuse/default_request_timeout`,
@@ -58,12 +84,47 @@ started in the guest; 1 when another step failed.`,
 			if err := checkAccel(o.accel); err != nil {
 				return err
 			}
+			if o.runDir != "" {
+				if o.runID != "" {
+					return badInput(fmt.Errorf("give --run-dir or --run-id, not both"))
+				}
+				abs, err := filepath.Abs(o.runDir)
+				if err != nil {
+					return badInput(fmt.Errorf("--run-dir %s: %w", o.runDir, err))
+				}
+				g.runsDir, o.runID = filepath.Dir(abs), filepath.Base(abs)
+			}
 			lo := g.labOptions()
 			lo.Accel = o.accel
 			lo.Flavour = o.flavour
+			stdout := io.Writer(os.Stdout)
+			if o.asJSON {
+				stdout = os.Stderr
+			}
 			req := lab.BootRequest{
 				Kernel: o.kernel, Argv: args, MemMB: o.memMB, CPUs: o.cpus, Cmdline: o.cmdline,
-				Stdout: os.Stdout, Stderr: os.Stderr, Command: os.Args,
+				Stdout: stdout, Stderr: os.Stderr, Command: os.Args,
+				Modules: o.modules, RunID: o.runID,
+			}
+			if !o.noStdin && len(args) > 0 {
+				req.Stdin = os.Stdin
+			}
+			files, err := userFiles(o.files, o.dirs)
+			if err != nil {
+				return badInput(err)
+			}
+			req.Files = files
+			if len(files) > 0 && len(args) > 0 {
+				req.Dir = images.UserWorkDir
+			}
+			if o.build {
+				k, err := buildTree(cmd, g, o.kernel, o.config)
+				if err != nil {
+					return err
+				}
+				req.Kernel, req.Resolved = k.Name, k
+			} else if len(o.config) > 0 {
+				return badInput(fmt.Errorf("--config goes with --build (the config klab builds the tree with)"))
 			}
 			for _, s := range o.sysctls {
 				k, v, ok := strings.Cut(s, "=")
@@ -91,6 +152,11 @@ started in the guest; 1 when another step failed.`,
 				req.Console = os.Stderr
 			}
 			res, err := lo.Boot(cmd.Context(), req)
+			if o.asJSON && res != nil {
+				if jerr := printJSON(bootJSON(res, err)); jerr != nil {
+					return jerr
+				}
+			}
 			if err != nil {
 				return err
 			}
@@ -102,9 +168,9 @@ started in the guest; 1 when another step failed.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.kernel, "kernel", "k", "", "kernel: debian:<series>, debian:<package version>, or a bzImage path")
+	f.StringVarP(&o.kernel, "kernel", "k", "", "kernel: debian:<series>, debian:<package version>, build:<name>, a bzImage path, or a built kernel tree (. or tree:DIR)")
 	f.StringVar(&o.accel, "accel", "auto", "accelerator: auto (prove KVM, else TCG), kvm or tcg")
-	f.IntVarP(&o.memMB, "memory", "m", 1024, "guest memory in MiB")
+	f.VarP(newMiBValue(1024, &o.memMB), "memory", "m", "guest memory: MiB, or a size with a unit K, M, G or T (512M, 2G, 1.5GiB)")
 	f.IntVar(&o.cpus, "cpus", 2, "guest vCPUs")
 	f.BoolVar(&o.console, "console", false, "also print the guest console to stderr")
 	f.StringVar(&o.cmdline, "append", "", "extra kernel command line")
@@ -115,7 +181,82 @@ started in the guest; 1 when another step failed.`,
 	f.BoolVar(&o.mttcg, "tcg-multithread", false, "under TCG, one host thread per vCPU (faster for parallel work; QEMU 7.2 then sometimes shows a false \"Oops: int3\")")
 	f.BoolVar(&o.noFail, "no-splat-fail", false, "report kernel splats but never fail the run because of them")
 	f.StringVar(&o.flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")
+	f.StringArrayVar(&o.files, "file", nil, "copy a host file into the guest: HOST[:GUEST] (default /work/NAME); ELF programs bring their libraries (repeatable)")
+	f.StringArrayVar(&o.dirs, "dir", nil, "copy a host directory tree into the guest: HOST[:GUEST] (default /work/NAME) (repeatable)")
+	f.StringArrayVar(&o.modules, "module", nil, "also load this kernel module from the kernel's modules, with its dependencies (repeatable)")
+	f.BoolVar(&o.noStdin, "no-stdin", false, "give the guest command /dev/null as standard input instead of klab's own")
+	f.BoolVar(&o.build, "build", false, "build the kernel tree given with --kernel first (as it is, in klab's cache, incrementally)")
+	f.StringArrayVar(&o.config, "config", nil, "with --build: config fragments, comma-separated: lab (default), debug, tree (the tree's own .config) or a file")
+	f.BoolVar(&o.asJSON, "json", false, "print a JSON summary of the run on stdout (outcome, exit status, run directory, splats)")
+	f.StringVar(&o.runID, "run-id", "", "name of the run directory under --runs-dir (default: a generated one); it must not exist")
+	f.StringVar(&o.runDir, "run-dir", "", "the run directory itself (must not exist): sets --runs-dir and --run-id")
 	return cmd
+}
+
+// userFiles turns --file and --dir values into overlay files.
+func userFiles(files, dirs []string) ([]images.ExtraFile, error) {
+	var paths []images.UserPath
+	for _, v := range files {
+		p, err := images.ParseUserPath("--file", v, false)
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, p)
+	}
+	for _, v := range dirs {
+		p, err := images.ParseUserPath("--dir", v, true)
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, p)
+	}
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	return images.UserFiles(paths)
+}
+
+// bootSummary is what klab boot --json prints.
+type bootSummary struct {
+	Outcome     string      `json:"outcome"`
+	Class       string      `json:"class,omitempty"`
+	Message     string      `json:"message,omitempty"`
+	ExitCode    int         `json:"exit_code"`
+	KlabExit    int         `json:"klab_exit"`
+	RunID       string      `json:"run_id"`
+	RunDir      string      `json:"run_dir"`
+	Kernel      string      `json:"kernel"`
+	Version     string      `json:"version"`
+	KernelID    string      `json:"kernel_id"`
+	Accel       string      `json:"accel"`
+	BootToAgent float64     `json:"boot_to_agent_s"`
+	Wall        float64     `json:"wall_s"`
+	Splats      []bootSplat `json:"splats"`
+}
+
+type bootSplat struct {
+	Type  string `json:"type"`
+	Title string `json:"title"`
+}
+
+func bootJSON(res *lab.BootResult, err error) bootSummary {
+	m := res.Manifest
+	s := bootSummary{
+		ExitCode: res.ExitCode, RunDir: res.RunDir, RunID: filepath.Base(res.RunDir),
+		BootToAgent: res.BootToAgent.Seconds(), Wall: res.Wall.Seconds(), Splats: []bootSplat{},
+	}
+	if m != nil {
+		s.Outcome, s.Class, s.Message = string(m.Outcome.Status), string(m.Outcome.Class), shown(m.Outcome.Message)
+		s.Kernel, s.Version, s.KernelID, s.Accel = shown(m.Kernel.Name), shown(m.Kernel.Version), m.Kernel.ID, string(m.Accel)
+	}
+	s.KlabExit = res.ExitCode
+	if err != nil {
+		s.KlabExit = lab.ExitCode(err)
+	}
+	for _, r := range res.Splats {
+		s.Splats = append(s.Splats, bootSplat{Type: string(r.Type), Title: shown(r.Title)})
+	}
+	return s
 }
 
 func summary(res *lab.BootResult) {

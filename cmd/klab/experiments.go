@@ -20,24 +20,30 @@ func newExperimentsCommand() *cobra.Command {
   klab experiments show fuse-transport
   klab experiments validate experiments/*.yaml my-exp.yaml`,
 	}
-	cmd.AddCommand(&cobra.Command{
+	var asJSON bool
+	list := &cobra.Command{
 		Use:     "list",
 		Short:   "List klab's experiments",
-		Example: "  klab experiments list",
+		Example: "  klab experiments list\n  klab experiments list --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			for _, n := range experiments.Shipped() {
-				f, err := experiments.Find(n)
-				if err != nil {
-					fmt.Fprintf(tw, "%s\t(invalid: %v)\n", n, err)
+			list := listExperiments()
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), list)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			for _, e := range list {
+				if e.Error != "" {
+					fmt.Fprintf(tw, "%s\t(invalid: %s)\n", e.Name, e.Error)
 					continue
 				}
-				fmt.Fprintf(tw, "%s\t%s\n", n, f.Spec.Description)
+				fmt.Fprintf(tw, "%s\t%s\n", e.Name, e.Description)
 			}
 			return tw.Flush()
 		},
-	}, &cobra.Command{
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(list, &cobra.Command{
 		Use:     "show NAME|FILE",
 		Short:   "Print an experiment's spec",
 		Example: "  klab experiments show fuse-transport",
@@ -80,4 +86,27 @@ allowed. Exit status 2 when any file is invalid.`,
 		},
 	})
 	return cmd
+}
+
+// experimentEntry is one line of klab experiments list.
+type experimentEntry struct {
+	Name        string `json:"name"`
+	Path        string `json:"path,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Error says why a shipped experiment does not load.
+	Error string `json:"error,omitempty"`
+}
+
+// listExperiments describes klab's shipped experiments.
+func listExperiments() []experimentEntry {
+	var out []experimentEntry
+	for _, n := range experiments.Shipped() {
+		f, err := experiments.Find(n)
+		if err != nil {
+			out = append(out, experimentEntry{Name: n, Error: err.Error()})
+			continue
+		}
+		out = append(out, experimentEntry{Name: n, Path: f.Path, Description: f.Spec.Description})
+	}
+	return out
 }

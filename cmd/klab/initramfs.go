@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"klab/images"
 )
 
 func newInitramfsCommand(g *globalOptions) *cobra.Command {
@@ -48,5 +50,32 @@ a cache hit builds nothing.`,
 	cmd.Flags().StringVarP(&kernel, "kernel", "k", "", "kernel: debian:<series>, debian:<package version>, or a bzImage path")
 	cmd.Flags().StringVar(&flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(newInitramfsPartsCommand(g))
+	return cmd
+}
+
+// newInitramfsPartsCommand writes the guest parts (the static agent and
+// the u-root base) built from the source tree into a directory, for `make
+// build` to embed into the klab binary.
+func newInitramfsPartsCommand(g *globalOptions) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:    "parts --out DIR",
+		Short:  "Build the agent and the u-root base from the source tree into DIR (for make build)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return badInput(fmt.Errorf("--out is required, e.g. --out images/embedded"))
+			}
+			p, err := images.ExportGuestParts(cmd.Context(), images.InitramfsOptions{CacheDir: g.cacheDir, Log: os.Stderr}, out)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "klab: guest parts in %s: agent %s, u-root base %s (%s)\n", out, p.AgentKey[:12], p.BaseKey[:12], p.GoVersion)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "directory to write klab-agent, base.cpio and parts.json into")
 	return cmd
 }

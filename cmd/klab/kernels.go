@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"reflect"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -64,7 +66,7 @@ looks for a newer package.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&o.flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")
+	cmd.Flags().StringVar(&o.flavour, "flavour", images.DefaultDebianFlavour, flavourUsage())
 	cmd.Flags().BoolVar(&o.refresh, "refresh", false, "look for a newer package even when one is cached")
 	return cmd
 }
@@ -87,7 +89,7 @@ func newKernelsListCommand(g *globalOptions) *cobra.Command {
 			}
 			ks = append(ks, built...)
 			if asJSON {
-				return printJSON(ks)
+				return writeJSON(cmd.OutOrStdout(), ks)
 			}
 			if len(ks) == 0 {
 				fmt.Fprintln(os.Stderr, "no kernels cached yet; try: klab kernels fetch debian:7.3")
@@ -148,12 +150,20 @@ config and modules. A Debian kernel that is not cached yet is fetched. With
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().StringVar(&flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")
+	cmd.Flags().StringVar(&flavour, "flavour", images.DefaultDebianFlavour, flavourUsage())
 	return cmd
 }
 
-func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
+// printJSON prints v as indented JSON on stdout (see writeJSON).
+func printJSON(v any) error { return writeJSON(os.Stdout, v) }
+
+// writeJSON writes v as indented JSON. A nil slice is written as [], not
+// null: a list with nothing in it is still a list.
+func writeJSON(w io.Writer, v any) error {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.IsNil() {
+		v = []struct{}{}
+	}
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 
@@ -16,6 +18,7 @@ import (
 type kernelsBuildOptions struct {
 	tree, tarball, source string
 	rev                   string
+	dirty                 bool
 	patches               []string
 	config                []string
 	baseConfig            string
@@ -39,8 +42,8 @@ func newKernelsBuildCommand(g *globalOptions) *cobra.Command {
 klab boot --kernel build:<name>.
 
 The source is a local git tree (--tree, at --rev or HEAD; it is cloned with
---shared, so your checkout is never touched and uncommitted changes are not
-built), a kernel tarball (--tarball), or Debian's linux-source-<series>
+--shared, so your checkout is never touched; uncommitted changes are built
+only with --dirty, which adds them as a first patch), a kernel tarball (--tarball), or Debian's linux-source-<series>
 fetched through apt (--source debian:6.1, 6.12, 7.2 or 7.3).
 
 Patches (--patches, repeatable, and any further arguments, in that order)
@@ -68,6 +71,7 @@ the kernel (klab kernels show build:<name>); a failed build prints the first
 compiler errors and the log's path. --arch is x86_64 only for now.`,
 		Example: `  klab kernels build --source debian:7.3 --config lab --name plain
   klab kernels build --tree ~/linux --rev v7.3 --patches series.mbox --config lab --name fuse-fix
+  klab kernels build --tree . --dirty --name wip
   klab kernels build --source debian:7.3 --config lab,debug --patches 0001-x.patch 0002-y.patch --name x
   klab kernels build --tree ~/linux --patches ./patches/ --config lab,./extra.config --name x --with-baseline
   klab boot --kernel build:fuse-fix -- uname -a`,
@@ -90,7 +94,7 @@ compiler errors and the log's path. --arch is x86_64 only for now.`,
 				config = append(config, strings.Split(c, ",")...)
 			}
 			res, err := build.Build(cmd.Context(), build.Options{
-				Source: src, Rev: o.rev,
+				Source: src, Rev: o.rev, Dirty: o.dirty,
 				Patches:      append(append([]string{}, o.patches...), args...),
 				Config:       config,
 				BaseConfig:   o.baseConfig,
@@ -136,6 +140,7 @@ compiler errors and the log's path. --arch is x86_64 only for now.`,
 	f := cmd.Flags()
 	f.StringVar(&o.tree, "tree", "", "a local git tree with the kernel source")
 	f.StringVar(&o.rev, "rev", "", "the commit of --tree to build (default HEAD)")
+	f.BoolVar(&o.dirty, "dirty", false, "build --tree's working tree as it is: HEAD plus uncommitted changes (the tree is still never written to)")
 	f.StringVar(&o.tarball, "tarball", "", "a kernel source tarball (.tar, .tar.gz, .tar.xz, ...)")
 	f.StringVar(&o.source, "source", "", "debian:<series> (Debian's linux-source-<series>: 6.1, 6.12, 7.2, 7.3), or a tree or tarball")
 	f.StringArrayVar(&o.patches, "patches", nil, "a patch file, mbox or directory of patches (repeatable)")
@@ -274,3 +279,54 @@ func buildExit(err error) error {
 	}
 	return err
 }
+
+// buildTree builds the kernel tree ref names (a directory or tree:DIR) as
+// it is, uncommitted changes included, for klab boot --build: in klab's
+// cache, incrementally, named build:tree-<directory name>. config are
+// --config values: fragments, or "tree" for the tree's own .config.
+func buildTree(cmd *cobra.Command, g *globalOptions, ref string, config []string) (*images.Kernel, error) {
+	dir := strings.TrimPrefix(ref, "tree:")
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, badInput(fmt.Errorf("--build needs a kernel tree as --kernel (. or tree:DIR), and %s is not a directory", ref))
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	o := build.Options{Source: abs, Dirty: true, CacheDir: g.cacheDir,
+		Debian:   images.DebianOptions{Mirror: g.mirror, CacheDir: g.cacheDir, Progress: os.Stderr},
+		Progress: os.Stderr, Terminal: build.IsTerminal(os.Stderr)}
+	for _, c := range config {
+		for _, f := range strings.Split(c, ",") {
+			if f == "tree" {
+				cfg := filepath.Join(abs, ".config")
+				if _, err := os.Stat(cfg); err != nil {
+					return nil, badInput(fmt.Errorf("--config tree: %s has no .config to build with (make defconfig there, or use --config lab)", dir))
+				}
+				// The tree's whole .config, on defconfig: options this
+				// tree no longer knows are reported, not fatal.
+				f, o.BaseConfig, o.AllowDropped = cfg, "defconfig", true
+			}
+			o.Config = append(o.Config, f)
+		}
+	}
+	name := "tree-" + strings.Trim(treeNameRe.ReplaceAllString(filepath.Base(abs), "-"), "-.")
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	if images.CheckBuildName(name) == nil {
+		o.Name = name
+	}
+	res, err := build.Build(cmd.Context(), o)
+	if err != nil {
+		return nil, buildExit(err)
+	}
+	how := "built"
+	if res.Hit {
+		how = "cached"
+	}
+	fmt.Fprintf(os.Stderr, "klab: %s %s (%s, %s)\n", res.Kernel.Name, how, res.Kernel.Version, res.Kernel.ID)
+	return res.Kernel, nil
+}
+
+var treeNameRe = regexp.MustCompile(`[^A-Za-z0-9._+-]+`)

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"klab/internal/paths"
 	"klab/lab"
@@ -26,6 +27,9 @@ type globalOptions struct {
 	runsDir  string
 	mirror   string
 	verbose  bool
+	// args is the command line klab runs with (without the program
+	// name), for the hints of flag errors.
+	args []string
 }
 
 func newRootCommand() *cobra.Command {
@@ -59,13 +63,7 @@ to repeat it.`,
 	// may write into them: klab never uses one another user could have
 	// made (see internal/paths).
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		switch cmd.Name() {
-		case "version", "help", "completion", "experiments", "list", "show", "validate", "plan", "emit", "cache-key":
-			if cmd.Name() == "list" || cmd.Name() == "show" {
-				if p := cmd.Parent(); p == nil || p.Name() != "experiments" {
-					break
-				}
-			}
+		if !usesDirs(cmd) {
 			return nil
 		}
 		if err := paths.Check("cache directory", g.cacheDir, "--cache-dir", "KLAB_CACHE_DIR"); err != nil {
@@ -76,6 +74,9 @@ to repeat it.`,
 		}
 		return nil
 	}
+	root.Version = versionLine()
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return flagError(cmd, err, g.args) })
 	root.AddCommand(
 		newKernelsCommand(g),
 		newBootCommand(g),
@@ -94,7 +95,196 @@ to repeat it.`,
 		newResultsCommand(),
 		newVersionCommand(),
 	)
+	// Cobra adds these when it runs; added now, they get the same
+	// treatment as klab's own commands below.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	strictCommands(root, g)
+	setupCompletion(root, g)
 	return root
+}
+
+// usesDirs reports whether cmd may write into the cache or runs
+// directory. Command groups, help, version, completion and the commands
+// that only read experiment or matrix files run even when those
+// directories are unsafe.
+func usesDirs(cmd *cobra.Command) bool {
+	if cmd.HasSubCommands() {
+		return false // a group only prints its help or fails
+	}
+	for c := cmd; c != nil; c = c.Parent() {
+		switch c.Name() {
+		case "version", "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
+			return false
+		}
+	}
+	switch cmd.Name() {
+	case "experiments", "validate", "plan", "emit", "cache-key":
+		return false
+	case "list", "show":
+		return cmd.Parent() == nil || cmd.Parent().Name() != "experiments"
+	}
+	return true
+}
+
+// strictCommands makes every mistyped command line an error (status 2, or
+// 125 for klab boot, whose other statuses are the guest's): a command
+// group (klab kernels, klab fuse check, ...) given an unknown subcommand
+// fails with suggestions instead of printing its help, and argument
+// errors are bad input.
+func strictCommands(c *cobra.Command, g *globalOptions) {
+	switch {
+	case c.HasSubCommands() && !c.Runnable():
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			return badInput(unknownCommand(cmd, args[0]))
+		}
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	case c.Args != nil:
+		validate := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			err := validate(cmd, args)
+			if err == nil {
+				return nil
+			}
+			msg := err.Error()
+			if h := guestHint(cmd, g.args); h != "" && len(args) > 0 {
+				msg += ": " + h
+			}
+			return &exitError{code: badInputCode(cmd), msg: msg}
+		}
+	}
+	for _, sub := range c.Commands() {
+		strictCommands(sub, g)
+	}
+}
+
+// unknownCommand says that group has no subcommand name, and what it has.
+func unknownCommand(group *cobra.Command, name string) error {
+	if group.SuggestionsMinimumDistance <= 0 {
+		group.SuggestionsMinimumDistance = 2
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", name, group.CommandPath())
+	if s := group.SuggestionsFor(name); len(s) > 0 {
+		return fmt.Errorf("%s; did you mean %s?", msg, orList(s))
+	}
+	var names []string
+	for _, c := range group.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	if len(names) > 8 {
+		return fmt.Errorf("%s (%s --help lists the commands)", msg, group.CommandPath())
+	}
+	return fmt.Errorf("%s; want %s", msg, orList(names))
+}
+
+// badInputCode is the status of bad input to cmd: 2, or 125 for klab
+// boot, which exits with the guest command's own status otherwise.
+func badInputCode(cmd *cobra.Command) int {
+	if cmd.CommandPath() == "klab boot" {
+		return lab.ExitInfra
+	}
+	return exitBadInput
+}
+
+// flagError is cobra's flag error as bad input, with a hint when the flag
+// came after a guest command given without "--" (klab boot --kernel
+// debian:7.3 uname -r).
+func flagError(cmd *cobra.Command, err error, argv []string) error {
+	msg := err.Error()
+	if len(cmd.Flags().Args()) > 0 {
+		if h := guestHint(cmd, argv); h != "" {
+			msg += ": " + h
+		}
+	}
+	return &exitError{code: badInputCode(cmd), msg: msg}
+}
+
+// guestHint tells how to run a guest command, for a command line argv
+// that gave one to cmd without "--"; it is empty for commands that take
+// none.
+func guestHint(cmd *cobra.Command, argv []string) string {
+	switch cmd.CommandPath() {
+	case "klab boot":
+		return "put the guest command after --, e.g. " + withDash(cmd, argv, "boot")
+	case "klab shell":
+		return "klab shell runs no command; to run one: " + withDash(cmd, argv, "boot")
+	}
+	return ""
+}
+
+// withDash rewrites argv, a command line of cmd, as klab <name> with "--"
+// before the guest command: the first argument that is neither cmd's name
+// nor a flag or a flag's value.
+func withDash(cmd *cobra.Command, argv []string, name string) string {
+	path := strings.Fields(cmd.CommandPath())[1:]
+	head := []string{"klab"}
+	fs := cmd.Flags()
+	for i := 0; i < len(argv); i++ {
+		a := argv[i]
+		switch {
+		case a == "--":
+			continue
+		case len(a) > 1 && a[0] == '-':
+			head = append(head, a)
+			if takesValue(fs, a) && i+1 < len(argv) {
+				i++
+				head = append(head, argv[i])
+			}
+			continue
+		case len(path) > 0 && a == path[0]:
+			if len(path) == 1 {
+				a = name
+			}
+			path = path[1:]
+			head = append(head, a)
+			continue
+		}
+		var guest []string
+		for _, g := range argv[i:] {
+			if g != "--" {
+				guest = append(guest, g)
+			}
+		}
+		return shellJoin(head) + " -- " + shellJoin(guest)
+	}
+	return shellJoin(head) + " -- COMMAND"
+}
+
+// takesValue reports whether the flag argument a ("--kernel", "-k",
+// "-vk") is followed by its value as the next argument.
+func takesValue(fs *pflag.FlagSet, a string) bool {
+	needs := func(f *pflag.Flag) bool { return f != nil && f.NoOptDefVal == "" }
+	if name, ok := strings.CutPrefix(a, "--"); ok {
+		return !strings.Contains(name, "=") && needs(fs.Lookup(name))
+	}
+	for i, c := range a[1:] {
+		f := fs.ShorthandLookup(string(c))
+		if f == nil {
+			return false
+		}
+		if needs(f) {
+			return i == len(a)-2 // the value is the rest of a, else the next argument
+		}
+	}
+	return false
+}
+
+// shellJoin joins args into a command line a shell reads back as args.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,:/@%") == "" {
+			out[i] = a
+		} else {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 func main() {
@@ -112,6 +302,7 @@ func run(args []string, stderr io.Writer) int {
 
 func runRoot(root *cobra.Command, g *globalOptions, args []string, stderr io.Writer) (code int) {
 	root.SetArgs(args)
+	g.args = args
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer func() {

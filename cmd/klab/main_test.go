@@ -1,13 +1,21 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"klab/guest/proto"
+	"klab/images"
 	"klab/lab"
 )
 
@@ -75,5 +83,225 @@ func TestSharedDirsRefused(t *testing.T) {
 	var stderr strings.Builder
 	if code := runRoot(newRootCommandWith(g), g, []string{"experiments", "list", "--cache-dir", shared}, &stderr); code != 0 {
 		t.Errorf("experiments list: status %d, %q", code, stderr.String())
+	}
+}
+
+// runCLI runs klab in-process with private cache and runs directories and
+// returns its status and what it wrote to its stdout and stderr.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	g := &globalOptions{}
+	root := newRootCommandWith(g)
+	var out, errb strings.Builder
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	args = append([]string{"--cache-dir", t.TempDir(), "--runs-dir", t.TempDir()}, args...)
+	code = runRoot(root, g, args, &errb)
+	return code, out.String(), errb.String()
+}
+
+// allCommands are c and every command below it.
+func allCommands(c *cobra.Command) []*cobra.Command {
+	out := []*cobra.Command{c}
+	for _, sub := range c.Commands() {
+		out = append(out, allCommands(sub)...)
+	}
+	return out
+}
+
+// groups are the command groups of klab's tree: the commands that only
+// hold subcommands, root included.
+func groups(c *cobra.Command) []*cobra.Command {
+	var out []*cobra.Command
+	if c.HasSubCommands() {
+		out = append(out, c)
+	}
+	for _, sub := range c.Commands() {
+		out = append(out, groups(sub)...)
+	}
+	return out
+}
+
+// TestUnknownSubcommand: every command group fails with status 2 on an
+// unknown subcommand, suggests the one a typo meant, and prints its help
+// when given none.
+func TestUnknownSubcommand(t *testing.T) {
+	gs := groups(newRootCommand())
+	if len(gs) < 8 {
+		t.Fatalf("only %d command groups found", len(gs))
+	}
+	for _, group := range gs {
+		path := strings.Fields(group.CommandPath())[1:]
+		var first string
+		for _, c := range group.Commands() {
+			if n := c.Name(); c.IsAvailableCommand() && len(n) >= 3 && n[1] != n[2] {
+				first = c.Name()
+				break
+			}
+		}
+		typo := first[:1] + first[2:3] + first[1:2] + first[3:] // list → lsit
+		for _, tc := range []struct{ arg, want string }{
+			{"nope", `unknown command "nope" for "` + group.CommandPath() + `"`},
+			{typo, "did you mean " + first},
+		} {
+			code, stdout, stderr := runCLI(t, append(path, tc.arg)...)
+			if code != exitBadInput || !strings.Contains(stderr, tc.want) || stdout != "" {
+				t.Errorf("klab %s %s: status %d, stdout %q, stderr %q; want status 2 and %q",
+					strings.Join(path, " "), tc.arg, code, stdout, stderr, tc.want)
+			}
+		}
+		if code, stdout, stderr := runCLI(t, path...); code != 0 || !strings.Contains(stdout, "Available Commands:") {
+			t.Errorf("klab %s: status %d, stdout %q, stderr %q; want its help", strings.Join(path, " "), code, stdout, stderr)
+		}
+	}
+	// Leaf commands' argument errors are bad input too.
+	if code, _, stderr := runCLI(t, "runs", "show"); code != exitBadInput || !strings.Contains(stderr, "accepts 1 arg(s)") {
+		t.Errorf("runs show: status %d, %q", code, stderr)
+	}
+}
+
+// TestGuestCommandHint: a guest command given to klab boot without "--"
+// whose flags klab does not know gets a hint with the command line that
+// works; other commands' flag errors get none.
+func TestGuestCommandHint(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"boot", "--kernel", "debian:7.3", "uname", "-r"}, lab.ExitInfra,
+			"unknown shorthand flag: 'r' in -r: put the guest command after --, e.g. klab boot --kernel debian:7.3 -- uname -r\n"},
+		{[]string{"boot", "-vk", "debian:7.3", "-m", "2G", "ls", "--color", "/tmp/a b"}, lab.ExitInfra,
+			"unknown flag: --color: put the guest command after --, e.g. klab boot -vk debian:7.3 -m 2G -- ls --color '/tmp/a b'\n"},
+		{[]string{"boot", "--kernel=debian:7.3", "--cpus", "1", "sh", "-c", "echo hi"}, lab.ExitInfra,
+			"klab boot --kernel=debian:7.3 --cpus 1 -- sh -c 'echo hi'\n"},
+		{[]string{"shell", "--kernel", "debian:7.3", "uname", "-r"}, exitBadInput,
+			"klab shell runs no command; to run one: klab boot --kernel debian:7.3 -- uname -r\n"},
+		{[]string{"shell", "--kernel", "debian:7.3", "uname"}, exitBadInput,
+			"klab shell runs no command; to run one: klab boot --kernel debian:7.3 -- uname\n"},
+		{[]string{"boot", "--bogus", "--kernel", "debian:7.3"}, lab.ExitInfra, "unknown flag: --bogus\n"},
+		{[]string{"run", "fuse-transport", "--bogus"}, exitBadInput, "unknown flag: --bogus\n"},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		// runCLI puts the private directories first.
+		stderr = regexp.MustCompile(`--cache-dir \S+ --runs-dir \S+ `).ReplaceAllString(stderr, "")
+		if code != tc.code || !strings.HasSuffix(stderr, tc.want) {
+			t.Errorf("klab %q: status %d, stderr %q; want status %d and %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+		if strings.Contains(tc.want, "--bogus") && strings.Contains(stderr, "guest command") {
+			t.Errorf("klab %q: a hint without a guest command: %q", tc.args, stderr)
+		}
+	}
+}
+
+// TestVersionFlag: klab --version prints what klab version prints: the
+// version, the commit and the protocol version.
+func TestVersionFlag(t *testing.T) {
+	_, flag, _ := runCLI(t, "--version")
+	_, cmd, _ := runCLI(t, "version")
+	want := fmt.Sprintf(", protocol v%d\n", proto.Version)
+	if flag != cmd || !strings.HasPrefix(flag, "klab ") || !strings.Contains(flag, ", commit ") || !strings.HasSuffix(flag, want) {
+		t.Errorf("klab --version %q, klab version %q; want the same, with the commit and %q", flag, cmd, want)
+	}
+}
+
+// TestHelpListsAgree: the Debian series and flavours that --help texts
+// list are the ones images names in its errors, and every --flavour flag
+// lists them all.
+func TestHelpListsAgree(t *testing.T) {
+	ctx := context.Background()
+	cache := t.TempDir()
+	inParens := regexp.MustCompile(`\(([0-9., ]+)\)`)
+	// images' own errors list what it accepts.
+	var fromErrors [][]string
+	_, err := images.ResolveKernel(ctx, "fedora:40", images.ResolveOptions{Debian: images.DebianOptions{CacheDir: cache}})
+	if m := inParens.FindStringSubmatch(fmt.Sprint(err)); m != nil {
+		fromErrors = append(fromErrors, strings.Split(m[1], ", "))
+	} else {
+		t.Errorf("images.ResolveKernel's error lists no series: %v", err)
+	}
+	_, err = images.FetchDebianSource(ctx, "debian:nope", images.DebianOptions{CacheDir: cache})
+	if m := inParens.FindStringSubmatch(fmt.Sprint(err)); m != nil {
+		fromErrors = append(fromErrors, strings.Split(m[1], ", "))
+	} else {
+		t.Errorf("images.FetchDebianSource's error lists no series: %v", err)
+	}
+	for _, s := range fromErrors {
+		if !slices.Equal(s, debianSeries()) {
+			t.Errorf("images lists the series %q, klab's help %q", s, debianSeries())
+		}
+	}
+	_, err = images.FetchDebian(ctx, "debian:7.3", images.DebianOptions{CacheDir: cache, Flavour: "nope"})
+	if m := regexp.MustCompile(`want (.*)$`).FindStringSubmatch(fmt.Sprint(err)); m == nil || m[1] != orList(debianFlavours()) {
+		t.Errorf("images' flavour error %q; klab's help says %s", err, orList(debianFlavours()))
+	}
+	if debianFlavours()[0] != images.DefaultDebianFlavour {
+		t.Errorf("the first flavour %s is not images' default %s", debianFlavours()[0], images.DefaultDebianFlavour)
+	}
+
+	// Every list of series or flavours in the help texts is the whole list.
+	seriesList := regexp.MustCompile(`[0-9]+\.[0-9]+(?:(?:, |,? or )[0-9]+\.[0-9]+)+`)
+	flavourList := regexp.MustCompile(`[a-z-]*amd64(?:(?:, |,? or )[a-z-]*amd64)+`)
+	split := regexp.MustCompile(`,? or |, `)
+	check := func(where, text string) {
+		for _, l := range seriesList.FindAllString(text, -1) {
+			if got := split.Split(l, -1); !slices.Equal(got, debianSeries()) {
+				t.Errorf("%s lists the series %q, want %q", where, got, debianSeries())
+			}
+		}
+		for _, l := range flavourList.FindAllString(text, -1) {
+			if got := split.Split(l, -1); !slices.Equal(got, debianFlavours()) {
+				t.Errorf("%s lists the flavours %q, want %q", where, got, debianFlavours())
+			}
+		}
+	}
+	flavourFlags := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		check(c.CommandPath(), c.Short+"\n"+c.Long+"\n"+c.Example)
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			check(c.CommandPath()+" --"+f.Name, f.Usage)
+			if f.Name == "flavour" {
+				flavourFlags++
+				if !strings.HasSuffix(f.Usage, orList(debianFlavours())) {
+					t.Errorf("%s --flavour: %q does not list every flavour", c.CommandPath(), f.Usage)
+				}
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCommand())
+	if flavourFlags == 0 {
+		t.Error("no --flavour flag found")
+	}
+}
+
+// TestJSONListsEmpty: --json lists print [] when there is nothing to
+// list, never null.
+func TestJSONListsEmpty(t *testing.T) {
+	clean := filepath.Join(t.TempDir(), "console.log")
+	if err := os.WriteFile(clean, []byte("[    0.000000] Linux version 7.3.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"kernels", "list", "--json"},
+		{"runs", "list", "--json"},
+		{"splats", "parse", "--json", clean},
+	} {
+		code, stdout, stderr := runCLI(t, args...)
+		if code != 0 || strings.TrimSpace(stdout) != "[]" {
+			t.Errorf("klab %q: status %d, stdout %q, stderr %q; want []", args, code, stdout, stderr)
+		}
+	}
+	var b strings.Builder
+	if err := writeJSON(&b, []int(nil)); err != nil || b.String() != "[]\n" {
+		t.Errorf("writeJSON(nil slice) = %q, %v", b.String(), err)
+	}
+	code, stdout, _ := runCLI(t, "experiments", "list", "--json")
+	var list []experimentEntry
+	if err := json.Unmarshal([]byte(stdout), &list); code != 0 || err != nil || len(list) == 0 || list[0].Name == "" {
+		t.Errorf("experiments list --json: status %d, %v: %q", code, err, stdout)
 	}
 }

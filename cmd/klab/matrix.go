@@ -99,7 +99,7 @@ broken matrix file or bad flags (nothing is run); 130 when interrupted.`,
 	f.IntVarP(&o.jobs, "jobs", "j", 0, "cells at once (default: from the CPUs and the available memory)")
 	f.StringVar(&o.shard, "shard", "", "run shard i/n of the cells (for CI engines; merge with klab results merge)")
 	f.IntVar(&o.cpus, "cpus", 0, "guest vCPUs of every experiment (default: each spec's)")
-	f.IntVarP(&o.memMB, "memory", "m", 0, "guest memory in MiB of every experiment (default: each spec's)")
+	f.VarP(newMiBValue(0, &o.memMB), "memory", "m", "guest memory of every experiment: MiB, or a size with a unit K, M, G or T (512M, 2G) (default: each spec's)")
 	f.StringVar(&o.accel, "accel", "", "accelerator: auto, kvm or tcg (default: each spec's, else auto)")
 	f.StringVar(&o.format, "format", "text", "report printed at the end: "+strings.Join(xreport.Formats, ", "))
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the report")

@@ -73,7 +73,7 @@ failed; 130 when interrupted.`,
 	f.StringVar(&o.order, "order", "", "round order: abba or random (default: the spec's, else abba)")
 	f.Int64Var(&o.seed, "seed", 0, "seed of --order random")
 	f.IntVar(&o.cpus, "cpus", 0, "guest vCPUs (default: the spec's, else 2)")
-	f.IntVarP(&o.memMB, "memory", "m", 0, "guest memory in MiB (default: the spec's, else 1024)")
+	f.VarP(newMiBValue(0, &o.memMB), "memory", "m", "guest memory: MiB, or a size with a unit K, M, G or T (512M, 2G) (default: the spec's, else 1GiB)")
 	f.StringVar(&o.accel, "accel", "", "accelerator: auto, kvm or tcg (default: the spec's, else auto)")
 	f.StringVar(&o.format, "format", "text", "report printed at the end: "+strings.Join(report.Formats, ", "))
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the report")

@@ -134,14 +134,9 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				if runs == nil {
-					runs = []runEntry{}
-				}
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(runs)
+				return writeJSON(cmd.OutOrStdout(), runs)
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN\tKIND\tSTATUS\tEXPERIMENT\tKERNELS")
 			for _, r := range runs {
 				exp := r.Experiment

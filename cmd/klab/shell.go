@@ -50,7 +50,7 @@ console is saved in the run directory.`,
 	f := cmd.Flags()
 	f.StringVarP(&o.kernel, "kernel", "k", "", "kernel: debian:<series>, debian:<package version>, or a bzImage path")
 	f.StringVar(&o.accel, "accel", "auto", "accelerator: auto, kvm or tcg")
-	f.IntVarP(&o.memMB, "memory", "m", 1024, "guest memory in MiB")
+	f.VarP(newMiBValue(1024, &o.memMB), "memory", "m", "guest memory: MiB, or a size with a unit K, M, G or T (512M, 2G, 1.5GiB)")
 	f.IntVar(&o.cpus, "cpus", 2, "guest vCPUs")
 	f.StringVar(&o.cmdline, "append", "", "extra kernel command line")
 	f.StringVar(&o.flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -33,7 +34,9 @@ titles mean the same bug across runs and kernels.`,
 }
 
 type splatsParseOptions struct {
-	json bool
+	json  bool
+	fail  bool
+	allow []string
 }
 
 func newSplatsParseCommand(_ *globalOptions) *cobra.Command {
@@ -46,16 +49,26 @@ and print the splats in them: one title per line, prefixed with the file name
 when there are several files, or with --json a JSON array of objects with
 "title", "type", "corrupted", "frames", "report" and more. FILE "-" is
 standard input. Logs of any size are streamed with bounded memory, and each
-splat is printed as soon as it is complete.`,
+splat is printed as soon as it is complete.
+
+With --fail, the exit status says whether the logs would fail a klab boot:
+1 when a splat fails the default policy (any BUG, sanitizer or lockdep
+report, hang, panic, or a WARNING that no --allow-warning matches), 0
+otherwise; the failing titles are printed on stderr. Use it to gate a CI
+step on a console log or dmesg.`,
 		Example: `  klab splats parse ~/.local/share/klab/runs/20261130-080018-boot-952920/console.log
   dmesg | klab splats parse -
-  klab splats parse --json console.log | jq -r '.[] | select(.corrupted | not) | .title'`,
+  klab splats parse --json console.log | jq -r '.[] | select(.corrupted | not) | .title'
+  dmesg | klab splats parse --fail - || echo "the kernel reported a failing splat"
+  klab splats parse --fail --allow-warning 'WARNING in fuse_' console.log`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSplatsParse(cmd.Context(), o, args, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print a JSON array of reports")
+	cmd.Flags().BoolVar(&o.fail, "fail", false, "exit 1 when a splat fails the default policy, as klab boot would fail the run")
+	cmd.Flags().StringArrayVar(&o.allow, "allow-warning", nil, "with --fail, a WARNING title substring (or /regexp/) that does not fail (repeatable)")
 	return cmd
 }
 
@@ -66,6 +79,17 @@ type parsedSplat struct {
 }
 
 func runSplatsParse(ctx context.Context, o *splatsParseOptions, files []string, stdin io.Reader, stdout io.Writer) error {
+	var policy *splat.Policy
+	if o.fail {
+		p, err := splat.NewPolicy(splat.PolicyConfig{Fail: splat.DefaultFail(), Allow: o.allow})
+		if err != nil {
+			return badInput(fmt.Errorf("--allow-warning: %w", err))
+		}
+		policy = p
+	} else if len(o.allow) > 0 {
+		return badInput(fmt.Errorf("--allow-warning only applies with --fail"))
+	}
+	var reports []splat.Report
 	out := bufio.NewWriter(stdout)
 	n := 0
 	if o.json {
@@ -75,6 +99,10 @@ func runSplatsParse(ctx context.Context, o *splatsParseOptions, files []string, 
 		err := withInput(name, stdin, func(r io.Reader) error {
 			return splat.ParseReader(ctx, r, func(rep splat.Report) error {
 				n++
+				if policy != nil {
+					// What the policy reads, without the report's text.
+					reports = append(reports, splat.Report{Type: rep.Type, Title: rep.Title, Line: rep.Line, Fatal: rep.Fatal})
+				}
 				if o.json {
 					if n > 1 {
 						fmt.Fprint(out, ",")
@@ -106,7 +134,21 @@ func runSplatsParse(ctx context.Context, o *splatsParseOptions, files []string, 
 		}
 		fmt.Fprintln(out, "]")
 	}
-	return out.Flush()
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	if policy == nil {
+		return nil
+	}
+	v := policy.Evaluate(reports)
+	if !v.Failed {
+		return nil
+	}
+	titles := make([]string, len(v.Failures))
+	for i, f := range v.Failures {
+		titles[i] = shown(f.Title)
+	}
+	return &exitError{code: 1, msg: fmt.Sprintf("%d splat(s) fail the default policy: %s", len(titles), strings.Join(titles, "; "))}
 }
 
 // withInput calls f with the file name, or stdin for "-".

@@ -2,15 +2,44 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
 func secs(n int) time.Duration { return time.Duration(n) * time.Second }
 
+// accels are the values of --accel.
+func accels() []string { return []string{"auto", "kvm", "tcg"} }
+
 func checkAccel(a string) error {
-	switch a {
-	case "auto", "kvm", "tcg":
-		return nil
+	for _, x := range accels() {
+		if a == x {
+			return nil
+		}
 	}
-	return fmt.Errorf("--accel %q: want auto, kvm or tcg", a)
+	return fmt.Errorf("--accel %q: want %s", a, orList(accels()))
+}
+
+// debianSeries are the upstream series of debian:<series>, as images
+// lists them in its errors (TestHelpListsAgree checks that they agree).
+func debianSeries() []string { return []string{"6.1", "6.12", "7.2", "7.3"} }
+
+// debianFlavours are the Debian kernel flavours images accepts, the
+// default first (TestHelpListsAgree checks them against images' errors).
+func debianFlavours() []string { return []string{"cloud-amd64", "amd64", "rt-amd64"} }
+
+// flavourUsage is the --help text of every --flavour flag.
+func flavourUsage() string {
+	return "Debian kernel flavour: " + orList(debianFlavours())
+}
+
+// orList joins words as "a", "a or b", "a, b or c".
+func orList(words []string) string {
+	switch len(words) {
+	case 0:
+		return ""
+	case 1:
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }

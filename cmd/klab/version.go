@@ -12,20 +12,37 @@ import (
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:     "version",
-		Short:   "Print klab's version",
-		Example: "  klab version",
+		Short:   "Print klab's version, commit and guest protocol version",
+		Long:    "Print klab's version, the commit it was built from, and the version of the\nprotocol between klab and its guest agent. klab --version prints the same.",
+		Example: "  klab version\n  klab --version",
 		Args:    cobra.NoArgs,
 		Run: func(cmd *cobra.Command, args []string) {
-			v := "(devel)"
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				v = bi.Main.Version
-				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" {
-						v += " " + s.Value
-					}
-				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "klab %s, protocol v%d\n", v, proto.Version)
+			fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 		},
 	}
+}
+
+// versionLine is what klab version and klab --version print: the module
+// version, the commit (with "modified" for a build from a dirty tree) and
+// the guest protocol version.
+func versionLine() string {
+	v, commit := "(devel)", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		modified := false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if modified {
+			commit += " (modified)"
+		}
+	}
+	return fmt.Sprintf("klab %s, commit %s, protocol v%d", v, commit, proto.Version)
 }

@@ -67,8 +67,9 @@ type Agent struct {
 	// fio, ...). A missing kind is answered as unknown.
 	Handlers map[proto.StepKind]Handler
 
-	once sync.Once
-	enc  *proto.Encoder
+	once  sync.Once
+	enc   *proto.Encoder
+	stdin stdinRouter
 }
 
 // Handler runs one step of a kind registered in Agent.Handlers. It may send
@@ -167,6 +168,15 @@ func (a *Agent) Serve(ctx context.Context) error {
 				// Out of band: a running step must not delay it.
 				a.sysrq(m.Sysrq)
 				continue
+			}
+			if err == nil && m.Kind == proto.KindInput {
+				// Out of band too: the step that reads it is running.
+				a.stdin.deliver(m.Input)
+				continue
+			}
+			if err == nil && m.Kind == proto.KindStep && m.Step.Stdin {
+				// Before the step's first Input can arrive.
+				a.stdin.open(m.Step.ID)
 			}
 			broken := err != nil && rec.err != nil && errors.Is(err, rec.err)
 			select {

@@ -16,11 +16,15 @@ import (
 	"klab/guest/proto"
 )
 
-// runExec runs an exec step: the command gets /dev/null as stdin, its own
+// runExec runs an exec step: the command gets /dev/null as stdin (or, with
+// Step.Stdin, a pipe fed by the host's Input messages), its own
 // process group, and its stdout and stderr are streamed to the host as
 // Output messages while it runs. Step and DurationNs of the result are
 // filled in by runStep.
 func (a *Agent) runExec(ctx context.Context, s *proto.Step) proto.Done {
+	if s.Stdin {
+		defer a.stdin.forget(s.ID)
+	}
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return proto.Done{ExitCode: -1, Error: "exec step without argv"}
 	}
@@ -55,6 +59,24 @@ func (a *Agent) runExec(ctx context.Context, s *proto.Step) proto.Done {
 		Stderr:      errW,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
+	var inQ *stdinQueue
+	var inW *os.File
+	if s.Stdin {
+		if inQ = a.stdin.get(s.ID); inQ == nil { // a step run outside Serve
+			inQ = newStdinQueue()
+			inQ.put(&proto.Input{EOF: true})
+		}
+		var inR *os.File
+		if inR, inW, err = os.Pipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return proto.Done{ExitCode: -1, Error: fmt.Sprintf("stdin pipe: %v", err)}
+		}
+		cmd.Stdin = inR
+		defer inR.Close()
+	}
 	err = cmd.Start()
 	// The child holds its own copies of the write ends now.
 	outW.Close()
@@ -62,7 +84,19 @@ func (a *Agent) runExec(ctx context.Context, s *proto.Step) proto.Done {
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		if inW != nil {
+			inQ.close()
+			inW.Close()
+		}
 		return proto.Done{ExitCode: -1, Error: err.Error()}
+	}
+	if inW != nil {
+		defer inQ.close()
+		go func() {
+			if inQ.pump(inW) {
+				a.Logf("step %d: standard input over %d MiB: the rest was dropped (copy big inputs in with --file)", s.ID, MaxStdinQueue>>20)
+			}
+		}()
 	}
 
 	fw := &forwarder{a: a, step: s.ID}

@@ -47,6 +47,9 @@ const (
 	KindSysrq Kind = "sysrq"
 	// KindSample carries a workload's periodic sample while a step runs.
 	KindSample Kind = "sample"
+	// KindInput carries the host's standard input for a running exec step
+	// that asked for it (Step.Stdin), out of band like KindSysrq.
+	KindInput Kind = "input"
 )
 
 // Message is one line on the channel.
@@ -69,6 +72,15 @@ type Message struct {
 	Sample *Sample `json:"sample,omitempty"`
 	// Sysrq is set for KindSysrq: the sysrq keys to trigger, in order.
 	Sysrq string `json:"sysrq,omitempty"`
+	// Input is set for KindInput.
+	Input *Input `json:"input,omitempty"`
+}
+
+// Input is a chunk of standard input for step Step; EOF ends it.
+type Input struct {
+	Step int    `json:"step"`
+	Data []byte `json:"data,omitempty"`
+	EOF  bool   `json:"eof,omitempty"`
 }
 
 // Hello is the agent's first message, sent once its channel is open.
@@ -165,6 +177,9 @@ type Step struct {
 	// Perf, when set, records the whole guest with perf while the step
 	// runs and returns the call graph in Done.Profile.
 	Perf *Perf `json:"perf,omitempty"`
+	// Stdin, for StepExec, gives the command a pipe fed by the host's
+	// Input messages instead of /dev/null.
+	Stdin bool `json:"stdin,omitempty"`
 }
 
 // Stream names an output stream.
@@ -233,6 +248,8 @@ func (m *Message) Validate() error {
 		ok = m.Sample != nil
 	case KindSysrq:
 		ok = m.Sysrq != ""
+	case KindInput:
+		ok = m.Input != nil
 	case KindBye, KindShutdown:
 		ok = true
 	default:

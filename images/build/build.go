@@ -49,8 +49,14 @@ type Options struct {
 	// linux-source-<series> (optionally "debian:7.3=<package version>").
 	Source string
 	// Rev is the commit of a git Source to build; empty means HEAD.
-	// Uncommitted changes are never built.
+	// Uncommitted changes are built only with Dirty.
 	Rev string
+	// Dirty builds a git Source's working tree as it is: HEAD plus its
+	// uncommitted changes (tracked files' changes and untracked files
+	// that .gitignore does not exclude), which go in as a first patch, so
+	// that the cache key is the base commit plus the diff's hash. The
+	// user's checkout is still never written to.
+	Dirty bool
 	// Patches are patch files, mboxes and directories, applied in order
 	// (see LoadPatches).
 	Patches []string
@@ -181,8 +187,19 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if bd.b, err = resolveBase(ctx, &o, newHashMemo(filepath.Join(bd.s.dir, "hashes.json"))); err != nil {
 		return nil, err
 	}
-	if bd.b.Dirty {
-		bd.logf("note: %s has uncommitted changes; klab builds the commit %.12s only (commit them, or pass them as a patch)",
+	var dirty Patch
+	if bd.b.Dirty && o.Dirty {
+		if dirty, err = worktreePatch(ctx, bd.b.GitDir); err != nil {
+			return nil, err
+		}
+		bd.b.Dirty = len(dirty.Data) > 0 // else only stat changes: the content is HEAD's
+	}
+	if bd.b.Dirty && o.Dirty {
+		bd.logf("building %s as it is: commit %.12s plus its uncommitted changes (%d file(s), diff %.12s)",
+			bd.b.GitDir, bd.b.Commit, len(dirty.Files), dirty.SHA256)
+		series.Patches = append([]Patch{dirty}, series.Patches...)
+	} else if bd.b.Dirty {
+		bd.logf("note: %s has uncommitted changes; klab builds the commit %.12s only (add --dirty to build them too, or commit them)",
 			bd.b.GitDir, bd.b.Commit)
 	}
 	for _, f := range bd.frags {
@@ -221,6 +238,12 @@ func (o *Options) check() error {
 	if o.Jobs < 0 || o.Jobs > 1024 {
 		errs = append(errs, fmt.Errorf("-j %d is out of range, want 1..1024", o.Jobs))
 	}
+	if o.Dirty && o.Rev != "" {
+		errs = append(errs, fmt.Errorf("--dirty builds the working tree as it is; it does not go with --rev %s", o.Rev))
+	}
+	if o.Dirty && o.Source != "" && !isDirPath(o.Source) {
+		errs = append(errs, fmt.Errorf("--dirty needs a git tree (--tree DIR), not %s", o.Source))
+	}
 	if o.Source == "" {
 		errs = append(errs, errors.New("no source: give --tree DIR (a git tree), --tarball FILE or --source debian:<series>"))
 	}
@@ -240,6 +263,11 @@ func (o *Options) check() error {
 		o.Config = []string{"lab"}
 	}
 	return errors.Join(errs...)
+}
+
+func isDirPath(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 // loadFragments reads the fragments and picks the base config.

@@ -1,13 +1,16 @@
 package build
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"klab/internal/filehash"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -101,9 +104,63 @@ func resolveGit(ctx context.Context, dir, rev string) (*base, error) {
 		// Only the committed tree is built; say so when there is more.
 		if _, err := proc.Run(ctx, proc.Opts{Dir: gitDir, Timeout: time.Minute}, "git", "diff-index", "--quiet", "HEAD", "--"); err != nil {
 			b.Dirty = true
+		} else if out, err := proc.Run(ctx, proc.Opts{Dir: gitDir, Timeout: time.Minute}, "git", "ls-files", "--others", "--exclude-standard"); err == nil && len(bytes.TrimSpace(out)) > 0 {
+			b.Dirty = true
 		}
 	}
 	return b, nil
+}
+
+// maxWorktreeDiff bounds the uncommitted changes --dirty carries into a
+// build.
+const maxWorktreeDiff = 256 << 20
+
+// worktreePatch returns the uncommitted changes of the git tree dir as one
+// patch: `git diff HEAD` of the tracked files, then each untracked file
+// that .gitignore does not exclude as a new file. Git is run so that it
+// does not even refresh the index (GIT_OPTIONAL_LOCKS=0).
+func worktreePatch(ctx context.Context, dir string) (Patch, error) {
+	env := append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C")
+	run := func(okCodes []int, args ...string) ([]byte, error) {
+		out, err := proc.Run(ctx, proc.Opts{Dir: dir, Env: env, Timeout: 5 * time.Minute}, append([]string{"git"}, args...)...)
+		if err != nil {
+			var pe *proc.Error
+			if errors.As(err, &pe) && slices.Contains(okCodes, pe.ExitCode) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("the uncommitted changes of %s: git %s: %w", dir, args[0], err)
+		}
+		return out, nil
+	}
+	diff, err := run(nil, "diff", "--binary", "--no-color", "--no-ext-diff", "--no-textconv", "--full-index", "HEAD", "--")
+	if err != nil {
+		return Patch{}, err
+	}
+	others, err := run(nil, "ls-files", "-z", "--others", "--exclude-standard")
+	if err != nil {
+		return Patch{}, err
+	}
+	var b bytes.Buffer
+	b.Write(diff)
+	for _, f := range strings.Split(string(others), "\x00") {
+		if f == "" {
+			continue
+		}
+		// git diff --no-index exits 1 when the files differ, as they do.
+		out, err := run([]int{1}, "diff", "--no-index", "--binary", "--no-color", "--no-ext-diff", "--full-index", "--", "/dev/null", f)
+		if err != nil {
+			return Patch{}, err
+		}
+		b.Write(out)
+		if b.Len() > maxWorktreeDiff {
+			return Patch{}, fmt.Errorf("the uncommitted changes of %s pass %d MiB (untracked %s?): commit or .gitignore what is not source", dir, maxWorktreeDiff>>20, f)
+		}
+	}
+	p := newPatch(dir, b.Bytes())
+	p.Path = dir + " (uncommitted changes)"
+	p.File = ""
+	p.Subject = "uncommitted changes of " + dir
+	return p, nil
 }
 
 // unpack creates the tree of b at dst (which must not exist), through a

@@ -1,6 +1,7 @@
-package images
+package apt
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,7 +99,7 @@ deb http://second.example/debian trixie main
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := DebianMirror(aptRoot(t, tc.files))
+			got, err := debianMirror(aptRoot(t, tc.files))
 			if tc.want == "" {
 				if err == nil {
 					t.Fatalf("got %q, want an error", got)
@@ -151,13 +152,52 @@ func TestParseAptSourcesDetails(t *testing.T) {
 
 func TestResolveMirror(t *testing.T) {
 	t.Setenv(MirrorEnv, "http://env.example/debian/")
-	if got, err := ResolveMirror("http://flag.example/debian"); err != nil || got != "http://flag.example/debian" {
+	if got, err := ResolveMirror("http://flag.example/debian", ""); err != nil || got != "http://flag.example/debian" {
 		t.Errorf("flag: got %q, %v", got, err)
 	}
-	if got, err := ResolveMirror(""); err != nil || got != "http://env.example/debian" {
+	if got, err := ResolveMirror("", ""); err != nil || got != "http://env.example/debian" {
 		t.Errorf("env: got %q, %v", got, err)
 	}
-	if _, err := ResolveMirror("not a uri"); err == nil {
+	if _, err := ResolveMirror("not a uri", ""); err == nil {
 		t.Error("bad flag accepted")
+	}
+}
+
+// TestCheckMirrorURI: only known schemes, and nothing that could end the
+// URI where klab writes it, from every source.
+func TestCheckMirrorURI(t *testing.T) {
+	for _, ok := range []string{
+		"http://mirror.example/debian", "https://mirror.example/debian/", "file:/srv/debian", "file:///srv/debian",
+		"mirror+file:/etc/apt/mirrors/debian.list", "mirror+https://mirror.example/list",
+	} {
+		if _, err := checkMirrorURI(ok, "--debian-mirror"); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{
+		"mirror.example/debian", "ftp://mirror.example/debian", "http:/x", "http://", "file:", "javascript:x",
+		"http://mirror.example/debian stable main", "http://m.example/d\vx", "http://m.example/d\fx", "http://m.example/d\rx",
+		"http://m.example/debian#comment", "http://m.example/[x]", "http://m.example/\"x", "http://m.example/\x1b[2J",
+	} {
+		if _, err := checkMirrorURI(bad, "--debian-mirror"); err == nil || !strings.Contains(err.Error(), "not a usable mirror URI") {
+			t.Errorf("%q accepted (%v)", bad, err)
+		}
+	}
+	// From the host's sources too.
+	root := t.TempDir()
+	list := filepath.Join(root, "etc/apt/sources.list")
+	os.MkdirAll(filepath.Dir(list), 0o755)
+	os.WriteFile(list, []byte("deb http://mirror.example/deb\x1bian bookworm main\n"), 0o644)
+	if _, err := debianMirror(root); err == nil || !strings.Contains(err.Error(), "not a usable mirror URI") {
+		t.Errorf("a host source with a control character: %v", err)
+	}
+}
+
+// writeFile writes path, making its directory.
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

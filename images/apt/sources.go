@@ -1,4 +1,9 @@
-package images
+// Package apt runs apt-get and apt-cache for klab with a private
+// configuration under a directory of klab's cache, so that the host's apt
+// state is never touched: it owns finding the Debian mirror in the host's
+// apt sources, the private sources list and package lists, the one lock
+// that every apt call holds, and apt's download sandbox.
+package apt
 
 import (
 	"bufio"
@@ -24,14 +29,8 @@ const noMirrorMsg = "no Debian mirror configured: none of /etc/apt/sources.list,
 
 // ResolveMirror returns the Debian archive URI klab should use: flag when
 // it is non-empty, else $KLAB_DEBIAN_MIRROR, else the mirror named by the
-// host's apt sources (see DebianMirror).
-func ResolveMirror(flag string) (string, error) {
-	return resolveMirror(flag, "/")
-}
-
-// resolveMirror is ResolveMirror with the apt sources read under root
-// instead of "/" (see DebianMirror).
-func resolveMirror(flag, root string) (string, error) {
+// apt sources under root ("" means "/", the host's own; see debianMirror).
+func ResolveMirror(flag, root string) (string, error) {
 	if flag = strings.TrimSpace(flag); flag != "" {
 		return checkMirrorURI(flag, "--debian-mirror")
 	}
@@ -41,7 +40,7 @@ func resolveMirror(flag, root string) (string, error) {
 	if root == "" {
 		root = "/"
 	}
-	return DebianMirror(root)
+	return debianMirror(root)
 }
 
 // mirrorSchemes are the URI schemes a Debian mirror may have.
@@ -76,7 +75,7 @@ func checkMirrorURI(uri, from string) (string, error) {
 	return strings.TrimRight(uri, "/"), nil
 }
 
-// DebianMirror reads the apt sources under root ("/" on a real host):
+// debianMirror reads the apt sources under root ("/" on a real host):
 // root/etc/apt/sources.list, then root/etc/apt/sources.list.d/*.list
 // (one-line format) and *.sources (deb822 format) in name order, as apt
 // reads them. It returns the URI of the first enabled "deb" entry whose
@@ -84,7 +83,7 @@ func checkMirrorURI(uri, from string) (string, error) {
 // stable-updates, ...). Security suites are skipped: they live in a
 // different archive. The URI is returned as written, without a trailing
 // slash (it may be a "mirror+file:" URI, which apt understands).
-func DebianMirror(root string) (string, error) {
+func debianMirror(root string) (string, error) {
 	entries, err := readAptSources(root)
 	if err != nil {
 		return "", err
@@ -113,7 +112,7 @@ type aptSource struct {
 func debianEntry(entries []aptSource) *aptSource {
 	for i := range entries {
 		e := &entries[i]
-		if !contains(e.Types, "deb") || len(e.URIs) == 0 || strings.HasPrefix(e.URIs[0], "cdrom:") {
+		if !slices.Contains(e.Types, "deb") || len(e.URIs) == 0 || strings.HasPrefix(e.URIs[0], "cdrom:") {
 			continue
 		}
 		for _, s := range e.Suites {
@@ -147,15 +146,6 @@ func isDebianSuite(suite string) bool {
 	}
 	for _, suffix := range []string{"-backports-sloppy", "-proposed-updates", "-backports", "-updates", "-proposed", ""} {
 		if base, ok := strings.CutSuffix(s, suffix); ok && isDebianCodename(base) {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
 			return true
 		}
 	}
@@ -313,4 +303,21 @@ func keyringPath(v string) string {
 		return v
 	}
 	return ""
+}
+
+// Keyring returns the keyring the host's apt sources use for mirror, when
+// they name one; otherwise "" (apt's trusted keys are used).
+func Keyring(mirror string) string {
+	entries, err := readAptSources("/")
+	if err != nil {
+		return ""
+	}
+	e := debianEntry(entries)
+	if e == nil || e.SignedBy == "" || strings.TrimRight(e.URIs[0], "/") != mirror {
+		return ""
+	}
+	if _, err := os.Stat(e.SignedBy); err != nil {
+		return ""
+	}
+	return e.SignedBy
 }
