@@ -110,7 +110,7 @@ func TestInstalledAnywhere(t *testing.T) {
 	}
 
 	d := klabAt("doctor", "--probe=false", "--json")
-	if !strings.Contains(d.stdout, "embedded") {
-		t.Errorf("doctor does not say the guest parts are embedded:\n%s", d.stdout)
+	if !strings.Contains(d.stdout, "built into klab") || !strings.Contains(d.stdout, "no Go toolchain") {
+		t.Errorf("doctor does not say the guest parts are built into klab:\n%s", d.stdout)
 	}
 }

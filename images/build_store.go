@@ -249,3 +249,24 @@ func ConfigFragment(name string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// RemoveBuiltResult removes the built kernel results/<key> and every name
+// and input link that points to it (see BuiltKernelsDir). The result is
+// renamed out of the way first, so that a half-removed kernel is never
+// taken for a whole one.
+func RemoveBuiltResult(cacheDir, key string) error {
+	dir := BuiltKernelsDir(cacheDir)
+	if !entryName(key) {
+		return fmt.Errorf("remove built kernel: bad key %q", key)
+	}
+	for _, d := range []string{"names", "inputs"} {
+		des, _ := os.ReadDir(filepath.Join(dir, d))
+		for _, de := range des {
+			p := filepath.Join(dir, d, de.Name())
+			if t, err := os.Readlink(p); err == nil && filepath.Base(t) == key {
+				os.Remove(p)
+			}
+		}
+	}
+	return removeEntry(filepath.Join(dir, "results"), key)
+}

@@ -22,6 +22,7 @@ import (
 	"klab/images/apt"
 	"klab/internal/paths"
 	"klab/internal/proc"
+	"klab/internal/units"
 	"klab/results"
 )
 
@@ -915,16 +916,10 @@ func kernelID(image, config string) (string, error) {
 }
 
 func humanSize(n int64) string {
-	switch {
-	case n <= 0:
+	if n <= 0 {
 		return "size unknown"
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.0f KB", float64(n)/(1<<10))
-	default:
-		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
 	}
+	return units.Bytes(n)
 }
 
 // globEscape escapes the glob metacharacters of a package name.

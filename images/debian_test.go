@@ -403,7 +403,7 @@ func TestFetchDebianFake(t *testing.T) {
 			t.Errorf("apt's sandbox is off (%v):\n%s", err, progress.String())
 		}
 	}
-	for _, s := range []string{"resolving debian:7.3 in bookworm trixie trixie-backports sid...", "downloading linux-binary-7.3.4+deb13-cloud-amd64 7.3.4-1~bpo13+1 (13.0 MB)...", "cached at " + dir} {
+	for _, s := range []string{"resolving debian:7.3 in bookworm trixie trixie-backports sid...", "downloading linux-binary-7.3.4+deb13-cloud-amd64 7.3.4-1~bpo13+1 (13.0 MiB)...", "cached at " + dir} {
 		if !strings.Contains(progress.String(), s) {
 			t.Errorf("progress lacks %q:\n%s", s, progress.String())
 		}

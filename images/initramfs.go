@@ -163,7 +163,7 @@ func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error)
 	if err != nil {
 		return nil, err
 	}
-	modParts := []string{"final/v2", p.BaseKey, p.AgentKey}
+	modParts := []string{"final/v3", p.BaseKey, p.AgentKey}
 	for _, m := range mods {
 		modParts = append(modParts, m.Name, strings.Join(m.Deps, ","), fileHash(m.Path))
 	}
@@ -262,9 +262,32 @@ func (o *InitramfsOptions) guestParts(ctx context.Context) (*GuestParts, error) 
 			}
 			return nil, fmt.Errorf("%w; this klab binary carries no guest parts either (a plain `go build`): build it with `make build` or install it with `make install`", err)
 		}
+		if _, err := exec.LookPath("go"); err != nil {
+			if e := embedded.Get(); e != nil {
+				return o.embeddedParts(e) // a checkout, but no Go to build from it
+			}
+		}
 		o.SourceDir = d
 	}
 	return o.sourceParts(ctx)
+}
+
+// GuestPartsOrigin says, without building anything, where the guest parts
+// would come from: the source tree (which then needs Go) or the binary.
+// needGo is true when Go is needed at run time.
+func GuestPartsOrigin() (origin string, needGo bool, err error) {
+	e := embedded.Get()
+	d, ferr := FindSource()
+	_, gerr := exec.LookPath("go")
+	switch {
+	case ferr == nil && gerr == nil:
+		return "built from the source tree " + d + " (Go needed; a `make install`ed klab needs neither)", true, nil
+	case e != nil:
+		return fmt.Sprintf("built into klab (agent %s, %s): no Go toolchain or source tree needed", agentVersion(e.AgentKey), e.GoVersion), false, nil
+	case ferr == nil:
+		return "", true, fmt.Errorf("the source tree %s needs Go 1.26 to build the guest agent, and go is not in PATH; or build klab with `make build`, which puts the guest parts into the binary", d)
+	}
+	return "", true, fmt.Errorf("%v; this klab binary carries no guest parts either: build it with `make build` or install it with `make install`", ferr)
 }
 
 // GuestPartsFor returns the guest parts o would use, building what is not
@@ -561,6 +584,10 @@ func assemble(out, basePath, agentPath string, mods []Module, extra []ExtraFile)
 		cpio.Directory("bin", 0o755),
 		cpio.StaticFile("bin/klab-agent", string(agent), 0o755),
 		cpio.Symlink("bin/uinit", "klab-agent"),
+		// The agent is the guest's init (u-root's init stays at
+		// /bbin/init, and runs the agent as uinit if asked to:
+		// rdinit=/bbin/init).
+		cpio.Symlink("init", "bin/klab-agent"),
 		cpio.Directory("lib", 0o755),
 		cpio.Directory("lib/klab", 0o755),
 		cpio.Directory(ModulesDir, 0o755),

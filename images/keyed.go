@@ -2,7 +2,10 @@ package images
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -195,6 +198,55 @@ func removeStaleTemps(dir string) {
 			os.RemoveAll(filepath.Join(dir, de.Name()))
 		}
 	}
+}
+
+// RemoveKeyedEntry removes the entry name of the keyed cache directory dir
+// (kernels/debian, sources/debian, libfuse-hp, libfuse) and every alias
+// that points to it. The caller holds dir/.lock.
+func RemoveKeyedEntry(dir, name string) error {
+	if !entryName(name) {
+		return fmt.Errorf("remove %s: bad entry name %q", dir, name)
+	}
+	if err := removeEntry(dir, name); err != nil {
+		return err
+	}
+	m := readAliases(dir)
+	n := len(m)
+	for k, v := range m {
+		if v == name {
+			delete(m, k)
+		}
+	}
+	if len(m) == n {
+		return nil
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("alias index: %w", err)
+	}
+	if err := writeFileAtomic(aliasFile(dir), append(data, '\n')); err != nil {
+		return fmt.Errorf("alias index: %w", err)
+	}
+	return nil
+}
+
+// removeEntry removes dir/name, a directory or a file: renamed out of the
+// way first (to a temporary name that the next fetch or gc removes), so
+// that a half-removed entry is never taken for a complete one. A missing
+// entry is no error.
+func removeEntry(dir, name string) error {
+	p := filepath.Join(dir, name)
+	tmp := filepath.Join(dir, ".tmp-rm-"+name)
+	if err := os.Rename(p, tmp); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	return nil
 }
 
 // Touch marks a cached file or directory as used now: `klab cache gc

@@ -50,7 +50,8 @@ func oneLine(text string) string {
 }
 
 // Doctor checks the host: QEMU, whether KVM really works, the Debian
-// suites, the Go toolchain, and the cache directory. With probe set it
+// suites, where the guest agent and initramfs base come from (and whether
+// that needs Go), and the cache directory. With probe set it
 // proves KVM with a fresh probe boot of a cached kernel.
 func (o *Options) Doctor(ctx context.Context, probe bool) []Check {
 	var checks []Check
@@ -72,15 +73,10 @@ func (o *Options) Doctor(ctx context.Context, probe bool) []Check {
 	kvm.Detail = oneLine(kvm.Detail)
 	checks = append(checks, kvm)
 
-	if goBin, err := exec.LookPath("go"); err != nil {
-		add("go", false, "not found: the Go toolchain builds the guest agent; install Go 1.26")
+	if origin, _, err := images.GuestPartsOrigin(); err != nil {
+		add("guest parts", false, "%v", err)
 	} else {
-		add("go", true, "%s", goBin)
-	}
-	if src, err := images.FindSource(); err != nil {
-		add("source", false, "%v", err)
-	} else {
-		add("source", true, "%s", src)
+		add("guest parts", true, "%s", origin)
 	}
 
 	for _, s := range images.CheckDebianSuites(ctx, images.DebianOptions{Mirror: o.Mirror, CacheDir: o.CacheDir}) {

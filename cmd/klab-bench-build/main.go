@@ -32,6 +32,7 @@ import (
 
 	"klab/images"
 	"klab/internal/proc"
+	"klab/internal/units"
 	"klab/results"
 	"klab/results/stats"
 )
@@ -159,7 +160,7 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 		return err
 	}
 	if fi, err := os.Stat(k.Image); err == nil {
-		fmt.Printf("bzImage: %d bytes (%.2f MB), release %s\n", fi.Size(), float64(fi.Size())/(1<<20), k.Version)
+		fmt.Printf("bzImage: %d bytes (%s), release %s\n", fi.Size(), units.Bytes(fi.Size()), k.Version)
 	}
 
 	var reb []float64

@@ -61,6 +61,7 @@ import (
 	"klab/images"
 	"klab/images/build"
 	"klab/internal/paths"
+	"klab/internal/units"
 	"klab/results"
 	"klab/results/stats"
 )
@@ -450,7 +451,7 @@ func (c *Cell) finish(w wdef, clientInRchar bool, haveRchar bool) {
 	switch c.Check {
 	case "cached":
 		c.Warning = fmt.Sprintf("the server read %s of the %s the client counted (%.0f%%): served from a cache",
-			human(served), human(m.Bytes), 100*c.ServedRatio)
+			units.Bytes(served), units.Bytes(m.Bytes), 100*c.ServedRatio)
 	case "unverified":
 		c.Warning = fmt.Sprintf("server rchar %.0f%% of the client's bytes; libfuse splices its /dev/fuse replies, which rchar does not count", 100*c.ServedRatio)
 	}
@@ -466,17 +467,6 @@ func servedCheck(ratio float64, splices bool) string {
 		return "unverified"
 	default:
 		return "cached"
-	}
-}
-
-func human(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	default:
-		return fmt.Sprintf("%d B", n)
 	}
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -68,7 +70,13 @@ func completionFor(c *cobra.Command, name string, g *globalOptions) cobra.Comple
 			return completeOrFiles(debianRefs(), toComplete)
 		}
 	case "config":
-		return completeConfig
+		fragments := []string{"lab", "debug"} // shipped in images/configs
+		if c.CommandPath() == "klab boot" {
+			fragments = append(fragments, "tree") // the tree's own .config
+		}
+		return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			return completeFragments(fragments, toComplete)
+		}
 	case "cache-dir", "runs-dir", "out", "resume", "tree", "backing", "dir":
 		return func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			return nil, cobra.ShellCompDirectiveFilterDirs
@@ -149,9 +157,13 @@ func argCompletions(g *globalOptions) map[string]cobra.CompletionFunc {
 }
 
 // completeKernel completes a kernel reference: debian:<series>, the
-// cached Debian kernels and build:<name>; a path, or a word that is none
-// of these, completes as a file (a bzImage).
+// cached Debian kernels, build:<name>, tree:<dir>; a path, or a word that
+// is none of these, completes as a file (a bzImage) or a directory (a
+// kernel tree).
 func completeKernel(cacheDir, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if dir, ok := strings.CutPrefix(toComplete, "tree:"); ok {
+		return completeTree(dir)
+	}
 	if strings.ContainsAny(toComplete, "/~") || strings.HasPrefix(toComplete, ".") {
 		return nil, cobra.ShellCompDirectiveDefault
 	}
@@ -161,6 +173,24 @@ func completeKernel(cacheDir, toComplete string) ([]cobra.Completion, cobra.Shel
 	built, _ := images.CachedBuiltKernels(cacheDir)
 	refs = append(refs, kernelNames(built, "built")...)
 	return completeOrFiles(refs, toComplete)
+}
+
+// completeTree completes tree:<dir> with the directories that start
+// with prefix.
+func completeTree(prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	parent, base := filepath.Split(prefix)
+	dir := parent
+	if dir == "" {
+		dir = "."
+	}
+	ents, _ := os.ReadDir(dir)
+	var out []cobra.Completion
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), base) && (strings.HasPrefix(base, ".") || !strings.HasPrefix(e.Name(), ".")) {
+			out = append(out, "tree:"+parent+e.Name()+"/")
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 }
 
 // debianRefs are debian:<series> for every series.
@@ -199,9 +229,9 @@ func runIDs(runsDir string) []cobra.Completion {
 	return out
 }
 
-// completeConfig completes --config's comma-separated fragments: lab,
-// debug, or fragment files.
-func completeConfig(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+// completeFragments completes --config's comma-separated fragments: one
+// of fragments, or a fragment file.
+func completeFragments(fragments []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 	done, last := "", toComplete
 	if i := strings.LastIndexByte(toComplete, ','); i >= 0 {
 		done, last = toComplete[:i+1], toComplete[i+1:]
@@ -210,7 +240,7 @@ func completeConfig(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Co
 		return nil, cobra.ShellCompDirectiveDefault
 	}
 	var out []cobra.Completion
-	for _, f := range []string{"lab", "debug"} {
+	for _, f := range fragments {
 		if strings.HasPrefix(f, last) {
 			out = append(out, done+f)
 		}

@@ -69,6 +69,11 @@ func fakeCache(t *testing.T) string {
 
 func TestCompletion(t *testing.T) {
 	cache := fakeCache(t)
+	tree := t.TempDir()
+	for _, d := range []string{"linux", "linux-next", "lib"} {
+		os.Mkdir(filepath.Join(tree, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(tree, "linux.tar"), nil, 0o644)
 	kernels := []string{"debian:6.1", "debian:6.12", "debian:7.2", "debian:7.3", "debian:7.3.4+deb13-cloud-amd64", "build:fix"}
 	for _, tc := range []struct {
 		args []string
@@ -90,6 +95,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"report", "last", "--format", ""}, []string{"text", "md", "json", "junit", "html"}, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"kernels", "build", "--config", "lab,d"}, []string{"lab,debug"}, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace},
 		{[]string{"kernels", "build", "--config", "./frag"}, nil, cobra.ShellCompDirectiveDefault},
+		{[]string{"boot", "--kernel", ".", "--build", "--config", "lab,"}, []string{"lab,lab", "lab,debug", "lab,tree"}, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace},
 		{[]string{"kernels", "build", "--source", "debian:7.3"}, []string{"debian:7.3"}, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"kernels", "build", "--base-config", "t"}, []string{"tinyconfig"}, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"matrix", "emit", "m.yaml", "--engine", ""}, []string{"github", "gitlab"}, cobra.ShellCompDirectiveNoFileComp},
@@ -97,6 +103,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"runs", "show", ""}, []string{"last"}, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"run", "fuse-t"}, []string{"fuse-timeout", "fuse-transport"}, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"kernels", "l"}, []string{"list"}, cobra.ShellCompDirectiveNoFileComp},
+		{[]string{"boot", "--kernel", "tree:" + tree + "/lin"}, []string{"tree:" + tree + "/linux/", "tree:" + tree + "/linux-next/"}, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace},
 	} {
 		got, dir := complete(t, cache, tc.args...)
 		if strings.Join(got, " ") != strings.Join(tc.want, " ") || dir != tc.dir {

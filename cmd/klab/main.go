@@ -79,6 +79,7 @@ to repeat it.`,
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return flagError(cmd, err, g.args) })
 	root.AddCommand(
 		newKernelsCommand(g),
+		newCacheCommand(g),
 		newBootCommand(g),
 		newShellCommand(g),
 		newDoctorCommand(g),
@@ -109,7 +110,7 @@ to repeat it.`,
 // that only read experiment or matrix files run even when those
 // directories are unsafe.
 func usesDirs(cmd *cobra.Command) bool {
-	if cmd.HasSubCommands() {
+	if cmd.Annotations[groupAnnotation] != "" {
 		return false // a group only prints its help or fails
 	}
 	for c := cmd; c != nil; c = c.Parent() {
@@ -127,6 +128,9 @@ func usesDirs(cmd *cobra.Command) bool {
 	return true
 }
 
+// groupAnnotation marks the commands that only hold subcommands.
+const groupAnnotation = "klab:group"
+
 // strictCommands makes every mistyped command line an error (status 2, or
 // 125 for klab boot, whose other statuses are the guest's): a command
 // group (klab kernels, klab fuse check, ...) given an unknown subcommand
@@ -135,6 +139,10 @@ func usesDirs(cmd *cobra.Command) bool {
 func strictCommands(c *cobra.Command, g *globalOptions) {
 	switch {
 	case c.HasSubCommands() && !c.Runnable():
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[groupAnnotation] = "true"
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return nil

@@ -71,6 +71,7 @@ func TestSharedDirsRefused(t *testing.T) {
 	for _, args := range [][]string{
 		{"kernels", "list", "--cache-dir", shared},
 		{"runs", "list", "--runs-dir", shared},
+		{"initramfs", "--kernel", "debian:7.3", "--cache-dir", shared},
 	} {
 		g := &globalOptions{}
 		var stderr strings.Builder
@@ -79,10 +80,14 @@ func TestSharedDirsRefused(t *testing.T) {
 			t.Errorf("%v: status %d, stderr %q", args, code, stderr.String())
 		}
 	}
-	g := &globalOptions{}
-	var stderr strings.Builder
-	if code := runRoot(newRootCommandWith(g), g, []string{"experiments", "list", "--cache-dir", shared}, &stderr); code != 0 {
-		t.Errorf("experiments list: status %d, %q", code, stderr.String())
+	for _, args := range [][]string{{"experiments", "list"}, {"experiments"}, {"kernels"}, {"version"}} {
+		g := &globalOptions{}
+		root := newRootCommandWith(g)
+		var stdout, stderr strings.Builder
+		root.SetOut(&stdout)
+		if code := runRoot(root, g, append(args, "--cache-dir", shared), &stderr); code != 0 {
+			t.Errorf("%v: status %d, %q", args, code, stderr.String())
+		}
 	}
 }
 
@@ -109,11 +114,11 @@ func allCommands(c *cobra.Command) []*cobra.Command {
 	return out
 }
 
-// groups are the command groups of klab's tree: the commands that only
-// hold subcommands, root included.
+// groups are the command groups of klab's tree: the commands that hold
+// subcommands one can see, root included.
 func groups(c *cobra.Command) []*cobra.Command {
 	var out []*cobra.Command
-	if c.HasSubCommands() {
+	if c.HasAvailableSubCommands() {
 		out = append(out, c)
 	}
 	for _, sub := range c.Commands() {

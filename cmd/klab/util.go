@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"klab/images"
 )
 
 func secs(n int) time.Duration { return time.Duration(n) * time.Second }
@@ -21,8 +23,8 @@ func checkAccel(a string) error {
 }
 
 // debianSeries are the upstream series of debian:<series>, as images
-// lists them in its errors (TestHelpListsAgree checks that they agree).
-func debianSeries() []string { return []string{"6.1", "6.12", "7.2", "7.3"} }
+// lists them in its errors.
+func debianSeries() []string { return images.DebianSeries() }
 
 // debianFlavours are the Debian kernel flavours images accepts, the
 // default first (TestHelpListsAgree checks them against images' errors).

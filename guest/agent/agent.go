@@ -29,7 +29,7 @@ var Version = "dev"
 
 // DefaultPath is the PATH exec steps run with unless Agent.Path says
 // otherwise: u-root's busybox first, then the usual system directories.
-const DefaultPath = "/bbin:/bin:/usr/bin:/sbin:/usr/sbin"
+const DefaultPath = "/bbin:/bin:/usr/bin:/sbin:/usr/sbin:/usr/local/bin:/usr/local/sbin"
 
 // DefaultProcSys is where sysctl keys live.
 const DefaultProcSys = "/proc/sys"

@@ -77,6 +77,10 @@ func New(dir string, o Options) (*Env, error) {
 			return nil, fmt.Errorf("apt configuration: %w", err)
 		}
 	}
+	// Used now, for `klab cache gc`, which removes the least recently
+	// used entries first.
+	now := time.Now()
+	_ = os.Chtimes(dir, now, now)
 	e := &Env{dir: dir, o: o}
 	if o.StageRoot == "" {
 		o.StageRoot = systemStageRoot

@@ -20,6 +20,7 @@ import (
 	"klab/images"
 	"klab/internal/filehash"
 	"klab/internal/flock"
+	"klab/internal/units"
 	"klab/results"
 )
 
@@ -536,15 +537,5 @@ func ParseSize(s string) (int64, error) {
 	return int64(f * mult), nil
 }
 
-// HumanSize formats n bytes as "2.5 MB", "20.0 GB".
-func HumanSize(n int64) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
-}
+// HumanSize formats n bytes in binary units: "2.5 MiB", "20.0 GiB".
+func HumanSize(n int64) string { return units.Bytes(n) }

@@ -1,5 +1,6 @@
-// Command klab-agent is the klab guest agent. u-root's init runs it as
-// /bin/uinit inside a klab VM. It reads klab.mode= from the kernel command
+// Command klab-agent is the klab guest agent. The kernel starts it as /init
+// inside a klab VM (u-root's init would run it as /bin/uinit, and still can:
+// rdinit=/bbin/init). It reads klab.mode= from the kernel command
 // line, prepares the guest, and then either serves the host's steps over the
 // agent channel (klab.mode=run) or gives the user a shell on the console
 // (klab.mode=shell). Whatever happens it ends by powering the VM down: it
@@ -11,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -33,12 +35,15 @@ func main() {
 		fmt.Println(agent.Version)
 		return
 	}
+	var initErr error
 	cmdline, err := os.ReadFile("/proc/cmdline")
-	if err != nil && os.Getpid() == 1 {
-		// Started as the kernel's init rather than as u-root's uinit:
-		// nobody mounted /proc yet.
+	if os.Getpid() == 1 {
+		// The kernel's init (/init in klab's initramfs): set the guest up
+		// as an init does, before anything else.
 		_ = agent.MountAll(agent.DefaultMounts()[:1])
-		cmdline, err = os.ReadFile("/proc/cmdline")
+		if cmdline, err = os.ReadFile("/proc/cmdline"); err == nil {
+			initErr = agent.InitSystem(string(cmdline))
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "klab-agent: cannot read /proc/cmdline (%v); refusing to run outside a klab guest\n", err)
@@ -71,6 +76,7 @@ func main() {
 	t0 := agent.BootNanos()
 	mods, setupErr := agent.Setup()
 	t1 := agent.BootNanos()
+	setupErr = errors.Join(initErr, setupErr)
 	if setupErr != nil {
 		fmt.Printf("klab-agent: setup: %v\n", setupErr)
 	}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"klab/images/build"
+	"klab/images/cache"
+)
+
+func newCacheCommand(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cache",
+		Short: "See and bound what klab keeps in its cache",
+		Long: `klab's cache (--cache-dir, default ~/.cache/klab) holds Debian kernels and
+kernel sources, kernels built from source and their work trees, the private
+apt directories, initramfs parts (u-root bases, agents, assembled images),
+libfuse builds and crash logs. klab cache list shows all of it with sizes;
+klab cache gc removes what is stale and, with --max-size, the least recently
+used entries until the cache fits.`,
+		Example: `  klab cache list
+  klab cache list --json | jq '.kinds'
+  klab cache gc --dry-run
+  klab cache gc --max-size 20G`,
+	}
+	cmd.AddCommand(newCacheListCommand(g), newCacheGCCommand(g))
+	return cmd
+}
+
+func newCacheListCommand(g *globalOptions) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List everything in the cache, with sizes by kind and by entry",
+		Long: `List the cache: the space each kind of entry takes, then every entry with
+its size, when it was last used, and the names that refer to it (a Debian
+kernel's debian:<series> and debian:<release>, a built kernel's build:<name>).
+A kernel that a name refers to is pinned: klab cache gc --max-size keeps it
+unless given --all. Sizes are disk usage in binary units (KiB, MiB, GiB).`,
+		Example: "  klab cache list\n  klab cache list --json\n  klab cache list --cache-dir /tmp/kb-cache",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := cache.List(g.cacheDir)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), l)
+			}
+			return printCacheListing(cmd.OutOrStdout(), l)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// cacheGCOptions are the flags of klab cache gc.
+type cacheGCOptions struct {
+	maxSize string
+	maxAge  time.Duration
+	all     bool
+	dryRun  bool
+	asJSON  bool
+}
+
+func newCacheGCCommand(g *globalOptions) *cobra.Command {
+	o := &cacheGCOptions{}
+	cmd := &cobra.Command{
+		Use:   "gc [--max-size SIZE] [--dry-run]",
+		Short: "Remove stale cache entries, and bound the cache's size",
+		Long: `Remove what is stale: temporary leftovers of interrupted fetches and builds,
+crash logs, u-root bases and agents other than the most recently used ones,
+initramfs images that hold an older base or agent, and initramfs parts not
+used for --max-age. With --max-size, then remove the least recently used
+entries of any kind (kernels, sources, work trees, apt lists, initramfs parts,
+libfuse builds) until the cache fits; kernels that a name refers to (see
+klab cache list) stay unless --all is given. Entries that another klab holds
+locked (a fetch or a build in progress) are never removed, and symbolic links
+are never followed out of the cache.`,
+		Example: `  klab cache gc --dry-run
+  klab cache gc
+  klab cache gc --max-size 20G
+  klab cache gc --max-size 0 --all --dry-run`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCacheGC(cmd.OutOrStdout(), g, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.maxSize, "max-size", "", "the most space the cache may use (K, M, G, T are powers of 1024: 20G); none by default")
+	f.DurationVar(&o.maxAge, "max-age", cache.DefaultMaxAge, "remove initramfs parts not used for this long")
+	f.BoolVar(&o.all, "all", false, "with --max-size, remove kernels that a name refers to as well")
+	f.BoolVar(&o.dryRun, "dry-run", false, "only say what would be removed")
+	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func runCacheGC(w io.Writer, g *globalOptions, o *cacheGCOptions) error {
+	max := int64(-1)
+	if o.maxSize != "" {
+		n, err := build.ParseSize(o.maxSize)
+		if err != nil {
+			return badInput(fmt.Errorf("--max-size: %w", err))
+		}
+		max = n
+	}
+	if o.all && max < 0 {
+		return badInput(fmt.Errorf("--all goes with --max-size: without it, gc removes only stale entries, never a kernel"))
+	}
+	res, err := cache.GC(cache.GCOptions{Dir: g.cacheDir, MaxSize: max, All: o.all, MaxAge: o.maxAge, DryRun: o.dryRun})
+	if res == nil {
+		return err
+	}
+	if o.asJSON {
+		if jerr := writeJSON(w, res); jerr != nil {
+			return jerr
+		}
+		return err
+	}
+	verb := "removed"
+	if o.dryRun {
+		verb = "would remove"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range res.Removed {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", verb, r.Kind, cache.FormatSize(r.Size), shown(relPath(g.cacheDir, r.Path)), shown(r.Reason))
+	}
+	for _, s := range res.Skipped {
+		fmt.Fprintf(tw, "kept\t%s\t%s\t%s\t%s\n", s.Kind, cache.FormatSize(s.Size), shown(relPath(g.cacheDir, s.Path)), shown(s.Reason))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	limit := "none"
+	if max >= 0 {
+		limit = cache.FormatSize(max)
+	}
+	after := "after"
+	if o.dryRun {
+		after = "after, once removed"
+	}
+	fmt.Fprintf(w, "cache %s: %s before, %s %s (limit %s)\n", shown(g.cacheDir), cache.FormatSize(res.Before), cache.FormatSize(res.After), after, limit)
+	return err
+}
+
+// printCacheListing prints the cache by kind, then every entry.
+func printCacheListing(w io.Writer, l *cache.Listing) error {
+	fmt.Fprintf(w, "cache %s: %s in %d entries\n\n", shown(l.Dir), cache.FormatSize(l.Size), len(l.Entries))
+	if len(l.Entries) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tENTRIES\tSIZE")
+	for _, k := range l.Kinds {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", k.Kind, k.Entries, cache.FormatSize(k.Size))
+	}
+	fmt.Fprintf(tw, "total\t%d\t%s\n", len(l.Entries), cache.FormatSize(l.Size))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tSIZE\tLAST USED\tPATH\tNAMES")
+	for _, e := range l.Entries {
+		names := strings.Join(e.Names, ", ")
+		if e.Pinned {
+			names += " (pinned)"
+		}
+		if e.Also != "" {
+			names = strings.TrimSpace(names + " with " + e.Also)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Kind, cache.FormatSize(e.Size), e.LastUsed.Local().Format("2006-01-02 15:04"),
+			shown(relPath(l.Dir, e.Path)), shown(names))
+	}
+	return tw.Flush()
+}
+
+// relPath is p relative to the cache directory, when it is inside it.
+func relPath(dir, p string) string {
+	if rel, err := filepath.Rel(dir, p); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return p
+}

@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"klab/internal/paths"
+	"klab/internal/testenv"
+)
+
+// TestBootUserFilesAndStdin is the daily loop's guest side on a Debian
+// kernel: standard input reaches the guest command, a host program the
+// initramfs lacks comes in with --file and brings its shared libraries, a
+// tree comes in with --dir, the command runs where its files are, its exit
+// status passes through, and --json with --run-id describes the run.
+func TestBootUserFilesAndStdin(t *testing.T) {
+	testenv.E2E(t)
+	r := runInput(t, t.TempDir(), strings.NewReader("hi from the host\n"), 10*time.Minute, "boot", "--kernel", "debian:7.3", "--", "cat")
+	if r.code != 0 || r.stdout != "hi from the host\n" {
+		t.Fatalf("echo | klab boot -- cat: exit %d, stdout %q", r.code, r.stdout)
+	}
+
+	expr, err := exec.LookPath("expr") // coreutils: dynamically linked, not in u-root
+	if err != nil {
+		testenv.Missing(t, "expr (coreutils)")
+	}
+	tree := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(tree, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "lib", "answer"), []byte("42\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(tree, "check.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nset -e\npwd\n./expr 6 '*' 7\ncat /srv/data/lib/answer\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runs := t.TempDir()
+	r = run(t, runs, "boot", "--kernel", "debian:7.3", "--json", "--run-id", "loop-files",
+		"--file", expr, "--file", script, "--dir", tree+":/srv/data", "--", "./check.sh")
+	if r.code != 3 {
+		t.Fatalf("exit %d, want the script's 3", r.code)
+	}
+	var sum struct {
+		Outcome  string `json:"outcome"`
+		ExitCode int    `json:"exit_code"`
+		RunID    string `json:"run_id"`
+		RunDir   string `json:"run_dir"`
+		Kernel   string `json:"kernel"`
+		Splats   []any  `json:"splats"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
+		t.Fatalf("--json: stdout is not the summary: %v\n%s", err, r.stdout)
+	}
+	if sum.ExitCode != 3 || sum.RunID != "loop-files" || sum.RunDir != filepath.Join(runs, "loop-files") || sum.Kernel != "debian:7.3" || sum.Splats == nil {
+		t.Errorf("--json summary %+v", sum)
+	}
+	// With --json the guest's output goes to stderr.
+	for _, want := range []string{"/work\n", "42\n"} {
+		if strings.Count(r.stderr, want) < 1 {
+			t.Errorf("the guest's output lacks %q", want)
+		}
+	}
+	if strings.Count(r.stderr, "42\n") < 2 {
+		t.Errorf("want 42 twice (expr, then the --dir file):\n%s", r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(runs, "loop-files", "manifest.json")); err != nil {
+		t.Errorf("--run-id: %v", err)
+	}
+	again := run(t, runs, "boot", "--kernel", "debian:7.3", "--run-id", "loop-files", "--", "true")
+	if again.code != 125 || !strings.Contains(again.stderr, "exists already") {
+		t.Errorf("a second run with the same --run-id: exit %d, stderr %q", again.code, again.stderr)
+	}
+	bad := run(t, runs, "boot", "--kernel", "debian:7.3", "--file", script+":/bin/klab-agent", "--", "true")
+	if bad.code != 2 || !strings.Contains(bad.stderr, "klab's own") {
+		t.Errorf("--file over the agent: exit %d, stderr %q", bad.code, bad.stderr)
+	}
+}
+
+// TestBootTreeKernel boots a kernel tree built in place: the work tree of
+// the e2e build (a make O= directory, as a developer's own build is), with
+// tree:DIR, and checks that a tree that was not built gets the make target
+// to run.
+func TestBootTreeKernel(t *testing.T) {
+	testenv.E2E(t)
+	requiresBuildTools(t)
+	args := []string{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--patches", helloPatch, "--name", "e2e-fuse-hello"}
+	if r := runLong(t, coldBuild, args...); r.code != 0 {
+		t.Fatalf("kernels build: exit %d", r.code)
+	}
+	k := showBuilt(t, "build:e2e-fuse-hello")
+	// The work tree whose make O= directory holds this very image.
+	image, err := os.ReadFile(k.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, _ := filepath.Glob(filepath.Join(paths.CacheDir(), "kernels", "build", "work", "*", "out"))
+	out := ""
+	for _, o := range outs {
+		if b, err := os.ReadFile(filepath.Join(o, "arch/x86/boot/bzImage")); err == nil && bytes.Equal(b, image) {
+			out = o
+		}
+	}
+	if out == "" {
+		t.Fatalf("no work tree of the build holds its image (looked at %v)", outs)
+	}
+	r := run(t, t.TempDir(), "boot", "--kernel", "tree:"+out, "--console", "--", "cat", "/proc/version")
+	if r.code != 0 || !strings.Contains(r.stdout, k.Version) {
+		t.Fatalf("boot tree:%s: exit %d, stdout %q, want version %s", out, r.code, r.stdout, k.Version)
+	}
+	if !strings.Contains(r.stderr, helloLine) {
+		t.Errorf("the tree's kernel is not the patched build: the console lacks %q", helloLine)
+	}
+	src := filepath.Join(filepath.Dir(out), "src")
+	r = run(t, t.TempDir(), "boot", "--kernel", src, "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "is not configured or built") || !strings.Contains(r.stderr, "--build") {
+		t.Errorf("boot of an unbuilt tree: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
