@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -769,8 +770,8 @@ func cliCopyDir(t *testing.T, src, dst string) {
 	}
 }
 
-// cliTree lists the files under dir with their sizes and modification
-// times.
+// cliTree lists the files under dir with their sizes, inodes and
+// content hashes.
 func cliTree(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	m := map[string]string{}
@@ -782,7 +783,18 @@ func cliTree(t *testing.T, dir string) map[string]string {
 		if err != nil {
 			return err
 		}
-		m[p] = fmt.Sprintf("%d %s", fi.Size(), fi.ModTime().Format(time.RFC3339Nano))
+		// Size, inode and content: a file written again (even with the
+		// same bytes, through a rename) counts as changed; one only
+		// marked as used (its times set, for klab cache gc) does not.
+		var ino uint64
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ino = st.Ino
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		m[p] = fmt.Sprintf("%d ino %d sha256 %x", fi.Size(), ino, sha256.Sum256(b))
 		return nil
 	})
 	return m

@@ -78,7 +78,7 @@ func TestBootUserFilesAndStdin(t *testing.T) {
 		t.Errorf("a second run with the same --run-id: exit %d, stderr %q", again.code, again.stderr)
 	}
 	bad := run(t, runs, "boot", "--kernel", "debian:7.3", "--file", script+":/bin/klab-agent", "--", "true")
-	if bad.code != 2 || !strings.Contains(bad.stderr, "klab's own") {
+	if bad.code != 125 || !strings.Contains(bad.stderr, "klab's own") {
 		t.Errorf("--file over the agent: exit %d, stderr %q", bad.code, bad.stderr)
 	}
 }
@@ -122,4 +122,77 @@ func TestBootTreeKernel(t *testing.T) {
 	if r.code != 125 || !strings.Contains(r.stderr, "is not configured or built") || !strings.Contains(r.stderr, "--build") {
 		t.Errorf("boot of an unbuilt tree: exit %d, stderr %q", r.code, r.stderr)
 	}
+}
+
+// TestTreeBuildLoop is virtme-ng's loop on a git kernel tree: klab boot
+// --kernel DIR --build builds the working tree as it is (an uncommitted
+// edit included) in klab's cache, boots it and runs the command; a second
+// edit rebuilds incrementally; the tree itself is never written to. It
+// makes a git tree of Debian's 7.3 source (about 1.5 GB, minutes) and
+// builds it cold (about 6 minutes on 2 cores), so it is opt-in:
+// KLAB_E2E_TREE=1.
+func TestTreeBuildLoop(t *testing.T) {
+	testenv.E2E(t)
+	testenv.OptIn(t, "KLAB_E2E_TREE", "a git kernel tree and a cold build")
+	requiresBuildTools(t)
+	// The Debian source that the e2e build unpacked, made a git tree.
+	args := []string{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--patches", helloPatch, "--name", "e2e-fuse-hello"}
+	if r := runLong(t, coldBuild, args...); r.code != 0 {
+		t.Fatalf("kernels build: exit %d", r.code)
+	}
+	srcs, _ := filepath.Glob(filepath.Join(paths.CacheDir(), "kernels", "build", "work", "*", "src", "fs", "fuse", "inode.c"))
+	if len(srcs) == 0 {
+		t.Fatal("no unpacked kernel source in the build cache")
+	}
+	src := filepath.Dir(filepath.Dir(filepath.Dir(srcs[0])))
+	tree := filepath.Join(t.TempDir(), "linux")
+	ctx := testContext(t, 20*time.Minute)
+	sh := func(dir, script string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, "sh", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=k", "GIT_AUTHOR_EMAIL=k@example.org", "GIT_COMMITTER_NAME=k", "GIT_COMMITTER_EMAIL=k@example.org")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+		return string(out)
+	}
+	start := time.Now()
+	sh(src, "git -c core.hooksPath=/dev/null init -q "+tree+" && cp -a . "+tree+"/ && cd "+tree+" && git checkout -q -b base && git add -A && git commit -qm base")
+	t.Logf("git tree of %s in %.0fs", src, time.Since(start).Seconds())
+
+	edit := func(line string) {
+		t.Helper()
+		sh(tree, `sed -i 's|^static int __init fuse_init(void)$|&\n/* edited */|' fs/fuse/inode.c && `+
+			`sed -i '0,/^\tpr_info("init (API version/s||\tpr_info("`+line+`\\n");\n&|' fs/fuse/inode.c && grep -q '`+line+`' fs/fuse/inode.c`)
+	}
+	status := func() string {
+		return sh(tree, "git status --porcelain=v1 --untracked-files=all && git rev-parse HEAD")
+	}
+
+	edit("klab-e2e: first edit")
+	before := status()
+	r := runLong(t, coldBuild, "boot", "--kernel", tree, "--build", "--console", "--", "cat", "/proc/version")
+	if r.code != 0 || !strings.Contains(r.stderr, "klab-e2e: first edit") {
+		t.Fatalf("boot --build: exit %d; the console lacks the uncommitted edit", r.code)
+	}
+	t.Logf("first boot --build (cold build): %.0fs", r.wall.Seconds())
+	if after := status(); after != before {
+		t.Errorf("the tree changed: git status\n%s\nthen\n%s", before, after)
+	}
+
+	sh(tree, "git checkout -q fs/fuse/inode.c")
+	edit("klab-e2e: second edit")
+	r = runLong(t, 10*time.Minute, "boot", "--kernel", tree, "--build", "--console", "--", "true")
+	if r.code != 0 || !strings.Contains(r.stderr, "klab-e2e: second edit") || strings.Contains(r.stderr, "klab-e2e: first edit") {
+		t.Fatalf("second boot --build: exit %d; want the second edit only on the console", r.code)
+	}
+	t.Logf("second boot --build (incremental): %.0fs", r.wall.Seconds())
+
+	r = runLong(t, 5*time.Minute, "kernels", "build", "--tree", tree, "--dirty", "--config", "lab")
+	if r.code != 0 || !strings.Contains(r.stdout, "cached") {
+		t.Errorf("kernels build --dirty of the same working tree: exit %d, want a cache hit: %q", r.code, r.stdout)
+	}
+	t.Logf("kernels build --dirty, cache hit: %.1fs", r.wall.Seconds())
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"klab/internal/paths"
+	"klab/results"
 )
 
 // Kernels built from source (package klab/images/build writes them) are
@@ -27,45 +28,11 @@ import (
 // final place and renamed into it. This file is the read side, used by
 // ResolveKernel and `klab kernels list`.
 
-// KernelBuild says how a kernel was built from source: enough to build it
-// again with `klab kernels build`.
-type KernelBuild struct {
-	// Tree is the source: the absolute path of a git tree or tarball, or
-	// "debian:<series>=<package version>" for Debian's linux-source.
-	Tree string `json:"tree"`
-	// BaseCommit is the commit the patches apply to, when Tree is git.
-	BaseCommit string `json:"base_commit,omitempty"`
-	// BaseSHA256 is the hex SHA-256 of the tarball, when Tree is one.
-	BaseSHA256 string `json:"base_sha256,omitempty"`
-	// Patches are the applied patches, in order. An mbox holding several
-	// patches gives one entry per patch.
-	Patches []FileHash `json:"patches,omitempty"`
-	// BaseConfig is the make target the fragments are merged onto:
-	// "tinyconfig" or "defconfig".
-	BaseConfig string `json:"base_config"`
-	// Fragments are the merged config fragments, in order; a fragment
-	// shipped with klab has Path "lab" or "debug".
-	Fragments []FileHash `json:"fragments,omitempty"`
-	// ConfigSHA256 is the hex SHA-256 of the final .config.
-	ConfigSHA256 string `json:"config_sha256"`
-	// Compiler is the first line of `gcc --version`.
-	Compiler string `json:"compiler"`
-	// Key is the build's cache key (the results directory name).
-	Key string `json:"key"`
-	// Log is the path of the full build log.
-	Log string `json:"log,omitempty"`
-}
+// KernelBuild says how a kernel was built from source (results.KernelBuild).
+type KernelBuild = results.KernelBuild
 
-// FileHash is a file and the SHA-256 of its content.
-type FileHash struct {
-	// Path is the file as given to klab (for a patch in an mbox, the
-	// mbox's path and the message number, "series.mbox#2").
-	Path string `json:"path"`
-	// SHA256 is the hex SHA-256 of the content.
-	SHA256 string `json:"sha256"`
-	// Subject is a patch's subject line, when it has one.
-	Subject string `json:"subject,omitempty"`
-}
+// FileHash is a file and the SHA-256 of its content (results.FileHash).
+type FileHash = results.FileHash
 
 // BuiltKernelsDir returns the directory of kernels built from source,
 // <cacheDir>/kernels/build (cacheDir empty means paths.CacheDir()).

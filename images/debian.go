@@ -42,7 +42,7 @@ func debianSuites() []string {
 // DebianOptions tunes FetchDebian.
 type DebianOptions struct {
 	// Mirror is the Debian archive URI. Empty means $KLAB_DEBIAN_MIRROR,
-	// else the host's apt sources (see ResolveMirror). It is only
+	// else the host's apt sources (see apt.ResolveMirror). It is only
 	// consulted when the network is needed.
 	Mirror string
 	// AptRoot is the root directory whose etc/apt sources name the mirror
@@ -72,7 +72,7 @@ func (o *DebianOptions) cacheDir() string {
 	return paths.CacheDir()
 }
 
-// mirror resolves the Debian archive URI (see ResolveMirror).
+// mirror resolves the Debian archive URI (see apt.ResolveMirror).
 func (o *DebianOptions) mirror() (string, error) { return apt.ResolveMirror(o.Mirror, o.AptRoot) }
 
 func (o *DebianOptions) logf(format string, args ...any) {
@@ -342,38 +342,6 @@ func loadKernelDir(dir string) (*Kernel, error) {
 		k.Modules = filepath.Join(dir, "modules")
 	}
 	return &k, nil
-}
-
-// Alias index: <kdir>/aliases.json maps debianRef keys to directory names.
-
-func aliasFile(kdir string) string { return filepath.Join(kdir, "aliases.json") }
-
-func readAliases(kdir string) map[string]string {
-	m := map[string]string{}
-	if data, err := os.ReadFile(aliasFile(kdir)); err == nil {
-		_ = json.Unmarshal(data, &m) // a damaged index only costs a refetch
-	}
-	if m == nil { // the file held null
-		m = map[string]string{}
-	}
-	return m
-}
-
-// addAlias records key -> dir; the caller holds the directory lock.
-func addAlias(kdir, key, dir string) error {
-	m := readAliases(kdir)
-	if m[key] == dir {
-		return nil
-	}
-	m[key] = dir
-	data, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return fmt.Errorf("kernel alias index: %w", err)
-	}
-	if err := writeFileAtomic(aliasFile(kdir), append(data, '\n')); err != nil {
-		return fmt.Errorf("kernel alias index: %w", err)
-	}
-	return nil
 }
 
 // writeFileAtomic replaces path with data (mode 0644) so that readers

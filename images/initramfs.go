@@ -44,10 +44,16 @@ func corePackages(names ...string) []string {
 	return pkgs
 }
 
-// AgentModules are the kernel modules the agent needs. Those built into the
-// kernel are skipped; the rest go into the initramfs with their
+// AgentModules are the kernel modules the agent loads at boot. Those built
+// into the kernel are skipped; the rest go into the initramfs with their
 // dependencies.
-var AgentModules = []string{"virtio_pci", "virtio_console", "fuse", "brd"}
+var AgentModules = []string{"virtio_pci", "virtio_console", "fuse"}
+
+// SpareModules go into the initramfs (ModulesDir/NAME.ko) without being
+// loaded at boot: each load costs a signature check, a quarter of a
+// second under TCG, and the steps that need them load them with their own
+// parameters (brd: rd_nr, rd_size).
+var SpareModules = []string{"brd"}
 
 // ModulesDir is where modules sit in the initramfs, with an "order" file
 // listing "name file deps" lines (deps comma-separated, "-" for none),
@@ -163,9 +169,13 @@ func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error)
 	if err != nil {
 		return nil, err
 	}
+	spare := o.spareModules(mods)
 	modParts := []string{"final/v3", p.BaseKey, p.AgentKey}
 	for _, m := range mods {
 		modParts = append(modParts, m.Name, strings.Join(m.Deps, ","), fileHash(m.Path))
+	}
+	for _, m := range spare {
+		modParts = append(modParts, "spare", m.Name, fileHash(m.Path))
 	}
 	for _, e := range o.Extra {
 		modParts = append(modParts, "extra", e.Dest, fmt.Sprint(e.Mode), fileHash(e.Source))
@@ -187,7 +197,7 @@ func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error)
 		touch(out.Path)
 		return out, nil
 	}
-	if err := assemble(out.Path, p.BasePath, p.AgentPath, mods, o.Extra); err != nil {
+	if err := assemble(out.Path, p.BasePath, p.AgentPath, mods, spare, o.Extra); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -231,6 +241,25 @@ func (o *InitramfsOptions) modules() ([]Module, error) {
 		return nil, fmt.Errorf("kernel %s: %w", k.Name, err)
 	}
 	return mods, nil
+}
+
+// spareModules returns the SpareModules the kernel has as modules and that
+// are not loaded anyway, without their dependencies (they have none).
+func (o *InitramfsOptions) spareModules(loaded []Module) []Module {
+	k := o.Kernel
+	if k == nil || k.Modules == "" {
+		return nil
+	}
+	var out []Module
+	for _, name := range SpareModules {
+		if slices.ContainsFunc(loaded, func(m Module) bool { return m.Name == name }) {
+			continue
+		}
+		if ms, err := ModuleClosure(k.Modules, []string{name}); err == nil && len(ms) == 1 {
+			out = append(out, ms[0])
+		}
+	}
+	return out
 }
 
 // optionalTreeModules are agent modules a kernel tree may lack.
@@ -560,7 +589,7 @@ func buildAgent(ctx context.Context, src, path, version string) error {
 }
 
 // assemble writes base + overlay to out atomically.
-func assemble(out, basePath, agentPath string, mods []Module, extra []ExtraFile) error {
+func assemble(out, basePath, agentPath string, mods, spare []Module, extra []ExtraFile) error {
 	tmp, err := os.CreateTemp(filepath.Dir(out), ".klab-*.cpio")
 	if err != nil {
 		return err
@@ -607,6 +636,13 @@ func assemble(out, basePath, agentPath string, mods []Module, extra []ExtraFile)
 		fmt.Fprintf(&order, "%s %s %s\n", m.Name, name, deps)
 	}
 	recs = append(recs, cpio.StaticFile(ModulesDir+"/order", order.String(), 0o644))
+	for _, m := range spare {
+		b, err := ReadModule(m.Path)
+		if err != nil {
+			return fmt.Errorf("module %s: %w", m.Name, err)
+		}
+		recs = append(recs, cpio.StaticFile(ModulesDir+"/"+m.Name+".ko", string(b), 0o644))
+	}
 	extraRecs, err := extraRecords(extra)
 	if err != nil {
 		return err

@@ -189,6 +189,44 @@ func entryName(name string) bool {
 	return name != "" && !strings.ContainsAny(name, `/\`) && !strings.HasPrefix(name, ".")
 }
 
+// The alias index: dir/aliases.json maps keys (debianRef keys, "7.3",
+// "sid") to entry names.
+
+func aliasFile(dir string) string { return filepath.Join(dir, "aliases.json") }
+
+func readAliases(dir string) map[string]string {
+	m := map[string]string{}
+	if data, err := os.ReadFile(aliasFile(dir)); err == nil {
+		_ = json.Unmarshal(data, &m) // a damaged index only costs a refetch
+	}
+	if m == nil { // the file held null
+		m = map[string]string{}
+	}
+	return m
+}
+
+// addAlias records key -> name; the caller holds the directory lock.
+func addAlias(dir, key, name string) error {
+	m := readAliases(dir)
+	if m[key] == name {
+		return nil
+	}
+	m[key] = name
+	return writeAliases(dir, m)
+}
+
+// writeAliases replaces the alias index of dir with m.
+func writeAliases(dir string, m map[string]string) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("alias index: %w", err)
+	}
+	if err := writeFileAtomic(aliasFile(dir), append(data, '\n')); err != nil {
+		return fmt.Errorf("alias index: %w", err)
+	}
+	return nil
+}
+
 // removeStaleTemps removes temporary directories left by an interrupted
 // build; the caller holds the lock, so no live build owns them.
 func removeStaleTemps(dir string) {
@@ -220,14 +258,7 @@ func RemoveKeyedEntry(dir, name string) error {
 	if len(m) == n {
 		return nil
 	}
-	data, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return fmt.Errorf("alias index: %w", err)
-	}
-	if err := writeFileAtomic(aliasFile(dir), append(data, '\n')); err != nil {
-		return fmt.Errorf("alias index: %w", err)
-	}
-	return nil
+	return writeAliases(dir, m)
 }
 
 // removeEntry removes dir/name, a directory or a file: renamed out of the

@@ -64,16 +64,19 @@ type Manifest struct {
 	Truncated []string `json:"truncated,omitempty"`
 }
 
-// Kernel names the booted kernel: its identity and where it came from. It
-// mirrors images.Kernel, without importing it.
+// Kernel is a bootable kernel with everything klab knows about it: its
+// identity and where it came from. It is also images.Kernel (an alias), so
+// the cache's kernel.json and a manifest's "kernel" are one format; in a
+// manifest, the paths name the files in klab's cache when the run was made.
 type Kernel struct {
-	// Name is the human name the user gave, e.g. "debian:7.3".
+	// Name is the human name the user gave, e.g. "debian:7.3" or a path.
 	Name string `json:"name"`
-	// ID is the content hash of the image and its config.
+	// ID is a content hash of the image and its config ("k-" + 16 hex).
 	ID string `json:"id"`
 	// Version is the kernel release (uname -r), when known.
 	Version string `json:"version,omitempty"`
-	// Source is "debian", "local" or "build".
+	// Source says where the kernel came from: "debian", "local", "tree"
+	// or "build".
 	Source string `json:"source"`
 	// Package is the Debian package, for Source "debian".
 	Package string `json:"package,omitempty"`
@@ -81,35 +84,58 @@ type Kernel struct {
 	PackageVersion string `json:"package_version,omitempty"`
 	// Suite is the Debian suite the package came from.
 	Suite string `json:"suite,omitempty"`
-	// Image is the path of the kernel image that was booted.
+	// Image is the path of the bzImage.
 	Image string `json:"image"`
+	// ImageSize is the image's size when it was cached; a cache hit
+	// whose image has another size is damaged, and ignored.
+	ImageSize int64 `json:"image_size,omitempty"`
 	// Config is the path of the kernel's .config, empty when unknown.
 	Config string `json:"config,omitempty"`
-	// Build describes a kernel built from source, for Source "build".
+	// Modules is the directory holding modules.* and kernel/**.ko*, empty
+	// when the kernel has no modules shipped with it.
+	Modules string `json:"modules,omitempty"`
+	// Build says how the kernel was built, for Source "build".
 	Build *KernelBuild `json:"build,omitempty"`
 }
 
-// KernelBuild is how a kernel was built from a tree: enough to build it
-// again.
+// KernelBuild says how a kernel was built from source: enough to build it
+// again with `klab kernels build`.
 type KernelBuild struct {
-	// Tree is the source tree (a path or a git URL).
+	// Tree is the source: the absolute path of a git tree or tarball, or
+	// "debian:<series>=<package version>" for Debian's linux-source.
 	Tree string `json:"tree"`
-	// BaseCommit is the commit the patches apply to, when the tree is git.
+	// BaseCommit is the commit the patches apply to, when Tree is git.
 	BaseCommit string `json:"base_commit,omitempty"`
-	// Patches are the applied patches, in order.
+	// BaseSHA256 is the hex SHA-256 of the tarball, when Tree is one.
+	BaseSHA256 string `json:"base_sha256,omitempty"`
+	// Patches are the applied patches, in order. An mbox holding several
+	// patches gives one entry per patch.
 	Patches []FileHash `json:"patches,omitempty"`
-	// Fragments are the merged config fragments, in order.
+	// BaseConfig is the make target the fragments are merged onto:
+	// "tinyconfig" or "defconfig".
+	BaseConfig string `json:"base_config,omitempty"`
+	// Fragments are the merged config fragments, in order; a fragment
+	// shipped with klab has Path "lab" or "debug".
 	Fragments []FileHash `json:"fragments,omitempty"`
-	// ConfigSHA256 is the hash of the final .config.
+	// ConfigSHA256 is the hex SHA-256 of the final .config.
 	ConfigSHA256 string `json:"config_sha256,omitempty"`
+	// Compiler is the first line of `gcc --version`.
+	Compiler string `json:"compiler,omitempty"`
+	// Key is the build's cache key (the results directory name).
+	Key string `json:"key,omitempty"`
+	// Log is the path of the full build log.
+	Log string `json:"log,omitempty"`
 }
 
 // FileHash is a file and the SHA-256 of its content (lower-case hex).
 type FileHash struct {
-	// Path is the file's path as given to klab.
+	// Path is the file as given to klab (for a patch in an mbox, the
+	// mbox's path and the message number, "series.mbox#2").
 	Path string `json:"path"`
-	// SHA256 is the hex SHA-256 of the file's content.
+	// SHA256 is the hex SHA-256 of the content.
 	SHA256 string `json:"sha256"`
+	// Subject is a patch's subject line, when it has one.
+	Subject string `json:"subject,omitempty"`
 }
 
 // Initramfs is the initramfs that was booted.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -77,12 +78,25 @@ started in the guest; 1 when another step failed.`,
   klab boot --kernel debian:7.3 --console -- true
   klab boot --kernel ./arch/x86/boot/bzImage -- cat /proc/version
   klab boot --kernel debian:7.3 --sysctl fs.fuse.default_request_timeout=30 -- cat /proc/sys/fs/fuse/default_request_timeout`,
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			// boot's own statuses are the guest command's: bad input is
+			// 125, as its help says, not 2.
+			defer func() {
+				var ee *exitError
+				if errors.As(err, &ee) && ee.code == exitBadInput {
+					ee.code = lab.ExitInfra
+				}
+			}()
 			if o.kernel == "" {
 				return fmt.Errorf("--kernel is required, e.g. --kernel debian:7.3 or --kernel ./arch/x86/boot/bzImage")
 			}
 			if err := checkAccel(o.accel); err != nil {
 				return err
+			}
+			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
+				// Without "--", the guest command's own flags would be
+				// taken as klab's (klab boot ... ls -v is --verbose).
+				return badInput(fmt.Errorf("the guest command goes after --, e.g. %s", withDash(cmd, os.Args[1:], "boot")))
 			}
 			if o.runDir != "" {
 				if o.runID != "" {

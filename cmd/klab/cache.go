@@ -12,6 +12,7 @@ import (
 
 	"klab/images/build"
 	"klab/images/cache"
+	"klab/internal/units"
 )
 
 func newCacheCommand(g *globalOptions) *cobra.Command {
@@ -129,38 +130,38 @@ func runCacheGC(w io.Writer, g *globalOptions, o *cacheGCOptions) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, r := range res.Removed {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", verb, r.Kind, cache.FormatSize(r.Size), shown(relPath(g.cacheDir, r.Path)), shown(r.Reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", verb, r.Kind, units.Bytes(r.Size), shown(relPath(g.cacheDir, r.Path)), shown(r.Reason))
 	}
 	for _, s := range res.Skipped {
-		fmt.Fprintf(tw, "kept\t%s\t%s\t%s\t%s\n", s.Kind, cache.FormatSize(s.Size), shown(relPath(g.cacheDir, s.Path)), shown(s.Reason))
+		fmt.Fprintf(tw, "kept\t%s\t%s\t%s\t%s\n", s.Kind, units.Bytes(s.Size), shown(relPath(g.cacheDir, s.Path)), shown(s.Reason))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	limit := "none"
 	if max >= 0 {
-		limit = cache.FormatSize(max)
+		limit = units.Bytes(max)
 	}
 	after := "after"
 	if o.dryRun {
 		after = "after, once removed"
 	}
-	fmt.Fprintf(w, "cache %s: %s before, %s %s (limit %s)\n", shown(g.cacheDir), cache.FormatSize(res.Before), cache.FormatSize(res.After), after, limit)
+	fmt.Fprintf(w, "cache %s: %s before, %s %s (limit %s)\n", shown(g.cacheDir), units.Bytes(res.Before), units.Bytes(res.After), after, limit)
 	return err
 }
 
 // printCacheListing prints the cache by kind, then every entry.
 func printCacheListing(w io.Writer, l *cache.Listing) error {
-	fmt.Fprintf(w, "cache %s: %s in %d entries\n\n", shown(l.Dir), cache.FormatSize(l.Size), len(l.Entries))
+	fmt.Fprintf(w, "cache %s: %s in %d entries\n\n", shown(l.Dir), units.Bytes(l.Size), len(l.Entries))
 	if len(l.Entries) == 0 {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tENTRIES\tSIZE")
 	for _, k := range l.Kinds {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", k.Kind, k.Entries, cache.FormatSize(k.Size))
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", k.Kind, k.Entries, units.Bytes(k.Size))
 	}
-	fmt.Fprintf(tw, "total\t%d\t%s\n", len(l.Entries), cache.FormatSize(l.Size))
+	fmt.Fprintf(tw, "total\t%d\t%s\n", len(l.Entries), units.Bytes(l.Size))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -175,7 +176,7 @@ func printCacheListing(w io.Writer, l *cache.Listing) error {
 		if e.Also != "" {
 			names = strings.TrimSpace(names + " with " + e.Also)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Kind, cache.FormatSize(e.Size), e.LastUsed.Local().Format("2006-01-02 15:04"),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Kind, units.Bytes(e.Size), e.LastUsed.Local().Format("2006-01-02 15:04"),
 			shown(relPath(l.Dir, e.Path)), shown(names))
 	}
 	return tw.Flush()

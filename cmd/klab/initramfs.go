@@ -16,11 +16,13 @@ func newInitramfsCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "initramfs --kernel REF",
 		Short: "Build (or find in the cache) the initramfs for a kernel",
-		Long: `Assemble the initramfs that klab boots a kernel with: u-root's init and core
-commands, the static klab-agent as uinit, and the kernel modules the agent
-needs (virtio_pci, virtio_console, fuse, brd and their dependencies) when the
-kernel has them as modules. The parts are cached by a hash of their content;
-a cache hit builds nothing.`,
+		Long: `Assemble the initramfs that klab boots a kernel with: the static klab-agent
+as /init, u-root's core commands (and its init, at /bbin/init), and the
+kernel modules the agent loads at boot (virtio_pci, virtio_console, fuse and
+their dependencies) when the kernel has them as modules. brd is there too,
+unloaded: experiments load it with their own parameters
+(insmod /lib/klab/modules/brd.ko rd_nr=1 rd_size=65536). The parts are
+cached by a hash of their content; a cache hit builds nothing.`,
 		Example: "  klab initramfs --kernel debian:7.3\n  klab initramfs --kernel debian:6.1 --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

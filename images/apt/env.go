@@ -17,9 +17,9 @@ import (
 	"klab/results"
 )
 
-// ListsMaxAge is how old the private package lists may get before Update
+// listsMaxAge is how old the private package lists may get before Update
 // refreshes them.
-const ListsMaxAge = 24 * time.Hour
+const listsMaxAge = 24 * time.Hour
 
 // Options configures an Env.
 type Options struct {
@@ -106,8 +106,8 @@ func (e *Env) path(p string) string { return filepath.Join(e.dir, p) }
 // listsDir is where apt keeps the package lists (Dir::State::Lists).
 func (e *Env) listsDir() string { return filepath.Join(e.sb.stage, "lists") }
 
-// Sandboxed reports whether apt's downloads drop to the _apt user.
-func (e *Env) Sandboxed() bool { return e.sb.user != "" }
+// sandboxed reports whether apt's downloads drop to the _apt user.
+func (e *Env) sandboxed() bool { return e.sb.user != "" }
 
 // lock takes the one lock on the apt directory that every apt call and
 // every change of its configuration and lists holds, whichever klab
@@ -347,7 +347,7 @@ func (e *Env) listsFiles() map[string]bool {
 }
 
 // Update writes the configuration and runs `apt-get update` when the
-// package lists are missing, older than ListsMaxAge, made for another
+// package lists are missing, older than listsMaxAge, made for another
 // mirror, or force is set. A failed update that leaves some lists is a
 // warning: the old lists still answer.
 func (e *Env) Update(ctx context.Context, force bool) error {
@@ -377,7 +377,7 @@ func (e *Env) Update(ctx context.Context, force bool) error {
 	suites := strings.Join(e.o.Suites, " ")
 	have := e.listsFiles()
 	if !force && !changed && len(have) == len(e.o.Suites) {
-		if fi, err := os.Stat(stamp); err == nil && time.Since(fi.ModTime()) < ListsMaxAge {
+		if fi, err := os.Stat(stamp); err == nil && time.Since(fi.ModTime()) < listsMaxAge {
 			return nil
 		}
 	}

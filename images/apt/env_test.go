@@ -124,7 +124,7 @@ func TestSandboxKept(t *testing.T) {
 	open := openTempDir(t, id)
 	check := func(e *Env, stage string) {
 		t.Helper()
-		if !e.Sandboxed() || e.sb.stage != stage {
+		if !e.sandboxed() || e.sb.stage != stage {
 			t.Fatalf("sandbox = %+v, want _apt with the stage %s", e.sb, stage)
 		}
 		for _, d := range []string{"lists/partial", "download", "tmp"} {
@@ -216,7 +216,7 @@ func TestSandboxKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Sandboxed() || len(warned) != 1 || !strings.Contains(warned[0], "without apt's sandbox") ||
+	if e.sandboxed() || len(warned) != 1 || !strings.Contains(warned[0], "without apt's sandbox") ||
 		!strings.Contains(warned[0], home+" is mode 0700") || !strings.Contains(warned[0], "writable by others") {
 		t.Errorf("sandbox %+v, warnings %q", e.sb, warned)
 	}
@@ -261,7 +261,7 @@ func TestDownloadStaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !e.Sandboxed() {
+	if !e.sandboxed() {
 		t.Fatalf("not sandboxed: %s", e.sb.why)
 	}
 	dest := t.TempDir()

@@ -184,7 +184,8 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := os.MkdirAll(bd.s.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("build cache: %w", err)
 	}
-	if bd.b, err = resolveBase(ctx, &o, newHashMemo(filepath.Join(bd.s.dir, "hashes.json"))); err != nil {
+	memo := newHashMemo(filepath.Join(bd.s.dir, "hashes.json"))
+	if bd.b, err = resolveBase(ctx, &o, memo); err != nil {
 		return nil, err
 	}
 	var dirty Patch
@@ -221,6 +222,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	bd.res.Kernel, bd.res.Hit = k, hit
+	memo.save()
 	return bd.res, nil
 }
 
@@ -403,6 +405,8 @@ func (bd *builder) one(ctx context.Context, name string, patches []Patch) (*imag
 		}
 	}
 	slot := bd.s.work(in.SlotKey())
+	_, serr := os.Stat(slot)
+	fresh := serr != nil
 	if err := os.MkdirAll(slot, 0o755); err != nil {
 		return nil, false, fmt.Errorf("work tree: %w", err)
 	}
@@ -417,6 +421,12 @@ func (bd *builder) one(ctx context.Context, name string, patches []Patch) (*imag
 	w := &work{bd: bd, dir: slot, src: filepath.Join(slot, "src"), out: filepath.Join(slot, "out"), name: name}
 	k, err := w.safeBuild(ctx, in, patches)
 	if err != nil {
+		if _, serr := os.Stat(w.src); fresh && serr != nil {
+			// The source never made it into this new work tree (a file
+			// that is not a tarball, an interrupted fetch): nothing in
+			// it is worth keeping.
+			os.RemoveAll(slot)
+		}
 		return nil, false, err
 	}
 	return k, false, nil

@@ -113,3 +113,28 @@ func TestDirtyNeedsGitTree(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedBuildLeavesNothing: a build whose source is not a tarball
+// fails with tar's words and leaves no file in the cache (empty
+// directories aside).
+func TestFailedBuildLeavesNothing(t *testing.T) {
+	for _, c := range []string{"make", "gcc", "ld", "flex", "bison", "bc", "perl", "tar", "git"} {
+		testenv.RequiresCommand(t, c)
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "linux.tar.gz")
+	if err := os.WriteFile(bad, []byte("not a tarball\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(dir, "cache")
+	_, err := Build(context.Background(), Options{Source: bad, CacheDir: cache, NoCcache: true})
+	if err == nil || !strings.Contains(err.Error(), "does not look like a tar archive") {
+		t.Fatalf("Build of a file that is not a tarball: %v", err)
+	}
+	filepath.WalkDir(cache, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			t.Errorf("left in the cache: %s", p)
+		}
+		return nil
+	})
+}

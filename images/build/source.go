@@ -217,8 +217,9 @@ func (b *base) unpack(ctx context.Context, dst string) error {
 // so that a cache hit does not read a large tarball again.
 type hashMemo struct {
 	path string
-	mu   sync.Mutex // guards m
-	m    map[string]string
+	mu      sync.Mutex // guards m and changed
+	m       map[string]string
+	changed bool
 }
 
 func newHashMemo(path string) *hashMemo {
@@ -244,12 +245,24 @@ func (h *hashMemo) sum(path string, fi fs.FileInfo) (string, error) {
 		return "", err
 	}
 	h.m[key] = s
+	h.changed = true
+	return s, nil
+}
+
+// save writes the memo if it learnt a hash: after a build that worked, so
+// that a failed one leaves nothing in the cache.
+func (h *hashMemo) save() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.changed {
+		return
+	}
 	if data, err := json.Marshal(h.m); err == nil {
 		if err := os.MkdirAll(filepath.Dir(h.path), 0o755); err == nil {
 			_ = writeFileAtomic(h.path, data)
 		}
 	}
-	return s, nil
+	h.changed = false
 }
 
 // touch marks a cache entry as used now, for gc.

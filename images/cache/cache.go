@@ -471,19 +471,3 @@ func removeFile(dir, name string) error {
 	}
 	return os.RemoveAll(tmp)
 }
-
-// FormatSize formats n bytes in binary units: "512 B", "1.5 KiB",
-// "20.0 GiB".
-func FormatSize(n int64) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n < 1<<40:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	}
-	return fmt.Sprintf("%.1f TiB", float64(n)/(1<<40))
-}

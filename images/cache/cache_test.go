@@ -249,6 +249,11 @@ func TestGCStale(t *testing.T) {
 		"initramfs/klab-old.cpio",
 		"kernels/debian/.tmp-123",
 	}
+	if birthTime(f.p("initramfs/base-new.cpio")).IsZero() {
+		// No birth times here: an initramfs is not known to hold an
+		// older base until it goes unused for MaxAge.
+		want = slices.DeleteFunc(want, func(s string) bool { return s == "initramfs/klab-old.cpio" })
+	}
 	dry, err := GC(GCOptions{Dir: f.dir, MaxSize: -1, DryRun: true, Now: f.now})
 	if err != nil {
 		t.Fatal(err)
@@ -435,13 +440,5 @@ func TestGCSeparateLockFD(t *testing.T) {
 	}
 	if !f.exists("kernels/debian/.tmp-123") {
 		t.Error("a fetch's temporary directory went while the fetch held the lock")
-	}
-}
-
-func TestFormatSize(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1536: "1.5 KiB", 5 << 20: "5.0 MiB", 20 << 30: "20.0 GiB", 3 << 40: "3.0 TiB"} {
-		if got := FormatSize(n); got != want {
-			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
-		}
 	}
 }

@@ -35,6 +35,7 @@ func main() {
 		fmt.Println(agent.Version)
 		return
 	}
+	t0 := agent.BootNanos() // 0 before /proc is up: the clock needs no mount
 	var initErr error
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if os.Getpid() == 1 {
@@ -73,7 +74,6 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	t0 := agent.BootNanos()
 	mods, setupErr := agent.Setup()
 	t1 := agent.BootNanos()
 	setupErr = errors.Join(initErr, setupErr)
