@@ -194,7 +194,7 @@ func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error)
 	}
 	if _, err := os.Stat(out.Path); err == nil {
 		out.Cached = true
-		touch(out.Path)
+		Touch(out.Path)
 		return out, nil
 	}
 	if err := assemble(out.Path, p.BasePath, p.AgentPath, mods, spare, o.Extra); err != nil {
@@ -351,7 +351,7 @@ func (o *InitramfsOptions) sourceParts(ctx context.Context) (*GuestParts, error)
 		}
 		o.logf("built u-root base in %.1fs", time.Since(t).Seconds())
 	}
-	touch(p.BasePath)
+	Touch(p.BasePath)
 	if _, err := os.Stat(p.AgentPath); err != nil {
 		o.logf("building klab-agent %s...", agentVersion(agentKey))
 		t := time.Now()
@@ -360,7 +360,7 @@ func (o *InitramfsOptions) sourceParts(ctx context.Context) (*GuestParts, error)
 		}
 		o.logf("built klab-agent in %.1fs", time.Since(t).Seconds())
 	}
-	touch(p.AgentPath)
+	Touch(p.AgentPath)
 	return p, nil
 }
 
@@ -375,7 +375,7 @@ func (o *InitramfsOptions) embeddedParts(e *embedded.Parts) (*GuestParts, error)
 		mode os.FileMode
 	}{{p.BasePath, e.Base, 0o644}, {p.AgentPath, e.Agent, 0o755}} {
 		if fi, err := os.Stat(f.path); err == nil && fi.Size() == int64(len(f.data)) {
-			touch(f.path)
+			Touch(f.path)
 			continue
 		}
 		if err := writePart(f.path, f.data, f.mode); err != nil {
@@ -435,11 +435,6 @@ func writePart(path string, data []byte, mode os.FileMode) error {
 	return results.WriteFileAtomic(path, data, mode)
 }
 
-// touch marks a cached part as used now, for the cache's LRU collection.
-func touch(path string) {
-	now := time.Now()
-	_ = os.Chtimes(path, now, now)
-}
 
 func shortNames(pkgs []string) []string {
 	var s []string
