@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,13 +103,6 @@ func testContext(t *testing.T, want time.Duration) context.Context {
 // deadline leaves (see budget). A klab killed at its timeout fails t.
 func runTimeout(t *testing.T, runsDir string, timeout time.Duration, args ...string) result {
 	t.Helper()
-	return runInput(t, runsDir, nil, timeout, args...)
-}
-
-// runInput is runTimeout with stdin as klab's standard input (nil:
-// /dev/null).
-func runInput(t *testing.T, runsDir string, stdin io.Reader, timeout time.Duration, args ...string) result {
-	t.Helper()
 	args = append([]string{"--runs-dir", runsDir}, args...)
 	t.Logf("klab %s", strings.Join(args, " "))
 	timeout = budget(t, timeout)
@@ -118,7 +110,6 @@ func runInput(t *testing.T, runsDir string, stdin io.Reader, timeout time.Durati
 	defer cancel()
 	cmd := exec.CommandContext(ctx, klab(t), args...)
 	cmd.Dir = ".."
-	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
