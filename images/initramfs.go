@@ -435,7 +435,6 @@ func writePart(path string, data []byte, mode os.FileMode) error {
 	return results.WriteFileAtomic(path, data, mode)
 }
 
-
 func shortNames(pkgs []string) []string {
 	var s []string
 	for _, p := range pkgs {

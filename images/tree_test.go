@@ -67,4 +67,3 @@ func TestTreeKernel(t *testing.T) {
 		t.Errorf("tree without virtio console: %v", err)
 	}
 }
-

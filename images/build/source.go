@@ -216,7 +216,7 @@ func (b *base) unpack(ctx context.Context, dst string) error {
 // hashMemo remembers tarball hashes by path, size and modification time,
 // so that a cache hit does not read a large tarball again.
 type hashMemo struct {
-	path string
+	path    string
 	mu      sync.Mutex // guards m and changed
 	m       map[string]string
 	changed bool
