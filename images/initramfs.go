@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/u-root/gobusybox/src/pkg/golang"
@@ -325,8 +326,40 @@ func GuestPartsFor(ctx context.Context, o InitramfsOptions) (*GuestParts, error)
 	return o.guestParts(ctx)
 }
 
-// sourceParts builds (or finds cached) the parts from o.SourceDir.
+// pinned holds the parts each source tree and cache gave this process:
+// one klab run boots every guest with the same agent, even if the source
+// tree is edited while it runs.
+var pinned struct {
+	sync.Mutex
+	m map[string]*GuestParts
+}
+
+// sourceParts builds (or finds cached) the parts from o.SourceDir, once
+// per process.
 func (o *InitramfsOptions) sourceParts(ctx context.Context) (*GuestParts, error) {
+	key := o.CacheDir + "\x00" + o.SourceDir
+	pinned.Lock()
+	defer pinned.Unlock()
+	if p := pinned.m[key]; p != nil {
+		if _, err := os.Stat(p.BasePath); err == nil {
+			if _, err := os.Stat(p.AgentPath); err == nil {
+				return p, nil
+			}
+		}
+	}
+	p, err := o.buildSourceParts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if pinned.m == nil {
+		pinned.m = map[string]*GuestParts{}
+	}
+	pinned.m[key] = p
+	return p, nil
+}
+
+// buildSourceParts builds (or finds cached) the parts from o.SourceDir.
+func (o *InitramfsOptions) buildSourceParts(ctx context.Context) (*GuestParts, error) {
 	goVersion, err := goVersion(ctx, o.SourceDir)
 	if err != nil {
 		return nil, err

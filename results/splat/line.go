@@ -162,7 +162,7 @@ func isContinuation(msg string) bool {
 	if msg[0] == ' ' || msg[0] == '\t' {
 		return true
 	}
-	if isRegister(msg) || isLocksHeld(msg) {
+	if isRegister(msg) || isLocksHeld(msg) || isStackDump(msg) {
 		return true
 	}
 	for _, c := range continuations {
@@ -171,6 +171,22 @@ func isContinuation(msg string) bool {
 		}
 	}
 	return false
+}
+
+// isStackDump reports whether msg is a line of a raw stack dump, as arm
+// prints them: "7cc0: 96737d48 00002218 96737d3c fffffe00".
+func isStackDump(msg string) bool {
+	i := strings.IndexByte(msg, ':')
+	if i < 4 || i > 16 || !isHex(msg[:i]) {
+		return false
+	}
+	words := strings.Fields(msg[i+1:])
+	for _, w := range words {
+		if !isHex(w) {
+			return false
+		}
+	}
+	return len(words) > 0
 }
 
 // isLocksHeld reports whether msg is lockdep's "2 locks held by fio/123:"

@@ -26,6 +26,14 @@ type Scanner struct {
 	dropped     int         // reports not kept (MaxReports)
 	textBytes   int         // total Text bytes of kept reports
 	open        *openReport // the report still collecting lines, or nil
+	// parent is the report that the open panic report's lines belong to
+	// as well: old kernels print a WARNING's stack from panic()
+	// (panic_on_warn), after the panic's header.
+	parent *openReport
+	// bootLine is the number of the first line of a machine's boot
+	// sequence (firmware, decompressor), counted in non-empty lines, or
+	// 0 until one is seen; nonEmpty counts them.
+	bootLine, nonEmpty int
 	// held is the last ended report while a panic may still follow that
 	// it caused (which makes it Fatal); OnDone gets it when that can no
 	// longer happen.
@@ -53,10 +61,13 @@ type openReport struct {
 	hasTS       bool     // lastTS is set
 	sawTrace    bool     // a "Call Trace:" line has been seen
 	inTask      bool     // inside <TASK> ... </TASK>
+	inFrames    bool     // its last line started a call trace or was a frame
+	noFrame     bool     // its call trace has started, and no frame came yet
 	wantOops    bool     // an "Oops: ... [#N]" line may still be part of it
 	nmi         bool     // it holds NMI backtraces of other CPUs
 	intruders   int      // foreign lines in a row inside its call trace
 	interleaved bool     // its call trace was interrupted by other output
+	cutByOther  bool     // another task's report header ended it
 	ended       bool     // its end marker was seen
 }
 
@@ -221,6 +232,9 @@ func (s *Scanner) Reports() []Report {
 	if o := s.open; o != nil && o.idx >= 0 {
 		out[o.idx] = o.view(false)
 	}
+	if o := s.parent; o != nil && o.idx >= 0 {
+		out[o.idx] = o.view(false)
+	}
 	return out
 }
 
@@ -246,13 +260,19 @@ func (s *Scanner) line(raw string) *Report {
 	p := parseLine(raw)
 	if p.hasTS {
 		s.tsLines++
-	} else if s.tsLines >= tsTrust {
+	} else if s.tsLines >= tsTrust && !isRebootLine(p.msg) {
 		return nil // user space output
 	}
 	if s.held != nil && s.lineNo > s.held.until {
 		s.release()
 	}
 	s.kernelLines++
+	if p.msg != "" {
+		s.nonEmpty++
+		if s.bootLine == 0 && s.tsLines == 0 && holdsBootSequence(p.msg) {
+			s.bootLine = s.nonEmpty
+		}
+	}
 	o := s.open
 	// With CONFIG_PRINTK_CALLER, a line from another task or CPU is not
 	// part of the open report (NMI backtraces of other CPUs are).
@@ -261,6 +281,9 @@ func (s *Scanner) line(raw string) *Report {
 	if p.msg != "" {
 		h, found = detect(p.msg)
 	}
+	if found && (h.reboot && !s.rebooted() || h.aside && o != nil && !foreign && (o.inTask || o.inFrames)) {
+		found = false
+	}
 	if found && h.oopsLine && o != nil && !foreign && o.wantOops && s.lineNo-o.r.Line <= oopsWindow {
 		// "Oops: 0000 [#1] ..." after "BUG: kernel NULL pointer
 		// dereference" or "kernel BUG at" is part of that report.
@@ -268,7 +291,7 @@ func (s *Scanner) line(raw string) *Report {
 		s.appendLine(o, p)
 		return nil
 	}
-	if found && h.kind == kindLeak && o != nil && !foreign && o.h.kind == kindLeak && len(o.lines) == 1 &&
+	if found && h.leak && o != nil && !foreign && o.h.leak && len(o.lines) == 1 &&
 		strings.HasPrefix(o.lines[0], "BUG: memory leak") {
 		// syzkaller's "BUG: memory leak" before kmemleak's object.
 		s.appendLine(o, p)
@@ -282,11 +305,42 @@ func (s *Scanner) line(raw string) *Report {
 		}
 		return nil
 	}
+	if o != nil && foreign {
+		o.cutByOther = true
+	}
 	if h.typ == TypePanic {
 		s.markFatal(h)
+		if o != nil && !foreign && !h.reboot && o.r.Type != TypePanic && !o.sawTrace {
+			// panic() is about to print the stack of the report it
+			// follows: the report goes on with the panic's lines.
+			s.open, s.parent = nil, o
+			return s.startReport(h, p)
+		}
 	}
 	s.closeReport(true)
 	return s.startReport(h, p)
+}
+
+// rebooted reports whether a "Booting the kernel." line now means that the
+// machine rebooted: the kernel printed before, or something other than
+// the boot sequence did.
+func (s *Scanner) rebooted() bool {
+	return s.tsLines > 0 || s.bootLine > 1
+}
+
+// isRebootLine reports whether msg is the decompressor's last line, which
+// has no timestamp.
+func isRebootLine(msg string) bool {
+	return len(msg) >= 19 && msg[0] == 'B' && strings.TrimSpace(msg) == "Booting the kernel."
+}
+
+func holdsBootSequence(msg string) bool {
+	for _, b := range bootSequence {
+		if strings.HasPrefix(msg, b) {
+			return true
+		}
+	}
+	return false
 }
 
 // markFatal marks the report that the panic with header h follows from as
@@ -371,21 +425,36 @@ func (s *Scanner) closeReport(byHeader bool) {
 		return
 	}
 	s.open = nil
-	r := o.view(byHeader)
-	if o.idx >= 0 {
-		s.textBytes -= len(s.reports[o.idx].Text)
-		if s.textBytes+len(r.Text) > MaxTotalBytes {
-			r.Text = o.lines[o.headerAt]
-		}
-		s.textBytes += len(r.Text)
-		s.reports[o.idx] = r
+	if par := s.parent; par != nil {
+		// The report whose stack the panic printed ends with it, and
+		// is complete before it.
+		s.parent = nil
+		par.sawTrace, par.inTask, par.ended = o.sawTrace, o.inTask, o.ended
+		par.interleaved = par.interleaved || o.interleaved
+		s.done = append(s.done, s.keep(par, par.view(byHeader)))
 	}
+	r := s.keep(o, o.view(byHeader))
 	s.release()
 	if r.Type == TypePanic {
 		s.done = append(s.done, r)
 		return
 	}
 	s.held = &heldReport{r: r, idx: o.idx, until: s.lineNo + MaxReportLines}
+}
+
+// keep stores r, the final form of o, in s.reports when o is kept there,
+// within MaxTotalBytes, and returns it as stored. s.mu is held.
+func (s *Scanner) keep(o *openReport, r Report) Report {
+	if o.idx < 0 {
+		return r
+	}
+	s.textBytes -= len(s.reports[o.idx].Text)
+	if s.textBytes+len(r.Text) > MaxTotalBytes {
+		r.Text = o.lines[o.headerAt]
+	}
+	s.textBytes += len(r.Text)
+	s.reports[o.idx] = r
+	return r
 }
 
 // release passes the held report to OnDone. s.mu is held.
@@ -403,21 +472,20 @@ func (s *Scanner) release() {
 func (o *openReport) view(byHeader bool) Report {
 	r := o.r
 	r.Text = strings.Join(o.lines, "\n")
-	a := analyse(o.h, o.lines)
+	a := analyse(o.h, o.lines, o.headerAt, o.cutByOther)
 	r.Title, r.Frames, r.Guilty, r.CallTrace = a.title, a.frames, a.guilty, a.callTrace
 	reason := ""
 	switch {
 	case o.interleaved:
 		reason = "interleaved with other output"
+	case !o.ended && o.h.banner:
+		reason = "cut off before its closing line"
+	case !o.ended && o.inTask:
+		reason = "cut off in its call trace"
+	case !o.ended && byHeader && !o.sawTrace && o.h.rec != nil && !o.h.leak && o.r.Type != TypePanic:
+		reason = "cut off by another report before its call trace"
 	case a.corrupted != "":
 		reason = a.corrupted
-	case o.ended:
-	case o.h.banner:
-		reason = "cut off before its closing line"
-	case o.inTask:
-		reason = "cut off in its call trace"
-	case byHeader && !o.sawTrace && o.h.kind != kindPlain && o.h.kind != kindPanic && o.h.kind != kindLeak:
-		reason = "cut off by another report before its call trace"
 	}
 	r.Corrupted, r.CorruptedReason = reason != "", reason
 	return r
@@ -430,6 +498,10 @@ func (s *Scanner) appendLine(o *openReport, p parsedLine) {
 		o.lastTS, o.hasTS = p.ts, true
 	}
 	n := len(p.msg) + 1
+	if par := s.parent; par != nil && o == s.open && len(par.lines) < MaxReportLines && par.bytes+n <= MaxReportBytes {
+		par.lines = append(par.lines, p.msg)
+		par.bytes += n
+	}
 	if len(o.lines) >= MaxReportLines || o.bytes+n > MaxReportBytes {
 		o.ended = true // truncated, not corrupted
 		if s.open == o {
@@ -476,7 +548,7 @@ func (s *Scanner) continueReport(o *openReport, p parsedLine) {
 		s.ring.push(p, s.kernelLines)
 		return
 	}
-	if o.h.kind == kindLeak {
+	if o.h.leak {
 		m := strings.TrimPrefix(msg, "kmemleak: ")
 		if m == "" || (m[0] != ' ' && m[0] != '\t') {
 			s.closeReport(false)
@@ -487,7 +559,12 @@ func (s *Scanner) continueReport(o *openReport, p parsedLine) {
 		return
 	}
 	if o.sawTrace && !isContinuation(msg) {
-		if o.inTask && o.intruders < maxIntruders {
+		limit := maxIntruders
+		if o.noFrame {
+			// Other output is often flushed just as the trace begins.
+			limit *= 4
+		}
+		if (o.inTask || o.inFrames) && o.intruders < limit {
 			// Other output inside the call trace: skip it, and see
 			// whether the trace goes on.
 			o.intruders++
@@ -503,7 +580,9 @@ func (s *Scanner) continueReport(o *openReport, p parsedLine) {
 		o.interleaved = true
 	}
 	if isTraceStart(msg) {
-		o.sawTrace = true
+		o.sawTrace, o.noFrame = true, true
+	} else if _, _, ok := parseFrame(msg); ok {
+		o.noFrame = false
 	}
 	switch strings.TrimSpace(msg) {
 	case "<TASK>":
@@ -511,7 +590,21 @@ func (s *Scanner) continueReport(o *openReport, p parsedLine) {
 	case "</TASK>":
 		o.inTask = false
 	}
+	o.inFrames = o.sawTrace && isFrameLine(msg)
 	s.appendLine(o, p)
+}
+
+// isFrameLine reports whether msg is part of a call trace's list of
+// frames: its start, a frame, or a marker.
+func isFrameLine(msg string) bool {
+	if isTraceStart(msg) || isUnknownFrame(msg) || strings.HasPrefix(msg, "Exception stack(") {
+		return true
+	}
+	if _, _, ok := parseFrame(msg); ok {
+		return true
+	}
+	irq, open, ok := traceMarker(msg)
+	return ok && (irq || open) // "</TASK>" ends the trace
 }
 
 // lineRing holds the last few lines that belong to no report: the banner

@@ -121,10 +121,14 @@ func TestHeaders(t *testing.T) {
 	}{
 		// Panics.
 		{"Kernel panic - not syncing: sysrq triggered crash", TypePanic, "kernel panic: sysrq triggered crash"},
-		{"Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b", TypePanic, "kernel panic: Attempted to kill init"},
-		{"Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)", TypePanic, "kernel panic: VFS: Unable to mount root fs on unknown-block(0,0)"},
-		{"Kernel panic - not syncing: kernel: panic_on_warn set ...", TypePanic, "kernel panic: kernel: panic_on_warn set"},
-		{"Kernel panic - not syncing: Fatal exception in interrupt", TypePanic, "kernel panic: Fatal exception in interrupt"},
+		{"Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b", TypePanic, "kernel panic: Attempted to kill init!"},
+		{"Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)", TypePanic, "kernel panic: VFS: Unable to mount root fs on unknown-block(NUM,NUM)"},
+		{"Kernel panic - not syncing: kernel: panic_on_warn set ...", TypePanic, "kernel panic: kernel: panic_on_warn set ..."},
+		{"Kernel panic - not syncing: panic_on_warn set ...", TypePanic, "kernel panic: panic_on_warn set"},
+		{"Kernel panic - not syncing: Fatal exception in interrupt", TypePanic, "kernel panic: Fatal exception"},
+		{"Kernel panic - not syncing: stack-protector: Kernel stack is corrupted in: br_dev_xmit+0x1a/0x20", TypePanic, "kernel panic: stack is corrupted in br_dev_xmit"},
+		{"Kernel panic - not syncing: stack-protector: Kernel stack is corrupted in: ffffffff81234567", TypePanic, "kernel panic: stack is corrupted"},
+		{"Kernel panic - not syncing: corrupted stack end detected inside scheduler", TypePanic, "kernel panic: corrupted stack end"},
 		{"Kernel panic - not syncing: ", TypePanic, "kernel panic"},
 		// Oopses.
 		{"Oops: 0002 [#1] SMP PTI", TypeOops, "Oops"},
@@ -135,7 +139,14 @@ func TestHeaders(t *testing.T) {
 		{"general protection fault, probably for non-canonical address 0x6b6b6b6b6b6b6b6b: 0000 [#1] SMP PTI", TypeOops, "general protection fault"},
 		{"invalid opcode: 0000 [#1] SMP PTI", TypeOops, "invalid opcode"},
 		{"Oops: invalid opcode: 0000 [#1] PREEMPT SMP NOPTI", TypeOops, "invalid opcode"},
-		{"stack segment: 0000 [#1] SMP KASAN", TypeOops, "stack segment"},
+		{"stack segment: 0000 [#1] SMP KASAN", TypeOops, "stack segment fault"},
+		{"segment-related general protection fault: beec [#2] PREEMPT SMP KASAN PTI", TypeOops, "general protection fault"},
+		{"divide_error: 0000 [#1] PREEMPT SMP KASAN", TypeOops, "divide error"},
+		{"int3: 0000 [#1] PREEMPT SMP KASAN", TypeOops, "int3"},
+		{"Unable to handle kernel access to user memory at virtual address 0000000000000008", TypeOops, "BUG: unable to handle kernel access to user memory"},
+		{"Unable to handle kernel execute from non-executable memory at virtual address ffff800012345678", TypeOops, "Unable to handle kernel execute from non-executable memory at virtual address ADDR"},
+		{"Unhandled fault: page domain fault (0x01b) at 0x00000000", TypeOops, "Unhandled fault"},
+		{"Alignment trap: not handling instruction e1932f9f at [<8031f2b4>]", TypeOops, "Alignment trap"},
 		{"Oops: divide error: 0000 [#1] SMP NOPTI", TypeOops, "divide error"},
 		{"Internal error: Oops: 0000000096000005 [#1] PREEMPT SMP", TypeOops, "Internal error"},
 		{"Unable to handle kernel paging request at virtual address ffff800012345678", TypeOops, "BUG: unable to handle kernel paging request"},
@@ -151,19 +162,30 @@ func TestHeaders(t *testing.T) {
 		{"BUG: using smp_processor_id() in preemptible [00000000] code: fio/623", TypeBug, "BUG: using smp_processor_id() in preemptible code"},
 		{"BUG: using __this_cpu_read() in preemptible [00000000] code: fio/623", TypeBug, "BUG: using __this_cpu_read() in preemptible code"},
 		{"BUG: Bad page state in process fio  pfn:10a5c", TypeBug, "BUG: Bad page state"},
-		{"BUG: Bad rss-counter state mm:00000000c1a7e5b3 type:MM_FILEPAGES val:-1 Comm:fio Pid:623", TypeBug, "BUG: Bad rss-counter state mm type:MM_FILEPAGES val Comm:fio Pid"},
+		{"BUG: Bad rss-counter state mm:00000000c1a7e5b3 type:MM_FILEPAGES val:-1 Comm:fio Pid:623", TypeBug, "BUG: Bad rss-counter state"},
+		{"BUG: workqueue leaked lock or atomic: kworker/0:1/0x00000000/17", TypeBug, "BUG: workqueue leaked lock or atomic"},
+		{"BUG: Dentry ffff88801234abcd{i=4,n=x}  still in use (1) [unmount of ext4 loop0]", TypeBug, "BUG: Dentry still in use in unmount"},
+		{"BUG kmalloc-8 (Tainted: G    B         ): Object already free", TypeBug, "BUG: Object already free"},
+		{"BUG:", TypeBug, "BUG: corrupted"},
+		{"BUG: MAX_STACK_TRACE_ENTRIES too low!", TypeLockdep, "BUG: MAX_STACK_TRACE_ENTRIES too low!"},
 		{"BUG: spinlock bad magic on CPU#0, fio/123", TypeBug, "BUG: spinlock bad magic"},
 		{"BUG: TASK stack guard page was hit at ffffc90000a3ff98 (stack is ffffc90000a40000..ffffc90000a44000)", TypeBug, "BUG: stack guard page was hit"},
 		{"BUG: KCSAN: data-race in fuse_request_end / fuse_dev_do_read", TypeKCSAN, "KCSAN: data-race in fuse_request_end / fuse_dev_do_read"},
 		{"BUG: KASAN: use-after-free in fuse_dev_do_read+0x1a2/0x9b0 [fuse]", TypeKASAN, "KASAN: use-after-free in fuse_dev_do_read"},
+		{"BUG: KASAN: slab-out-of-bounds in foo+0x1/0x2 at addr ffff8801d2c8faf4", TypeKASAN, "KASAN: slab-out-of-bounds in foo"},
+		{"BUG: KASAN: wild-memory-access on address ffe7fff80000f5b8", TypeKASAN, "KASAN: wild-memory-access"},
+		{"BUG: KASAN: null-ptr-deref in range [0x0000000000000008-0x000000000000000f]", TypeKASAN, "KASAN: null-ptr-deref in range [ADDR-ADDR]"},
 		{"BUG: KASAN: double-free in fuse_put_request+0x3b5/0x5d0", TypeKASAN, "KASAN: invalid-free in fuse_put_request"},
 		{"BUG: KFENCE: use-after-free read in test_uaf+0xb3/0x143", TypeKFENCE, "KFENCE: use-after-free read in test_uaf"},
+		{"BUG: KFENCE: memory corruption in test_corrupt+0x1/0x2", TypeKFENCE, "KFENCE: memory corruption in test_corrupt"},
 		{"BUG: KMSAN: uninit-value in fuse_fill_super+0x12/0x340", TypeKMSAN, "KMSAN: uninit-value in fuse_fill_super"},
 		{"BUG: memory leak", TypeMemoryLeak, "memory leak"},
 		{"UBSAN: array-index-out-of-bounds in fs/fuse/dev.c:123:45", TypeUBSAN, "UBSAN: array-index-out-of-bounds"},
 		{"UBSAN: Undefined behaviour in fs/fuse/dev.c:123:45", TypeUBSAN, "UBSAN: undefined-behaviour"},
+		{"UBSAN: shift-out-of-bounds in fs/fuse/dev.c:123:45", TypeUBSAN, "UBSAN: shift-out-of-bounds"},
 		{"kernel BUG at mm/slub.c:435!", TypeBug, "kernel BUG"},
 		{"kernel BUG at lib/list_debug.c:29!", TypeListCorruption, "BUG: corrupted list"},
+		{"kernel BUG at mm/usercopy.c:72!", TypeBug, "BUG: bad usercopy"},
 		{"unreferenced object 0xffff888003b4c000 (size 64):", TypeMemoryLeak, "memory leak"},
 		{"kmemleak: unreferenced object 0xffff888003b4c000 (size 64):", TypeMemoryLeak, "memory leak"},
 		// WARNINGs, old and new __warn formats.
@@ -177,6 +199,18 @@ func TestHeaders(t *testing.T) {
 		{"WARNING: CPU: 0 PID: 1 at lib/refcount.c:28 refcount_warn_saturate+0x13e/0x210", TypeRefcount, "WARNING: refcount bug"},
 		{"WARNING: lib/list_debug.c:62 at __list_del_entry_valid_or_report+0xd6/0x100, CPU#0: fio/7", TypeListCorruption, "BUG: corrupted list"},
 		{"WARNING: CPU: 0 PID: 1 at kernel/locking/lockdep.c:232 __lock_acquire+0x1b2/0x2400", TypeLockdep, "WARNING: locking bug"},
+		{"WARNING: CPU: 0 PID: 1 at lib/debugobjects.c:263 debug_print_object+0x1/0x2", TypeWarning, "WARNING: ODEBUG bug"},
+		{"WARNING: CPU: 0 PID: 1 at mm/usercopy.c:76 usercopy_warn+0x1/0x2", TypeWarning, "WARNING: bad usercopy"},
+		{"WARNING: CPU: 0 PID: 1 at lib/kobject.c:597 kobject_add_internal+0x1/0x2", TypeWarning, "WARNING: kobject bug"},
+		{"WARNING: CPU: 0 PID: 1 at fs/proc/generic.c:330 proc_register+0x1/0x2", TypeWarning, "WARNING: proc registration bug"},
+		{"WARNING: CPU: 0 PID: 1 at mm/slab_common.c:996 kmalloc_slab+0x1/0x2", TypeWarning, "WARNING: kmalloc bug"},
+		{"WARNING: mm/util.c:597 at kvmalloc_node_noprof+0x1/0x2, CPU#0: fio/1", TypeWarning, "WARNING: kmalloc bug"},
+		{"WARNING: CPU: 0 PID: 1 at mm/vmalloc.c:2880 __vmalloc_node_range+0x1/0x2", TypeWarning, "WARNING: zero-size vmalloc"},
+		{"WARNING: CPU: 0 PID: 1 at drivers/usb/core/urb.c:471 usb_submit_urb+0x1/0x2", TypeWarning, "WARNING"},
+		{"WARNING: kernel stack regs at ffff8801d100fea8 in syz-executor1:16059 has bad 'bp' value ffff8801d100ff28", TypeWarning, "WARNING: kernel stack regs has bad 'bp' value"},
+		{"WARNING: kernel stack frame pointer at ffff88003e1f7f40 in migration/1:14 has bad value ffffffff85632fb0", TypeWarning, "WARNING: kernel stack frame pointer has bad value"},
+		{"WARNING: kernel stack regs at         (ptrval) in syzkaller547737:4493 has bad 'bp' value         (ptrval)", TypeWarning, "WARNING: kernel stack regs has bad value"},
+		{"WARNING:", TypeWarning, "WARNING: corrupted"},
 		// Lockdep.
 		{"WARNING: possible circular locking dependency detected", TypeLockdep, "possible deadlock"},
 		{"WARNING: possible recursive locking detected", TypeLockdep, "possible deadlock"},
@@ -187,9 +221,16 @@ func TestHeaders(t *testing.T) {
 		{"WARNING: possible irq lock inversion dependency detected", TypeLockdep, "possible deadlock"},
 		{"INFO: trying to register non-static key.", TypeLockdep, "INFO: trying to register non-static key"},
 		{"INFO: possible circular locking dependency detected ]", TypeLockdep, "possible deadlock"},
-		{"BUG: Invalid wait context", TypeLockdep, "BUG: Invalid wait context"},
+		{"[ INFO: possible circular locking dependency detected ]", TypeLockdep, "possible deadlock"},
+		{"[ INFO: inconsistent lock state ]", TypeLockdep, "inconsistent lock state"},
+		{"[ INFO: suspicious RCU usage. ]", TypeLockdep, "INFO: suspicious RCU usage"},
+		{"[ INFO: possible recursive locking detected ]", TypeLockdep, "possible deadlock"},
+		{"WARNING: lock held when returning to user space!", TypeLockdep, "WARNING: lock held when returning to user space"},
+		{"WARNING: Nested lock was not taken", TypeLockdep, "WARNING: nested lock was not taken"},
+		{"BUG: Invalid wait context", TypeLockdep, "WARNING: locking bug"},
+		{"[ BUG: Invalid wait context ]", TypeLockdep, "WARNING: locking bug"},
 		{"BUG: held lock freed!", TypeLockdep, "BUG: held lock freed"},
-		{"BUG: MAX_LOCKDEP_KEYS too low!", TypeLockdep, "BUG: MAX_LOCKDEP_KEYS too low"},
+		{"BUG: MAX_LOCKDEP_KEYS too low!", TypeLockdep, "BUG: MAX_LOCKDEP_KEYS too low!"},
 		// Hung tasks, lockups, stalls.
 		{"INFO: task jbd2/ram0-8:88 blocked for more than 245 seconds.", TypeHungTask, "INFO: task hung"},
 		{"INFO: task fuse server:4242 blocked for more than 120 seconds.", TypeHungTask, "INFO: task hung"},
@@ -204,6 +245,14 @@ func TestHeaders(t *testing.T) {
 		{"INFO: rcu_sched detected stalls on CPUs/tasks: { 1} (detected by 0, t=21002 jiffies, g=123, c=122, q=5)", TypeRCUStall, "INFO: rcu detected stall"},
 		{"rcu: INFO: rcu_preempt detected expedited stalls on CPUs/tasks: { 1-... } 21 jiffies s: 297 root: 0x2/.", TypeRCUStall, "INFO: rcu detected stall"},
 		{"INFO: rcu_tasks detected stalls on tasks:", TypeRCUStall, "INFO: rcu detected stall"},
+		// Formats without a call trace of their own.
+		{"INFO: Freed in fasync_free_rcu+0x14/0x20 age=57 cpu=0 pid=18338", TypeBug, "INFO: Freed in fasync_free_rcu age=NUM cpu=NUM pid=NUM"},
+		{"INFO: Allocated in fasync_helper+0x29/0x90 age=1 cpu=1 pid=2", TypeBug, "INFO: Allocated in fasync_helper age=NUM cpu=NUM pid=NUM"},
+		{"INFO:", TypeBug, "INFO: corrupted"},
+		{"unregister_netdevice: waiting for lo to become free. Usage count = 5", TypeRefcount, "unregister_netdevice: waiting for DEV to become free"},
+		{"VFS: Close: file count is 0", TypeBug, "VFS: Close: file count is zero (use-after-free)"},
+		{"VFS: Busy inodes after unmount of sda1. Self-destruct in 5 seconds.  Have a nice day...", TypeBug, "VFS: Busy inodes after unmount (use-after-free)"},
+		{"BUG: KCSAN: data-race in e1000_clean_rx_irq+0x551/0xb10", TypeKCSAN, "KCSAN: data-race in e1000_clean_rx_irq"},
 		// Not reports.
 		{"WARNING: You are running an unofficial kernel", "", ""},
 		{"WARNING: workqueue cpumask: online intersect > possible intersect", "", ""},
@@ -227,6 +276,10 @@ func TestHeaders(t *testing.T) {
 		{"refcount_t: underflow; use-after-free.", "", ""},
 		{"kmemleak: 2 new suspected memory leaks (see /sys/kernel/debug/kmemleak)", "", ""},
 		{"BUG", "", ""},
+		{"Booting the kernel (entry_offset: 0x0000000000000000).", "", ""},
+		{"unregister_netdevice: waiting for lo", "", ""},
+		{"BUG fasync_cache (Tainted: G    B          ): kasan: bad access detected", "", ""},
+		{"WARNING: foo", "", ""},
 	} {
 		for _, prefix := range []string{"", "[   12.345678] ", "[   12.345678][  T123] ", "[ 1234.000001][    C1] "} {
 			s := NewScanner()
@@ -397,7 +450,7 @@ func TestTitles(t *testing.T) {
 		{"syscall wrappers lose their prefix", join(
 			[]string{"BUG: kernel NULL pointer dereference, address: 0000000000000000", "RIP: 0010:memset_orig+0x1/0x2"},
 			trace("__x64_sys_fsconfig", "do_syscall_64")),
-			"BUG: unable to handle kernel NULL pointer dereference in fsconfig", false},
+			"BUG: unable to handle kernel NULL pointer dereference in sys_fsconfig", false},
 		{"circular deadlock is titled by the lock being taken", join(
 			[]string{"WARNING: possible circular locking dependency detected", "fio/512 is trying to acquire lock:",
 				"ffff888004c1a0e8 (&fc->lock){+.+.}-{3:3}, at: fuse_dev_do_read+0x9c/0x1d0", "",
@@ -421,7 +474,7 @@ func TestTitles(t *testing.T) {
 				" rcu_sched_clock_irq+0x1/0x2", " </IRQ>", " <TASK>", " asm_sysvec_apic_timer_interrupt+0x1/0x2",
 				"RIP: 0010:fuse_uring_next_fuse_req+0x2e/0x80", " fuse_uring_commit_fetch+0x1/0x2", " fuse_uring_cmd+0x1/0x2",
 				" io_uring_cmd+0x1/0x2", " __x64_sys_io_uring_enter+0x1/0x2", " do_syscall_64+0x1/0x2", " </TASK>"}),
-			"INFO: rcu detected stall in io_uring_enter", false},
+			"INFO: rcu detected stall in sys_io_uring_enter", false},
 		{"KASAN names the access", join(
 			[]string{"==================================================================",
 				"BUG: KASAN: slab-out-of-bounds in fuse_copy_fill+0x1/0x2 [fuse]", "Write of size 8 at addr ffff888004a1c0b8 by task fio/623"},
@@ -430,10 +483,69 @@ func TestTitles(t *testing.T) {
 			"KASAN: slab-out-of-bounds Write in fuse_copy_fill", false},
 		{"a WARNING without a call trace is corrupted", join(
 			[]string{"WARNING: CPU: 0 PID: 1 at lib/refcount.c:28 refcount_warn_saturate+0x1/0x2", "Modules linked in: fuse"}),
-			"WARNING: refcount bug", true},
-		{"a kernel BUG without a trace keeps its file", join(
+			"WARNING: refcount bug in corrupted", true},
+		{"a kernel BUG without a trace", join(
 			[]string{"kernel BUG at fs/fuse/dev.c:2131!"}),
-			"kernel BUG at fs/fuse/dev.c", true},
+			"kernel BUG in corrupted", true},
+		{"a kernel BUG is titled by its RIP, past skb helpers", join(
+			[]string{"kernel BUG at include/linux/skbuff.h:2069!", "invalid opcode: 0000 [#1] SMP KASAN", "RIP: 0010:skb_pull+0xd5/0xf0"},
+			trace("esp6_gro_receive", "ipv6_gro_receive")),
+			"kernel BUG in esp6_gro_receive", false},
+		{"an oops without a RIP line is corrupted", join(
+			[]string{"general protection fault: 0000 [#1] SMP KASAN", "Modules linked in:"},
+			trace("fuse_dev_do_read")),
+			"general protection fault in corrupted", true},
+		{"divide error is titled by its RIP alone", join(
+			[]string{"divide error: 0000 [#1] SMP KASAN", "RIP: 0010:tabledist+0x1/0x2"}, trace("netem_enqueue")),
+			"divide error in tabledist", false},
+		{"old x86 IP line", join(
+			[]string{"BUG: unable to handle kernel paging request at ffff88002bde1e40", "IP: [<ffffffff82d4e304>] __memset+0x24/0x30",
+				"Oops: 0002 [#1] SMP", "RIP: 0010:[<ffffffff82d4e304>]  [<ffffffff82d4e304>] __memset+0x24/0x30"},
+			trace("__memset", "ext4_read_super")),
+			"BUG: unable to handle kernel paging request in ext4_read_super", false},
+		{"arm Backtrace", join(
+			[]string{"Unable to handle kernel NULL pointer dereference at virtual address 00000000",
+				"Internal error: Oops: 80000207 [#1] PREEMPT SMP ARM", "PC is at 0x0", "LR is at gsmld_receive_buf+0xc0/0x15c",
+				"Backtrace: ", "[<808ea9f4>] (gsmld_receive_buf) from [<808dcfac>] (tty_ioctl+0x7b4/0xa6c)",
+				"[<808dc7f8>] (tty_ioctl) from [<804b9814>] (sys_ioctl+0x110/0xa74)"}),
+			"BUG: unable to handle kernel NULL pointer dereference in gsmld_receive_buf", false},
+		{"KASAN names the accessing function, past the debug objects", join(
+			[]string{"==================================================================",
+				"BUG: KASAN: use-after-free in debug_object_activate+0x1/0x2", "Read of size 8 at addr ffff888004a1c0b8 by task fio/623"},
+			trace("dump_stack", "kasan_report", "debug_object_activate", "work_is_static_object", "strp_check_rcv"),
+			[]string{"=================================================================="}),
+			"KASAN: use-after-free Read in strp_check_rcv", false},
+		{"old KASAN without an access line keeps its header", join(
+			[]string{"BUG: KASAN: slab-out-of-bounds in do_raw_write_lock+0x1/0x2 at addr ffff8801d2c8faf4"},
+			trace("do_raw_write_lock")),
+			"KASAN: slab-out-of-bounds in do_raw_write_lock at addr ADDR", true},
+		{"hung task in a primitive with wait in its name", join(
+			[]string{"INFO: task fio:12 blocked for more than 120 seconds."},
+			trace("__schedule", "schedule", "__mutex_lock", "splatgen_waiter", "kthread", "ret_from_fork")),
+			"INFO: task hung in splatgen_waiter", false},
+		{"hung task on rtnl_lock", join(
+			[]string{"INFO: task ip:12 blocked for more than 120 seconds."},
+			trace("__schedule", "schedule", "__mutex_lock", "rtnl_lock", "devinet_ioctl")),
+			"INFO: task hung in rtnl_lock", false},
+		{"workqueue leaked lock names the work function", join(
+			[]string{"BUG: workqueue leaked lock or atomic: kworker/0:1/0x00000000/17", "     last function: addrconf_dad_work"}),
+			"BUG: workqueue leaked lock or atomic in addrconf_dad_work", false},
+		{"old lockdep names the lock's at: line", join(
+			[]string{"[ INFO: possible circular locking dependency detected ]", "4.4.0 #1 Not tainted",
+				"kacpi_hotplug/246 is trying to acquire lock:",
+				" (kacpid){+.+.+.}, at: [<ffffffff8105bbd0>] flush_workqueue+0x0/0xb0", "",
+				"but task is already holding lock:", " (&x){+.+.+.}, at: [<ffffffff8105bbd0>] acpi_foo+0x0/0xb0"},
+			trace("dump_stack", "flush_workqueue")),
+			"possible deadlock in flush_workqueue", false},
+		{"old inconsistent lock state", join(
+			[]string{"[ INFO: inconsistent lock state ]", "syz-executor3/5076 [HC0[0]:SC0[0]:HE1:SE1] takes:",
+				" (&(&hashinfo->ehash_locks[i])->rlock){+.?...}, at: [<ffffffff83a6a370>] inet_ehash_insert+0x240/0xad0"},
+			trace("dump_stack", "inet_ehash_insert")),
+			"inconsistent lock state in inet_ehash_insert", false},
+		{"suspicious RCU usage without its source line", join(
+			[]string{"WARNING: suspicious RCU usage", "4.15.0 #1 Not tainted", "-----------------------------"},
+			trace("dump_stack", "foo")),
+			"WARNING: suspicious RCU usage", true},
 		{"memory leak names the allocator's caller", join(
 			[]string{"unreferenced object 0xffff888003b4c000 (size 64):", "  comm \"fio\", pid 123, jiffies 4294893680",
 				"  backtrace (crc 5d2c8e1f):", "    kmalloc_trace+0x1/0x2", "    fuse_request_alloc+0x1/0x2",
@@ -462,7 +574,7 @@ func TestTitles(t *testing.T) {
 func TestUntimedHeaders(t *testing.T) {
 	s := NewScanner()
 	s.Line("Linux version 6.1.0")
-	if r := s.Line("Kernel panic - not syncing: No working init found."); r == nil || r.Title != "kernel panic: No working init found" {
+	if r := s.Line("Kernel panic - not syncing: No working init found."); r == nil || r.Title != "kernel panic: No working init found." {
 		t.Errorf("untimed kernel: got %+v, want the panic", r)
 	}
 
@@ -475,6 +587,77 @@ func TestUntimedHeaders(t *testing.T) {
 	}
 	if r := s.Line("[    1.000000] BUG: kernel says so"); r == nil {
 		t.Error("timed header: no report")
+	}
+}
+
+// "Booting the kernel." is a reboot only when something was printed before
+// the machine's boot sequence: a first boot's decompressor prints it too.
+func TestReboot(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		lines  []string
+		reboot bool
+	}{
+		{"first boot", []string{"", "SeaBIOS (version 1.16.2)", "early console in extract_kernel",
+			"Decompressing Linux... Parsing ELF... done.", "Booting the kernel.", "[    0.000000] Linux version 6.1.0"}, false},
+		{"first boot, decompressor only", []string{"Decompressing Linux... Parsing ELF... done.", "Booting the kernel."}, false},
+		{"after program output", []string{"executing program 3:", "mmap(0x7f0000000000, 0x1000)", "SeaBIOS (version 1.8.2)",
+			"Decompressing Linux... Parsing ELF... done.", "Booting the kernel."}, true},
+		{"after the kernel", []string{"[  500.720631] a", "[  500.720632] b", "[  500.720633] c", "[  500.720634] d",
+			"[  500.720635] e", "[  500.720636] f", "[  500.720637] g", "[  500.720638] h",
+			"[  500.720639] EFER = 0x0000000000000d01", "SeaBIOS (version 1.8.2)",
+			"Decompressing Linux... Parsing ELF... done.", "Booting the kernel.", "[    0.000000] Linux version 4.20.0"}, true},
+	} {
+		s := NewScanner()
+		for _, l := range tc.lines {
+			s.Line(l)
+		}
+		s.Close()
+		rs := s.Reports()
+		got := len(rs) == 1 && rs[0].Title == "unexpected kernel reboot" && rs[0].Fatal
+		if got != tc.reboot || len(rs) > 1 {
+			t.Errorf("%s: reports %+v, want a reboot: %v", tc.name, rs, tc.reboot)
+		}
+	}
+}
+
+// Old kernels print a WARNING's stack from panic() when panic_on_warn is
+// set: the panic's call trace titles the WARNING too, and both are
+// reported.
+func TestPanicAdoptsTrace(t *testing.T) {
+	s := NewScanner()
+	var done []Report
+	s.OnDone(func(r Report) { done = append(done, r) })
+	for _, l := range []string{
+		"[   44.466577] ------------[ cut here ]------------",
+		"[   44.471332] WARNING: CPU: 1 PID: 2992 at lib/refcount.c:186 refcount_sub_and_test+0x167/0x1b0",
+		"[   44.479978] Kernel panic - not syncing: panic_on_warn set ...",
+		"[   44.487309] CPU: 1 PID: 2992 Comm: syz-executor Not tainted 4.14.0-rc5+ #91",
+		"[   44.503948] Call Trace:",
+		"[   44.506504]  dump_stack+0x194/0x257",
+		"[   44.514735]  panic+0x1e4/0x417",
+		"[   44.530498]  __warn+0x1c4/0x1d9",
+		"[   44.538466]  report_bug+0x211/0x2d0",
+		"[   44.577201]  do_invalid_op+0x1b/0x20",
+		"[   44.580618]  invalid_op+0x18/0x20",
+		"[   44.580618] RIP: 0010:refcount_sub_and_test+0x167/0x1b0",
+		"[   44.669090]  sctp_wfree+0x183/0x620",
+		"[   44.682043]  skb_release_head_state+0x124/0x200",
+		"[   44.690000] Kernel Offset: disabled",
+	} {
+		s.Line(l)
+	}
+	s.Close()
+	rs := s.Reports()
+	if len(rs) != 2 || rs[0].Title != "WARNING: refcount bug in sctp_wfree" || !rs[0].Fatal || rs[0].Corrupted ||
+		rs[1].Title != "kernel panic: panic_on_warn set" {
+		t.Fatalf("reports %+v", rs)
+	}
+	if !strings.Contains(rs[0].Text, "sctp_wfree") || !strings.Contains(rs[1].Text, "sctp_wfree") {
+		t.Errorf("the call trace is not in both reports:\n%s\n---\n%s", rs[0].Text, rs[1].Text)
+	}
+	if len(done) != 2 || done[0].Line != 2 || done[1].Line != 3 || !reflect.DeepEqual(done, rs) {
+		t.Errorf("OnDone saw %+v, want the reports in console order", done)
 	}
 }
 
@@ -765,18 +948,33 @@ func TestReportsCopy(t *testing.T) {
 	}
 }
 
-func TestNormalise(t *testing.T) {
-	for in, want := range map[string]string{
-		"fio/123/0x00000002":                     "fio",
-		"CPU: 1 PID: 2 at x.c:12 f":              "at x.c:12 f",
-		"task kworker/u8:3:97":                   "task kworker/u8",
-		"stuck for 26s! on cpu 3":                "stuck for",
-		"refcount_t: underflow; use-after-free.": "refcount_t: underflow; use-after-free",
-		"list_add corruption. prev->next should be next (ffff888004a1c0b8), but was 0000000000000000. (prev=ffff888004a1c0c0).": "list_add corruption. prev->next should be next but was",
+func TestCanonical(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"BUG: spinlock bad magic on CPU#0, fio/123", "BUG: spinlock bad magic on CPU, fio/NUM"},
+		{"KCSAN: data-race in foo+0x551/0xb10 / bar.isra.0+0x1/0x2", "KCSAN: data-race in foo / bar.isra.NUM"},
+		{"VFS: Unable to mount root fs on unknown-block(0,0)", "VFS: Unable to mount root fs on unknown-block(NUM,NUM)"},
+		{"INFO: Freed in fasync_free_rcu+0x14/0x20 age=57 cpu=0 pid=3", "INFO: Freed in fasync_free_rcu age=NUM cpu=NUM pid=NUM"},
+		{"KASAN: slab-out-of-bounds in foo+0x5ad/0x660 at addr ffff8801d2c8faf4", "KASAN: slab-out-of-bounds in foo at addr ADDR"},
+		{"KASAN: null-ptr-deref in range [0x0000000000000008-0x000000000000000f]", "KASAN: null-ptr-deref in range [ADDR-ADDR]"},
+		{"f+0x1/0x2 0x1234 0x12345678", "f+0x1/0x2 0x1234 ADDR"},
+		{"UBSAN: shift-out-of-bounds in fs/fuse/dev.c:123:45", "UBSAN: shift-out-of-bounds in fs/fuse/dev.c:LINE"},
+		{"task syz-executor.3/1234 and syzkaller12345:77 at 10.0.2.15", "task syz-executor and syzkaller at IP"},
+		{"mkdir ./testdir1234567 failed", "mkdir ./testdirNUM failed"},
+		{"nl80211_foo cfg80211_bar in  two\tspaces", "nl80211_foo cfg80211_bar in two spaces"},
+		{"a\x01b\x7fc", "abc"},
+		{"1 2,3 x4 5x", "1 NUM,NUM x4 5x"},
+		{"\t", ""},
 	} {
-		if got := normalise(in); got != want {
-			t.Errorf("normalise(%q) = %q, want %q", in, got, want)
+		if got := canonical(tc.in); got != tc.want {
+			t.Errorf("canonical(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+		if again := canonical(tc.want); again != tc.want {
+			t.Errorf("canonical(%q) = %q, want it unchanged", tc.want, again)
+		}
+	}
+	long := strings.Repeat("x", 300)
+	if got := canonical(long); len(got) != maxCanonicalTitle {
+		t.Errorf("canonical of %d bytes: %d bytes, want %d", len(long), len(got), maxCanonicalTitle)
 	}
 }
 

@@ -4,14 +4,24 @@
 // A splat is any report the kernel prints about itself: panics, oopses,
 // BUGs, WARNINGs, sanitizer reports (KASAN, KFENCE, KMSAN, KCSAN, UBSAN),
 // lockdep reports, hung tasks, soft and hard lockups, RCU stalls, list
-// corruption, refcount warnings and kmemleak reports. Scanner reads a
-// console as it arrives (Line, Write) and returns Reports. Titles follow
-// syzkaller's style: the kind of report and the first function of its call
-// trace that is not a generic helper ("WARNING in fuse_uring_cmd",
-// "KASAN: slab-use-after-free Read in fuse_request_end", "possible deadlock
-// in fuse_dev_do_read", "INFO: task hung in fuse_flush"), without
-// addresses, pids, offsets or line numbers, so that equal titles mean the
-// same bug across runs and across kernels.
+// corruption, refcount warnings, kmemleak reports, and one-line reports
+// such as a leaked network device or an unexpected reboot. Scanner reads a
+// console as it arrives (Line, Write) and returns Reports.
+//
+// Titles are syzkaller's (pkg/report), so that klab's reports and
+// syzbot's can be matched: the kind of report and the function to blame
+// ("WARNING in fuse_uring_cmd", "KASAN: slab-use-after-free Read in
+// fuse_request_end", "possible deadlock in fuse_dev_do_read", "INFO: task
+// hung in fuse_flush"). Each report format has a recipe (recipe.go) that
+// says where that function comes from: the faulting instruction (RIP, pc),
+// the call trace, the function on the header line, lockdep's "at:" lines,
+// skipping generic helpers (skipFrames) and the format's own; a stall is
+// named by the frame before its dispatch point and a hung task past its
+// wait primitives. A report whose function is lost (cut off, interleaved
+// with another report, no usable frame) is titled "... in corrupted".
+// Titles are canonical: addresses, numbers and line numbers become ADDR,
+// NUM and LINE, so that equal titles mean the same bug across runs and
+// across kernels.
 //
 // On top of the scanner: Dedup groups a run's reports by title with counts,
 // Compare diffs the reports of two kernels (new, gone, in both), and Policy
@@ -80,7 +90,7 @@ const (
 	// line is dropped.
 	MaxLineBytes = 4 << 10
 	// MaxReportLines bounds the lines of one report's Text.
-	MaxReportLines = 400
+	MaxReportLines = 1000
 	// MaxReportBytes bounds one report's Text.
 	MaxReportBytes = 128 << 10
 	// MaxReports is the most reports a Scanner keeps; later ones are

@@ -14,109 +14,106 @@ type analysis struct {
 }
 
 // analyse titles a report from its header and its lines (without printk
-// prefixes, the header among them).
-func analyse(h header, lines []string) analysis {
+// prefixes); lines[at] is the header. cut says that another task's report
+// cut it off (with CONFIG_PRINTK_CALLER): its call trace went on there,
+// and the function on its header is the best name left.
+func analyse(h header, lines []string, at int, cut bool) analysis {
 	var a analysis
-	switch h.kind {
-	case kindPlain, kindPanic:
-		a.title = h.title
-		stacks := findStacks(lines)
-		st := firstCallTrace(stacks)
-		if st == nil && h.typ == TypeKCSAN && len(stacks) > 0 {
+	stacks := findStacks(lines)
+	title, rec := h.title, h.rec
+	switch {
+	case h.needs != "" && !holdsAfter(lines, at, h.needs), h.needSrc && !namesSource(lines, at):
+		// The format's own words are missing: the report is damaged and
+		// is titled by its header line.
+		title, rec, a.corrupted = h.line, nil, "the report lacks the lines that name its function"
+	case h.access:
+		if acc := kasanAccess(lines[at:]); acc != "" {
+			title += " " + acc
+		} else {
+			title, rec, a.corrupted = h.line, nil, "no access line (Read/Write of size)"
+		}
+	}
+	var st *stack
+	if rec == nil {
+		if st = firstCallTrace(stacks); st == nil && h.typ == TypeKCSAN && len(stacks) > 0 {
 			st = &stacks[0] // the first of the racing accesses
 		}
-		if st != nil {
-			a.setStack(st, lines)
+	} else {
+		f := rec.run(lines, at, &h)
+		if f.fn == "" && cut && h.fn != "" && !skipped(h.fn, rec.skip) {
+			f.fn, f.line = h.fn, at
 		}
-		return a.bounded(h)
-	}
-	stacks := findStacks(lines)
-	base := h.base
-	if h.access {
-		if acc := kasanAccess(lines); acc != "" {
-			base += " " + acc
+		if f.fn != "" {
+			name := f.named
+			if name == "" {
+				name = titleFunc(f.fn)
+				a.guilty = f.fn
+			} else {
+				a.guilty = name
+			}
+			title += " in " + name + h.suffix
+			st = stackAt(stacks, f.line)
 		} else {
-			a.corrupted = "no access line (Read/Write of size)"
+			title += " in corrupted" + h.suffix
+			if st = firstCallTrace(stacks); st == nil && !f.anyLine {
+				a.corrupted = "no call trace"
+			} else {
+				a.corrupted = "no usable frame in the call trace"
+			}
 		}
-	}
-	var (
-		st  *stack
-		fn  string
-		pre []string // candidates before the stack's frames
-	)
-	switch h.kind {
-	case kindFrame:
-		st = firstCallTrace(stacks)
-		pre = []string{h.fn}
-	case kindSanitizer:
-		if h.typ == TypeKASAN {
-			st = firstCallTrace(stacks)
-		} else if len(stacks) > 0 {
-			st = &stacks[0]
-		}
-		pre = []string{h.fn}
-	case kindLockdepAt:
-		st = firstCallTrace(stacks)
-		pre = atFuncs(lines, h.marker)
-	case kindHang:
-		st = firstCallTrace(stacks)
-	case kindStall:
-		st = stallStack(stacks)
-	case kindLeak:
-		st = labelled(stacks, "backtrace")
-	case kindBadPage:
-		if st = labelled(stacks, "page last allocated"); st == nil {
-			st = firstCallTrace(stacks)
+		if f.cut && a.corrupted == "" {
+			a.corrupted = "another stack (fault injection) is mixed into its call trace"
 		}
 	}
 	if st != nil {
 		a.setStack(st, lines)
 	}
-	var frames []frame
-	if st != nil {
-		frames = st.frames
-	}
-	switch h.kind {
-	case kindHang:
-		fn = hangFrame(frames)
-	case kindStall:
-		fn = stallFrame(frames, h.skip)
-	default:
-		fn = guiltyFrame(pre, frames, h.skip)
-	}
-	switch {
-	case fn != "":
-		a.guilty = fn
-		a.title = base + " in " + titleFunc(fn)
-	case st == nil:
-		a.title = fallbackTitle(h, base)
-		a.corrupted = "no call trace"
-	default:
-		a.title = fallbackTitle(h, base)
-		a.corrupted = "no usable frame in the call trace"
-	}
+	a.title = canonical(title)
 	return a.bounded(h)
 }
 
-// fallbackTitle is the title of a report whose frame is unknown: the base,
-// with the source file (not the line, which changes between kernels) when
-// the header names one.
-func fallbackTitle(h header, base string) string {
-	if h.loc != "" && (h.typ == TypeWarning || base == "kernel BUG") {
-		return base + " at " + locFile(h.loc)
+// holdsAfter reports whether a line after lines[at] holds text.
+func holdsAfter(lines []string, at int, text string) bool {
+	for _, l := range lines[min(at+1, len(lines)):] {
+		if strings.Contains(l, text) {
+			return true
+		}
 	}
-	return base
+	return false
+}
+
+// namesSource reports whether a line after lines[at] names a source
+// location ("net/ipv6/ip6_flowlabel.c:254").
+func namesSource(lines []string, at int) bool {
+	for _, l := range lines[min(at+1, len(lines)):] {
+		for _, w := range strings.Fields(l) {
+			if isSourceLoc(w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stackAt returns the stack that holds line, else the first call trace
+// after it (the one a RIP line heads), else the first call trace.
+func stackAt(stacks []stack, line int) *stack {
+	for i := range stacks {
+		if stacks[i].start <= line && line < stacks[i].end {
+			return &stacks[i]
+		}
+	}
+	for i := range stacks {
+		if stacks[i].callTrace && stacks[i].start > line {
+			return &stacks[i]
+		}
+	}
+	return firstCallTrace(stacks)
 }
 
 // setStack records st as the stack the title comes from.
 func (a *analysis) setStack(st *stack, lines []string) {
-	a.frames = make([]string, 0, min(len(st.frames), MaxFrames))
-	for _, f := range st.frames {
-		if len(a.frames) == MaxFrames {
-			break
-		}
-		a.frames = append(a.frames, f.fn)
-	}
+	a.frames = append(make([]string, 0, min(len(st.frames), MaxFrames)), st.frames[:min(len(st.frames), MaxFrames)]...)
 	if st.start < st.end && st.end <= len(lines) {
 		a.callTrace = strings.Join(lines[st.start:st.end], "\n")
 	}
@@ -193,246 +190,29 @@ func firstCallTrace(stacks []stack) *stack {
 	return nil
 }
 
-// labelled returns the first stack whose label starts with prefix.
-func labelled(stacks []stack, prefix string) *stack {
-	for i := range stacks {
-		if strings.HasPrefix(stacks[i].label, prefix) {
-			return &stacks[i]
-		}
-	}
-	return nil
-}
-
-// stallStack returns the first call trace with frames outside interrupt
-// context: the code that a stall or lockup detector interrupted.
-func stallStack(stacks []stack) *stack {
-	for i := range stacks {
-		if !stacks[i].callTrace {
-			continue
-		}
-		for _, f := range stacks[i].frames {
-			if !f.irq {
-				return &stacks[i]
-			}
-		}
-	}
-	return firstCallTrace(stacks)
-}
-
-// guiltyFrame returns the first function of pre, then of frames, that is
-// not a generic helper.
-func guiltyFrame(pre []string, frames []frame, extra *patterns) string {
-	for _, fn := range pre {
-		if fn != "" && !skipped(fn, extra) {
-			return fn
-		}
-	}
-	for _, f := range frames {
-		if !skipped(f.fn, extra) {
-			return f.fn
-		}
-	}
-	return ""
-}
-
-// hangFrame names a hung task: by the primitive it waits on when that is
-// one of hangAnchors, else by the first frame past the scheduler, lock and
-// wait primitives.
-func hangFrame(frames []frame) string {
-	for _, f := range frames {
-		for _, a := range hangAnchors {
-			if strings.Contains(f.fn, a.frame) {
-				return a.title
-			}
-		}
-	}
-	for _, f := range frames {
-		if !skipped(f.fn, hangSkipSet) {
-			return f.fn
-		}
-	}
-	return ""
-}
-
-// stallFrame names a stall or lockup by the frame just before the first
-// dispatch point (stallAnchors) of the interrupted stack; interrupt frames
-// and helpers do not count. With no dispatch point it is the first frame.
-func stallFrame(frames []frame, extra *patterns) string {
-	var fns []string
-	for _, f := range frames {
-		if f.irq || skipped(f.fn, extra) || stallSkipSet.match(f.fn) {
-			continue
-		}
-		fns = append(fns, f.fn)
-	}
-	if len(fns) == 0 {
-		return ""
-	}
-	for i, fn := range fns {
-		if stallAnchorSet.match(fn) {
-			if strings.Contains(fn, "smp_call_function") || i == 0 {
-				return fn
-			}
-			return fns[i-1]
-		}
-	}
-	return fns[0]
-}
-
-// stallSkip are interrupt entry frames that a stall's stack starts with.
-var stallSkip = []string{"apic_timer_interrupt", "^sysvec_", "^asm_sysvec_", "^irqentry_", "^asm_common_interrupt",
-	"^common_interrupt", "^el1h_64_irq", "^el1_interrupt", "^handle_irq", "^__irq_exit_rcu", "^irq_exit_rcu",
-	"^delay_tsc$", "^delay_loop$", "^__const_udelay$", "^__udelay$", "^__delay$", "^cpu_relax", "^native_safe_halt",
-	"^pv_native_safe_halt"}
-
 // kasanAccess returns "Read" or "Write" from KASAN's "Read of size 8 at
-// addr ..." line.
+// addr ..." (or, before 4.x, "Write of size 4 by task ...") line.
 func kasanAccess(lines []string) string {
 	for _, l := range lines {
-		switch {
-		case strings.HasPrefix(l, "Read of size"), strings.HasPrefix(l, "Read at addr"):
-			return "Read"
-		case strings.HasPrefix(l, "Write of size"), strings.HasPrefix(l, "Write at addr"):
-			return "Write"
+		for _, acc := range []string{"Read", "Write"} {
+			i := strings.Index(l, acc+" ")
+			if i < 0 {
+				continue
+			}
+			rest := l[i+len(acc)+1:]
+			for _, p := range []string{"of size ", "at addr "} {
+				if r, ok := strings.CutPrefix(rest, p); ok && r != "" && isHex(r[:1]) {
+					return acc
+				}
+			}
 		}
 	}
 	return ""
-}
-
-// atFuncs returns the functions of the first two lockdep "at:" references
-// after the line holding marker: "ffff888004c1a0e8 (&fc->lock){+.+.}-{3:3},
-// at: fuse_dev_do_read+0x9c/0x1d0", or a line ending in "at:" followed by
-// "[<ffffffff81234567>] foo+0x1/0x2".
-func atFuncs(lines []string, marker string) []string {
-	var out []string
-	seen := false
-	for i, l := range lines {
-		if !seen {
-			seen = marker != "" && strings.Contains(l, marker)
-			if !seen {
-				continue
-			}
-		}
-		fn := ""
-		if j := strings.Index(l, "at: "); j >= 0 {
-			fn = symbolOf(l[j+len("at: "):])
-		} else if strings.HasSuffix(strings.TrimSpace(l), " at:") && i+1 < len(lines) {
-			fn = symbolOf(lines[i+1])
-		}
-		if fn != "" {
-			out = append(out, fn)
-			if len(out) == 2 {
-				break
-			}
-		}
-	}
-	return out
 }
 
 // trimTitle trims trailing punctuation and spaces.
 func trimTitle(s string) string {
 	return strings.TrimRight(strings.TrimSpace(s), " ,:;.!-")
-}
-
-// addrWords are the words that introduce an address; they go with it.
-var addrWords = []string{"address", "address:", "addr", "addr:", "virtual", "at", "for"}
-
-// numLabels are the words that introduce a number that changes from run to
-// run; they go with it.
-var numLabels = []string{"CPU:", "CPU", "cpu", "cpu:", "PID:", "pid:", "Pid:", "pid", "tgid:", "ppid:", "on"}
-
-// normalise removes from a title what changes from run to run: hex
-// addresses, numbers, pids, "+0x12/0x34" offsets, "key=value" counters and
-// "(123)" counts, with the words that introduce them; source locations
-// (file.c:123) stay.
-func normalise(s string) string {
-	var out []string
-	afterFunc := false
-	for _, w := range strings.Fields(s) {
-		prevFunc := afterFunc
-		afterFunc = false
-		open, core, closer, trail := splitWord(w)
-		switch {
-		case open == "(" && (core == "null" || core == "____ptrval____") || isAddr(core):
-			out = popWords(out, addrWords)
-			continue
-		case isNumber(core):
-			out = popWords(out, numLabels)
-			continue
-		case prevFunc && open == "[" && closer == "]":
-			continue // the module after func+0x1/0x2
-		}
-		if k, v, ok := strings.Cut(core, "="); ok && k != "" && (isNumber(v) || isAddr(v) || isHex(v)) {
-			continue
-		}
-		if i := strings.Index(core, "+0x"); i > 0 {
-			core, trail, afterFunc = core[:i], "", true
-		} else if !isSourceLoc(core) {
-			core = stripIDs(core)
-		}
-		if core == "" {
-			continue
-		}
-		out = append(out, open+core+closer+trail)
-	}
-	return trimTitle(strings.Join(out, " "))
-}
-
-// splitWord splits "[fio:123]," into "[", "fio:123", "]" and ",".
-func splitWord(w string) (open, core, closer, trail string) {
-	core = strings.TrimRight(w, ",:;!.")
-	trail = w[len(core):]
-	if len(core) >= 2 {
-		switch {
-		case core[0] == '[' && core[len(core)-1] == ']':
-			open, closer = "[", "]"
-		case core[0] == '(' && core[len(core)-1] == ')':
-			open, closer = "(", ")"
-		}
-		if open != "" {
-			core = core[1 : len(core)-1]
-		}
-	}
-	return open, core, closer, trail
-}
-
-// popWords drops the trailing words of out that are in words, then a comma
-// left at the end.
-func popWords(out, words []string) []string {
-	for len(out) > 0 {
-		last := out[len(out)-1]
-		found := false
-		for _, w := range words {
-			if last == w {
-				found = true
-				break
-			}
-		}
-		if !found {
-			break
-		}
-		out = out[:len(out)-1]
-	}
-	if n := len(out); n > 0 {
-		out[n-1] = strings.TrimRight(out[n-1], ",")
-	}
-	return out
-}
-
-// stripIDs removes pid-like suffixes: "fio/123/0x00000002" -> "fio",
-// "fio:123" -> "fio", "pfn:12345" -> "pfn", "mm:ffff888012345678" -> "mm".
-func stripIDs(s string) string {
-	for {
-		i := strings.LastIndexAny(s, ":/")
-		if i <= 0 {
-			return s
-		}
-		tail := s[i+1:]
-		if !isNumber(tail) && !isAddr(tail) && !(isHex(tail) && strings.ContainsAny(tail, "0123456789")) {
-			return s
-		}
-		s = s[:i]
-	}
 }
 
 // isSourceLoc reports whether s looks like "fs/fuse/dev.c:123" (optionally
@@ -446,29 +226,313 @@ func isSourceLoc(s string) bool {
 	return false
 }
 
-// isAddr reports whether s is an address: "0x" and hex digits, or eight or
-// more hex digits with at least one decimal digit.
-func isAddr(s string) bool {
-	if h, ok := strings.CutPrefix(s, "0x"); ok {
-		return h != "" && isHex(h)
-	}
-	if len(s) < 8 || !isHex(s) {
-		return false
-	}
-	return strings.ContainsAny(s, "0123456789")
+// maxCanonicalTitle is how much of a title canonical keeps, as syzkaller
+// does: a longer one is usually two lines run together.
+const maxCanonicalTitle = 120
+
+// canonical makes a title the same for the same bug in every run, the way
+// syzkaller's titles are: executor names lose their numbers, and then
+// addresses become ADDR, IPv4 addresses IP, source lines "file.c:LINE",
+// "func+0x1/0x2" "func", "CPU#1" "CPU", and other numbers NUM; the
+// result is one printable line of at most maxCanonicalTitle bytes.
+func canonical(s string) string {
+	s = executorNames(s, "syz-executor")
+	s = executorNames(s, "syzkaller")
+	s = replaceAddrs(s)
+	s = replaceIPs(s)
+	s = replaceLines(s)
+	s = dropOffsets(s)
+	s = strings.ReplaceAll(dropDigitsAfter(s, "CPU#"), "CPU#", "CPU")
+	s = replaceNumbers(s)
+	return sanitizeTitle(s)
 }
 
-// isNumber reports whether s is a decimal number, optionally signed, with an
-// optional time or size unit, or a "#N" / "CPU#N" counter.
-func isNumber(s string) bool {
-	if i := strings.IndexByte(s, '#'); i >= 0 && (i == 0 || s[:i] == "CPU" || s[:i] == "cpu") {
-		return isDigits(s[i+1:])
+func isAlnum(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+func isWordChar(c byte) bool { return isAlnum(c) || c == '_' }
+
+func isLowerHex(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'f' }
+
+// digitsAt returns how many decimal digits start s[i:].
+func digitsAt(s string, i int) int {
+	n := 0
+	for i+n < len(s) && isDigit(s[i+n]) {
+		n++
 	}
-	s = strings.TrimPrefix(s, "-")
-	for _, unit := range []string{"ms", "us", "ns", "s", "kB", "KB", "MB", "%"} {
-		if t, ok := strings.CutSuffix(s, unit); ok && isDigits(t) {
-			return true
+	return n
+}
+
+// executorNames cuts the pid and proc numbers from name: "syz-executor.3/123"
+// and "syz-executor3:123" become "syz-executor".
+func executorNames(s, name string) string {
+	if !strings.Contains(s, name) {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, name)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i+len(name)])
+		s = s[i+len(name):]
+		j := 0
+		if strings.HasPrefix(s, ".") && name == "syz-executor" {
+			j = 1
+		}
+		n := digitsAt(s, j)
+		if n == 0 {
+			continue
+		}
+		j += n
+		if j < len(s) && (s[j] == '/' || s[j] == ':') {
+			if m := digitsAt(s, j+1); m > 0 {
+				j += 1 + m
+			}
+		}
+		s = s[j:]
+	}
+}
+
+// replaceAddrs turns runs of six or more lower-case hex digits (with an
+// optional "0x") that follow a character other than a letter or a digit
+// into "ADDR".
+func replaceAddrs(s string) string {
+	var b strings.Builder
+	changed := false
+	for i := 0; i < len(s); {
+		if i > 0 && !isAlnum(s[i-1]) {
+			j := i
+			if strings.HasPrefix(s[j:], "0x") {
+				j += 2
+			}
+			n := 0
+			for j+n < len(s) && isLowerHex(s[j+n]) {
+				n++
+			}
+			if n < 6 && j != i {
+				j, n = i, 0 // "0x" and a short number: try the digits alone
+				for j+n < len(s) && isLowerHex(s[j+n]) {
+					n++
+				}
+			}
+			if n >= 6 {
+				if !changed {
+					b.WriteString(s[:i])
+					changed = true
+				}
+				b.WriteString("ADDR")
+				i = j + n
+				continue
+			}
+		}
+		if changed {
+			b.WriteByte(s[i])
+		}
+		i++
+	}
+	if !changed {
+		return s
+	}
+	return b.String()
+}
+
+// replaceIPs turns dotted quads of decimal numbers into "IP".
+func replaceIPs(s string) string {
+	if strings.Count(s, ".") < 3 {
+		return s
+	}
+	var b strings.Builder
+	changed := false
+	for i := 0; i < len(s); {
+		if n := ipAt(s, i, 0); n > 0 {
+			if !changed {
+				b.WriteString(s[:i])
+				changed = true
+			}
+			b.WriteString("IP")
+			i += n
+			continue
+		}
+		if changed {
+			b.WriteByte(s[i])
+		}
+		i++
+	}
+	if !changed {
+		return s
+	}
+	return b.String()
+}
+
+// ipAt returns the length of the dotted quad's parts from part on at s[i:],
+// or 0: each part one to three digits, the longest that lets the rest
+// match.
+func ipAt(s string, i, part int) int {
+	for n := min(3, digitsAt(s, i)); n >= 1; n-- {
+		if part == 3 {
+			return n
+		}
+		if i+n < len(s) && s[i+n] == '.' {
+			if m := ipAt(s, i+n+1, part+1); m > 0 {
+				return n + 1 + m
+			}
 		}
 	}
-	return isDigits(s)
+	return 0
+}
+
+// replaceLines turns the line numbers of source locations into LINE:
+// "fs/fuse/dev.c:123:4" becomes "fs/fuse/dev.c:LINE".
+func replaceLines(s string) string {
+	var b strings.Builder
+	changed := false
+	for i := 0; i < len(s); {
+		if s[i] == '.' {
+			j := i + 1
+			for j < len(s) && isWordChar(s[j]) {
+				j++
+			}
+			k := j
+			for k < len(s) && s[k] == ':' && digitsAt(s, k+1) > 0 {
+				k += 1 + digitsAt(s, k+1)
+			}
+			if j > i+1 && k > j {
+				if !changed {
+					b.WriteString(s[:i])
+					changed = true
+				}
+				b.WriteString(s[i:j])
+				b.WriteString(":LINE")
+				i = k
+				continue
+			}
+		}
+		if changed {
+			b.WriteByte(s[i])
+		}
+		i++
+	}
+	if !changed {
+		return s
+	}
+	return b.String()
+}
+
+// dropOffsets turns "func+0x12/0x340" into "func".
+func dropOffsets(s string) string {
+	for from := 0; ; {
+		i := strings.Index(s[from:], "+0x")
+		if i < 0 {
+			return s
+		}
+		i += from
+		// The name before it: at least two characters, from a letter.
+		j := i
+		for j > 0 && (isWordChar(s[j-1]) || s[j-1] == '.') {
+			j--
+		}
+		letter := false
+		for k := j; k < i-1; k++ {
+			if s[k] >= 'a' && s[k] <= 'z' || s[k] >= 'A' && s[k] <= 'Z' {
+				letter = true
+				break
+			}
+		}
+		end := offsetEnd(s, i)
+		if !letter || end < 0 {
+			from = i + 1
+			continue
+		}
+		s = s[:i] + s[end:]
+		from = i
+	}
+}
+
+// offsetEnd returns the end of "+0x12/0x340" at s[i:], or -1.
+func offsetEnd(s string, i int) int {
+	j := i + len("+0x")
+	n := 0
+	for j+n < len(s) && isAlnum(s[j+n]) && (isDigit(s[j+n]) || s[j+n] >= 'a' && s[j+n] <= 'z') {
+		n++
+	}
+	if n == 0 || !strings.HasPrefix(s[j+n:], "/0x") {
+		return -1
+	}
+	j += n + len("/0x")
+	n = 0
+	for j+n < len(s) && (isDigit(s[j+n]) || s[j+n] >= 'a' && s[j+n] <= 'z') {
+		n++
+	}
+	if n == 0 {
+		return -1
+	}
+	return j + n
+}
+
+// dropDigitsAfter removes the decimal digits that follow each prefix.
+func dropDigitsAfter(s, prefix string) string {
+	for from := 0; ; {
+		i := strings.Index(s[from:], prefix)
+		if i < 0 {
+			return s
+		}
+		i += from + len(prefix)
+		s = s[:i] + s[i+digitsAt(s, i):]
+		from = i
+	}
+}
+
+// replaceNumbers turns numbers into NUM: a run of digits between
+// characters that are not word characters (nor letters, digits or '_'),
+// or at the end; and any run of seven or more digits.
+func replaceNumbers(s string) string {
+	var b strings.Builder
+	changed := false
+	for i := 0; i < len(s); {
+		n := 0
+		if isDigit(s[i]) && (i == 0 || !isDigit(s[i-1])) {
+			n = digitsAt(s, i)
+		}
+		if n > 0 && (n >= 7 || i > 0 && !isWordChar(s[i-1]) && (i+n == len(s) || !isWordChar(s[i+n]))) {
+			if !changed {
+				b.WriteString(s[:i])
+				changed = true
+			}
+			b.WriteString("NUM")
+			i += n
+			continue
+		}
+		if changed {
+			b.WriteByte(s[i])
+		}
+		i++
+	}
+	if !changed {
+		return s
+	}
+	return b.String()
+}
+
+// sanitizeTitle keeps the printable bytes of the first maxCanonicalTitle
+// bytes of t, with tabs as spaces and no double spaces, trimmed.
+func sanitizeTitle(t string) string {
+	b := make([]byte, 0, min(len(t), maxCanonicalTitle))
+	prev := byte(' ')
+	for i := 0; i < len(t) && i < maxCanonicalTitle; i++ {
+		c := t[i]
+		switch {
+		case c == '\t':
+			c = ' '
+		case c < 0x20 || c >= 0x7f:
+			continue
+		}
+		if c == ' ' && prev == ' ' {
+			continue
+		}
+		b = append(b, c)
+		prev = c
+	}
+	return strings.TrimSpace(string(b))
 }
