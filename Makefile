@@ -70,7 +70,7 @@ EMBED_DIR := images/embedded
 build:
 	$(GO) build -o $(BIN).stage ./cmd/klab
 	./$(BIN).stage initramfs parts --out $(EMBED_DIR)
-	$(GO) build -tags klab_embed -o $(BIN) ./cmd/klab
+	$(GO) build -tags klab_embed -ldflags "-X main.buildCommit=$$(git describe --always --dirty 2>/dev/null || echo unknown)" -o $(BIN) ./cmd/klab
 	@rm -f $(BIN).stage
 
 # install puts klab in $(PREFIX)/bin (default /usr/local), with its shell

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"klab/guest/proto"
+	"klab/images/embedded"
 )
 
 func newVersionCommand() *cobra.Command {
@@ -21,6 +22,10 @@ func newVersionCommand() *cobra.Command {
 		},
 	}
 }
+
+// buildCommit is set by make build (-ldflags -X main.buildCommit=...) for
+// toolchains that record no VCS information (GOFLAGS=-buildvcs=false).
+var buildCommit string
 
 // versionLine is what klab version and klab --version print: the module
 // version, the commit (with "modified" for a build from a dirty tree) and
@@ -44,5 +49,12 @@ func versionLine() string {
 			commit += " (modified)"
 		}
 	}
-	return fmt.Sprintf("klab %s, commit %s, protocol v%d", v, commit, proto.Version)
+	if commit == "unknown" && buildCommit != "" {
+		commit = buildCommit
+	}
+	line := fmt.Sprintf("klab %s, commit %s, protocol v%d", v, commit, proto.Version)
+	if p := embedded.Get(); p != nil {
+		line += fmt.Sprintf(", guest agent src-%.12s built in", p.AgentKey)
+	}
+	return line
 }
