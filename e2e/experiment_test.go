@@ -162,6 +162,15 @@ func TestExperimentTwoKernels(t *testing.T) {
 	if !strings.Contains(r.stderr, "debian:6.12.") || !strings.Contains(r.stderr, "=") {
 		t.Errorf("rerun did not pin the kernels to exact package versions:\n%s", tail(r.stderr, 5))
 	}
+
+	// klab compare of the run and its rerun, by name and by "last".
+	c := run(t, runs, "compare", id, "last", "--format", "json")
+	if c.code != 0 || !json.Valid([]byte(c.stdout)) || !strings.Contains(c.stdout, "seqwrite-4k") {
+		t.Errorf("klab compare %s last: exit %d\n%s", id, c.code, c.stdout)
+	}
+	if c := run(t, runs, "compare", id, "nope"); c.code != 2 || !strings.Contains(c.stderr, "nope") {
+		t.Errorf("klab compare with a run that does not exist: exit %d, stderr %q", c.code, c.stderr)
+	}
 }
 
 // TestExperimentRequires: a kernel that lacks what the spec requires gives
