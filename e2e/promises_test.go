@@ -11,14 +11,15 @@ import (
 	"klab/internal/testenv"
 )
 
-// TestCLIRunsRmGC: runs saved by real boots are listed, removed by name
+// TestCLIRunsRmGC: runs saved by real boots are listed, shown with their
+// guest output, removed by name
 // (`last` too), and collected with gc --keep and --older-than; a run that
 // does not exist is bad input naming it.
 func TestCLIRunsRmGC(t *testing.T) {
 	testenv.E2E(t)
 	runs := t.TempDir()
 	for _, id := range []string{"r1", "r2", "r3", "r4"} {
-		if r := run(t, runs, "boot", "--kernel", "debian:7.3", "--run-id", id, "--", "true"); r.code != 0 {
+		if r := run(t, runs, "boot", "--kernel", "debian:7.3", "--run-id", id, "--", "echo", "output of "+id); r.code != 0 {
 			t.Fatalf("boot %s: exit %d", id, r.code)
 		}
 	}
@@ -39,6 +40,9 @@ func TestCLIRunsRmGC(t *testing.T) {
 	}
 	if got := ids(); !slices.Equal(got, []string{"r1", "r2", "r3", "r4"}) {
 		t.Fatalf("runs list: %q, want r1..r4 oldest first", got)
+	}
+	if r := run(t, runs, "runs", "show", "r2"); r.code != 0 || !strings.Contains(r.stdout, "guest output:\noutput of r2\n") {
+		t.Errorf("runs show r2: exit %d, want its guest output:\n%s", r.code, r.stdout)
 	}
 	if r := run(t, runs, "runs", "rm", "r2"); r.code != 0 {
 		t.Fatalf("runs rm r2: exit %d", r.code)

@@ -29,8 +29,16 @@ type BootRequest struct {
 	MemMB, CPUs int
 	// Cmdline is extra kernel command line.
 	Cmdline string
-	// Stdout and Stderr receive the guest command's output.
+	// Stdout and Stderr receive the guest command's output as it comes.
+	// The run keeps its own copy in stdout.log and stderr.log.
 	Stdout, Stderr io.Writer
+	// MaxOutput caps the stored copy of each output stream (stdout.log,
+	// stderr.log), in bytes; 0 means results.MaxOutputLog (1 GiB). What
+	// goes past it still streams to Stdout and Stderr.
+	MaxOutput int64
+	// MaxConsole caps console.log, in bytes; 0 means
+	// results.MaxConsoleLog (64 MiB).
+	MaxConsole int64
 	// Console, when set, also receives the guest console as it comes.
 	Console io.Writer
 	// BootTimeout bounds boot to agent under KVM; it is scaled by the
@@ -150,17 +158,28 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 }
 
 // finish closes the run's files and writes splats.json and the manifest.
-func (o *Options) finish(run *results.Run, man *results.Manifest, console io.Closer, events *results.EventLog, reps []splat.Report, start time.Time) {
+// logs are the capped logs (console.log, stdout.log, stderr.log); nil ones
+// were never opened.
+func (o *Options) finish(run *results.Run, man *results.Manifest, logs []*results.CappedFile, events *results.EventLog, reps []splat.Report, start time.Time) {
 	man.Times.End = time.Now()
-	console.Close()
-	events.Close()
 	// What the caps cut is on record: a reader of the run knows the
 	// logs are not whole.
-	if c, ok := console.(interface{ Truncated() bool }); ok && c.Truncated() {
-		man.Truncated = append(man.Truncated, results.ConsoleFile)
+	for _, l := range logs {
+		if l == nil {
+			continue
+		}
+		if err := l.Close(); err != nil {
+			o.progressf("warning: save %s: %v", l.Name(), err)
+		}
+		if l.Truncated() {
+			man.Truncated = append(man.Truncated, l.Name())
+		}
 	}
-	if events != nil && events.Truncated() {
-		man.Truncated = append(man.Truncated, results.EventsFile)
+	if events != nil {
+		events.Close()
+		if events.Truncated() {
+			man.Truncated = append(man.Truncated, results.EventsFile)
+		}
 	}
 	if reps == nil {
 		reps = []splat.Report{}
@@ -204,12 +223,14 @@ func QEMUVersion(ctx context.Context, qemu string) string {
 
 // Event is one line of a run's events.jsonl.
 type Event struct {
-	// Kind is "hello", "output", "done", "splat" or "agent-log".
+	// Kind is "hello", "output", "done", "splat", "sample" or
+	// "agent-log".
 	Kind string `json:"kind"`
 	// Hello is the agent's Hello, for "hello".
 	Hello *proto.Hello `json:"hello,omitempty"`
-	// Output is a chunk of step output, for "output".
-	Output *proto.Output `json:"output,omitempty"`
+	// Output records a chunk of step output, for "output": its step,
+	// stream and size, and where stdout.log or stderr.log keeps it.
+	Output *results.OutputRecord `json:"output,omitempty"`
 	// Done ends a step, for "done".
 	Done *proto.Done `json:"done,omitempty"`
 	// Splat is a kernel report seen on the console, for "splat".

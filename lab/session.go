@@ -81,8 +81,10 @@ type Session struct {
 	factor float64
 	// stepTimeout bounds a step that sets no timeout of its own.
 	stepTimeout time.Duration
-	console     io.WriteCloser
+	console     *results.CappedFile
 	events      *results.EventLog
+	// output keeps the steps' output in stdout.log and stderr.log.
+	output *outputLogs
 
 	scanMu  sync.Mutex // guards scanner
 	scanner *splat.Scanner
@@ -152,10 +154,19 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 	s.man = newManifest(s.run, req.Command, k, ir, verdict)
 	s.man.Times.Start = start
 	s.res.Manifest = s.man
-	if s.console, err = s.run.ConsoleWriter(); err != nil {
+	if s.output, err = openOutputLogs(s.run, req.MaxOutput); err != nil {
+		return nil, err
+	}
+	maxConsole := req.MaxConsole
+	if maxConsole <= 0 {
+		maxConsole = results.MaxConsoleLog
+	}
+	if s.console, err = s.run.LogWriter(results.ConsoleFile, maxConsole); err != nil {
+		s.output.close()
 		return nil, err
 	}
 	if s.events, err = s.run.Events(); err != nil {
+		s.output.close()
 		s.console.Close()
 		return nil, err
 	}
@@ -172,7 +183,7 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 	s.m, err = vm.Start(ctx, cfg, vm.StartOptions{Console: consoleOut, OnConsoleLine: s.consoleLine})
 	if err != nil {
 		s.man.Outcome = results.NewOutcome(results.StatusInfraError, err.Error(), 0)
-		o.finish(s.run, s.man, s.console, s.events, nil, start)
+		o.finish(s.run, s.man, s.logs(), s.events, nil, start)
 		return nil, err
 	}
 	s.man.QEMU = results.QEMU{Binary: s.m.Argv()[0], Version: QEMUVersion(ctx, s.m.Argv()[0]), Argv: s.m.Argv()}
@@ -182,6 +193,66 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 		return s, cerr
 	}
 	return s, nil
+}
+
+// logs are the session's capped logs, for finish.
+func (s *Session) logs() []*results.CappedFile {
+	return []*results.CappedFile{s.console, s.output.files[0], s.output.files[1]}
+}
+
+// outputLogs stores the steps' output: each stream in its own capped file
+// (stdout.log, stderr.log), all steps one after the other, while
+// events.jsonl records each chunk by step, size and offset only. The
+// guest's output is bulk data; base64 inside events.jsonl made it a third
+// larger and the events unreadable.
+type outputLogs struct {
+	// files are stdout.log and stderr.log, in that order.
+	files [2]*results.CappedFile
+	// off is how much each stream sent so far, stored or not.
+	off [2]int64
+}
+
+// openOutputLogs creates stdout.log and stderr.log in run, each capped at
+// max bytes (0: results.MaxOutputLog).
+func openOutputLogs(run *results.Run, max int64) (*outputLogs, error) {
+	if max <= 0 {
+		max = results.MaxOutputLog
+	}
+	o := &outputLogs{}
+	for i, name := range []string{results.StdoutFile, results.StderrFile} {
+		f, err := run.LogWriter(name, max)
+		if err != nil {
+			o.close()
+			return nil, err
+		}
+		o.files[i] = f
+	}
+	return o, nil
+}
+
+// add streams out to the user's stdout or stderr, keeps it in its file
+// and returns the record for events.jsonl. A stream other than stderr is
+// stdout: the name the guest gave never reaches the file system.
+func (o *outputLogs) add(out *proto.Output, stdout, stderr io.Writer) results.OutputRecord {
+	i, user := 0, stdout
+	if out.Stream == proto.Stderr {
+		i, user = 1, stderr
+	}
+	_, _ = user.Write(out.Data)
+	f := o.files[i]
+	rec := results.OutputRecord{Step: out.Step, Stream: string([]proto.Stream{proto.Stdout, proto.Stderr}[i]), Bytes: len(out.Data), File: f.Name(), Offset: o.off[i]}
+	rec.Stored, _ = f.Append(out.Data)
+	o.off[i] += int64(len(out.Data))
+	return rec
+}
+
+// close closes the files opened so far.
+func (o *outputLogs) close() {
+	for _, f := range o.files {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // Hello is the agent's Hello (nil before the agent answered).
@@ -246,6 +317,8 @@ func (s *Session) waitAgent(ctx context.Context, bootTimeout time.Duration) erro
 		return s.panicked(r)
 	case data := <-m.Panicked():
 		return s.kernelFail(results.StatusKernelPanic, "guest panicked (pvpanic "+data+")", nil)
+	case err := <-m.AgentFailed():
+		return s.kernelFail(results.StatusKernelError, err.Error()+"; the agent never started", m.LastConsoleLines(15))
 	case <-m.Exited():
 		select {
 		case r := <-s.fatal:
@@ -405,12 +478,8 @@ func (s *Session) step(ctx context.Context, st proto.Step, n int) (*StepResult, 
 			w.touch()
 			switch msg.Kind {
 			case proto.KindOutput:
-				if msg.Output.Stream == proto.Stderr {
-					_, _ = stderr.Write(msg.Output.Data)
-				} else {
-					_, _ = stdout.Write(msg.Output.Data)
-				}
-				_ = s.events.Append(Event{Kind: "output", Output: msg.Output})
+				rec := s.output.add(msg.Output, stdout, stderr)
+				_ = s.events.Append(Event{Kind: "output", Output: &rec})
 			case proto.KindLog:
 				_ = s.events.Append(Event{Kind: "agent-log", Message: msg.Log.Msg})
 			case proto.KindSample:
@@ -478,6 +547,11 @@ wait:
 			return nil, s.panicked(rep)
 		default:
 		}
+		var pe *vm.ProtocolError
+		if errors.As(r.err, &pe) {
+			msg := fmt.Sprintf("%s, during step %d (%s); the run is stopped", pe, n, st.Kind)
+			return nil, s.kernelFail(results.StatusKernelError, msg, m.LastConsoleLines(15))
+		}
 		return nil, s.kernelFail(results.StatusKernelError, "the agent channel closed during a step: "+r.err.Error(), m.LastConsoleLines(15))
 	}
 	_ = s.events.Append(Event{Kind: "done", Done: r.done})
@@ -520,10 +594,18 @@ func (s *Session) Close() (*BootResult, error) {
 	s.closed = true
 	m, res, man := s.m, s.res, s.man
 	runErr := s.err
+	var pe *vm.ProtocolError
 	if runErr == nil {
-		if err := s.a.Shutdown(scale(5*time.Second, 0, 1)); err != nil {
+		if err := s.a.Shutdown(scale(5*time.Second, 0, 1)); errors.As(err, &pe) {
+			// The guest broke the protocol after its last step:
+			// what it reported before may be whole, but the run is
+			// not to be trusted.
+			runErr = s.kernelFail(results.StatusKernelError, pe.Error()+", after the last step", nil)
+		} else if err != nil {
 			s.o.progressf("warning: %v", err)
 		}
+	}
+	if runErr == nil {
 		select {
 		case <-m.Exited():
 		case <-time.After(scale(10*time.Second, 0, 1)):
@@ -574,7 +656,7 @@ func (s *Session) Close() (*BootResult, error) {
 			s.o.progressf("warning: save metrics: %v", err)
 		}
 	}
-	s.o.finish(s.run, man, s.console, s.events, res.Splats, s.start)
+	s.o.finish(s.run, man, s.logs(), s.events, res.Splats, s.start)
 	res.Wall = time.Since(s.start)
 	s.closeErr = runErr
 	return res, runErr

@@ -30,6 +30,11 @@ const (
 	ManifestFile = "manifest.json"
 	ConsoleFile  = "console.log"
 	EventsFile   = "events.jsonl"
+	// StdoutFile and StderrFile keep the guest's step output, each
+	// stream as it came, all steps one after the other; events.jsonl
+	// says which step wrote which bytes (OutputRecord).
+	StdoutFile = "stdout.log"
+	StderrFile = "stderr.log"
 )
 
 // MaxEventLine is the longest line EventLog.Append writes, newline included.
@@ -266,12 +271,12 @@ func (r *Run) Path(name string) (string, error) {
 }
 
 // reserved are the run files that only their own methods write.
-var reserved = []string{ManifestFile, ConsoleFile, EventsFile}
+var reserved = []string{ManifestFile, ConsoleFile, EventsFile, StdoutFile, StderrFile}
 
 // WriteJSON writes v as indented JSON to the file name in the run directory,
 // atomically. name must be a plain name (see ValidName) and not one of the
-// files the Run manages itself (manifest.json, console.log, events.jsonl):
-// names may come from the untrusted guest.
+// files the Run manages itself (manifest.json, console.log, events.jsonl,
+// stdout.log, stderr.log): names may come from the untrusted guest.
 func (r *Run) WriteJSON(name string, v any) error {
 	p, err := r.Path(name)
 	if err != nil {
@@ -341,11 +346,25 @@ func (r *Run) WriteManifest(m *Manifest) error {
 // without end (a WARNING storm, a hostile agent) cannot fill the disk. A
 // marker line says where it was cut, and Truncated reports it.
 func (r *Run) ConsoleWriter() (*CappedFile, error) {
-	f, err := os.OpenFile(filepath.Join(r.Dir, ConsoleFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	return r.LogWriter(ConsoleFile, MaxConsoleLog)
+}
+
+// LogWriter opens the log name in the run directory for appending, like
+// ConsoleWriter, capped at max bytes (max > 0): console.log, stdout.log
+// and stderr.log. name must be a plain name (see ValidName).
+func (r *Run) LogWriter(name string, max int64) (*CappedFile, error) {
+	p, err := r.Path(name)
 	if err != nil {
-		return nil, fmt.Errorf("run %s: open console log: %w", r.ID, err)
+		return nil, err
 	}
-	return &CappedFile{f: f, max: MaxConsoleLog}, nil
+	if max <= 0 {
+		return nil, fmt.Errorf("run %s: %s: cap %d, want at least 1 byte", r.ID, name, max)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: open %s: %w", r.ID, name, err)
+	}
+	return &CappedFile{f: f, name: name, max: max}, nil
 }
 
 // Caps on what a run stores of what the guest sends: variables so that
@@ -355,38 +374,56 @@ var (
 	MaxConsoleLog int64 = 64 << 20
 	// MaxEventLog bounds events.jsonl, in bytes.
 	MaxEventLog int64 = 256 << 20
+	// MaxOutputLog bounds stdout.log and stderr.log each, in bytes, when
+	// the run sets no cap of its own.
+	MaxOutputLog int64 = 1 << 30
 )
 
 // CappedFile is an appending file that stops growing at a size and whose
 // Close fsyncs first.
 type CappedFile struct {
+	name      string     // the file's name in the run directory
 	mu        sync.Mutex // guards the fields below
 	f         *os.File   // nil once closed
 	max, n    int64
 	truncated bool
 }
 
+// Name is the file's name in the run directory (console.log, ...).
+func (s *CappedFile) Name() string { return s.name }
+
 // Write appends p to the file, up to the cap; past it, p is dropped (and
 // counted as written, so that a writer goes on) after one marker line.
 func (s *CappedFile) Write(p []byte) (int, error) {
+	if _, err := s.Append(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Append is Write that also says how many bytes of p were stored: fewer
+// than len(p) once the cap is reached, 0 past it.
+func (s *CappedFile) Append(p []byte) (stored int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {
 		return 0, os.ErrClosed
 	}
 	if s.truncated {
-		return len(p), nil
+		return 0, nil
 	}
 	if s.n+int64(len(p)) > s.max {
 		keep := p[:max(0, s.max-s.n)]
-		if _, err := s.f.Write(keep); err != nil {
-			return 0, err
+		n, err := s.f.Write(keep)
+		s.n += int64(n)
+		if err != nil {
+			return n, err
 		}
 		s.truncated = true
 		if _, err := fmt.Fprintf(s.f, "\n[klab: cut at %d bytes; the guest printed more]\n", s.max); err != nil {
-			return 0, err
+			return n, err
 		}
-		return len(p), nil
+		return n, nil
 	}
 	n, err := s.f.Write(p)
 	s.n += int64(n)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +34,44 @@ type Agent struct {
 
 // ErrAgentGone is returned when the channel closes before a step is done.
 var ErrAgentGone = errors.New("agent channel closed before the step was done")
+
+// ProtocolError is a guest that broke the agent protocol: a line longer
+// than proto.MaxLine, one that is not a valid message (bad JSON, a number
+// out of range, an unknown kind or version, a payload missing), or a
+// message only the host sends. klab's own agent never sends one, so
+// nothing the guest sends after it is trusted: the channel is closed at
+// once, and the run ends as a failure of the guest.
+type ProtocolError struct {
+	// Channel is the channel's name, as Agent.Channel gives it.
+	Channel string
+	// Messages is how many valid messages came before.
+	Messages int
+	// Err says what was wrong.
+	Err error
+}
+
+// maxProtocolDetail bounds how much of Err the message quotes: a JSON
+// error may quote a guest's number literal, of any length. The start and
+// the end are kept (the end names the field).
+const maxProtocolDetail = 200
+
+func (e *ProtocolError) Error() string {
+	detail := e.Err.Error()
+	if len(detail) > maxProtocolDetail {
+		detail = strings.ToValidUTF8(detail[:maxProtocolDetail/2]+"..."+detail[len(detail)-maxProtocolDetail/2:], "")
+	}
+	return fmt.Sprintf("the guest broke the agent protocol on %s after %d good message(s): %s", e.Channel, e.Messages, detail)
+}
+
+func (e *ProtocolError) Unwrap() error { return e.Err }
+
+// Err returns what ended the channel: a *ProtocolError, a read error, or
+// nil while it is open or after a clean end.
+func (a *Agent) Err() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
 
 // Channel names the host side of the channel the agent chose.
 func (a *Agent) Channel() string {
@@ -76,11 +116,8 @@ func (a *Agent) Run(ctx context.Context, s proto.Step, h StepHandler) (*proto.Do
 		case q, ok := <-a.msgs:
 			msg := a.take(q)
 			if !ok {
-				a.mu.Lock()
-				err := a.err
-				a.mu.Unlock()
-				if err != nil {
-					return nil, fmt.Errorf("%w: %v", ErrAgentGone, err)
+				if err := a.Err(); err != nil {
+					return nil, fmt.Errorf("%w: %w", ErrAgentGone, err)
 				}
 				return nil, ErrAgentGone
 			}
@@ -95,7 +132,9 @@ func (a *Agent) Run(ctx context.Context, s proto.Step, h StepHandler) (*proto.Do
 }
 
 // Shutdown asks the agent to power the guest down and waits up to timeout
-// for its Bye. The caller then waits for QEMU to exit.
+// for its Bye. The caller then waits for QEMU to exit. A channel that
+// ends on a *ProtocolError returns it: the guest misbehaved after its
+// last step.
 func (a *Agent) Shutdown(timeout time.Duration) error {
 	if err := a.send(&proto.Message{Kind: proto.KindShutdown}); err != nil {
 		return fmt.Errorf("send shutdown: %w", err)
@@ -108,6 +147,10 @@ func (a *Agent) Shutdown(timeout time.Duration) error {
 			return errors.New("agent did not acknowledge shutdown")
 		case q, ok := <-a.msgs:
 			if msg := a.take(q); !ok || msg.Kind == proto.KindBye {
+				var pe *ProtocolError
+				if errors.As(a.Err(), &pe) {
+					return pe
+				}
 				return nil
 			}
 		}
@@ -213,3 +256,132 @@ func (a *Agent) send(m *proto.Message) error {
 	}
 	return a.enc.Encode(m)
 }
+
+// guestKinds are the kinds a guest may send.
+var guestKinds = map[proto.Kind]bool{
+	proto.KindHello: true, proto.KindOutput: true, proto.KindDone: true,
+	proto.KindLog: true, proto.KindSample: true, proto.KindBye: true,
+}
+
+// checkGuest checks what proto's Validate leaves to the receiver: that a
+// guest sends only guest kinds, and output on stdout or stderr.
+func checkGuest(m *proto.Message) error {
+	if !guestKinds[m.Kind] {
+		return fmt.Errorf("a guest does not send %q messages", m.Kind)
+	}
+	if m.Kind == proto.KindOutput && m.Output.Stream != proto.Stdout && m.Output.Stream != proto.Stderr {
+		return fmt.Errorf("output on stream %q, want stdout or stderr", m.Output.Stream)
+	}
+	return nil
+}
+
+// newAgent returns the host's end of an agent channel on conn.
+func newAgent(conn net.Conn, virtio bool) *Agent {
+	return &Agent{conn: conn, enc: proto.NewEncoder(conn), msgs: make(chan queued, 256), virtio: virtio, budget: newByteBudget(maxQueuedBytes)}
+}
+
+// readAgent reads one agent channel until it ends, QEMU exits, or the
+// guest breaks the protocol (a *ProtocolError, which also goes to
+// m.agentBad when it came before the Hello).
+func (m *Machine) readAgent(conn net.Conn, virtio bool) {
+	a := newAgent(conn, virtio)
+	go func() {
+		<-m.exited
+		a.budget.close()
+	}()
+	a.read(func(a *Agent) bool {
+		select {
+		case m.agentReady <- a:
+			return true
+		default:
+			return false // the other channel won
+		}
+	}, func(err error) {
+		select {
+		case m.agentBad <- err:
+		default:
+		}
+	})
+}
+
+// read decodes the channel into a.msgs, which it closes at the end. ready
+// gets the agent once it said Hello, and returns false when it is not
+// wanted (the other channel won); bad gets a protocol error that came
+// before the Hello, when nobody holds the agent to see it.
+func (a *Agent) read(ready func(*Agent) bool, bad func(error)) {
+	defer close(a.msgs)
+	r := &eofReader{r: a.conn}
+	dec := proto.NewDecoder(r)
+	good := 0
+	for {
+		msg, err := dec.Decode()
+		if err == nil {
+			err = checkGuest(msg)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			var ne net.Error
+			if !errors.As(err, &ne) && !tornLast(r, dec) {
+				// Everything but the connection's own errors, and
+				// a last line torn by the guest's end, is the
+				// guest's doing.
+				err = &ProtocolError{Channel: a.Channel(), Messages: good, Err: err}
+			}
+			a.setErr(err)
+			if a.Hello == nil {
+				bad(err)
+			}
+			return
+		}
+		good++
+		if a.Hello == nil {
+			if msg.Kind != proto.KindHello {
+				continue
+			}
+			a.Hello = msg.Hello
+			a.HelloAt = time.Now()
+			if !ready(a) {
+				return
+			}
+			continue
+		}
+		// Wait until the messages not yet taken fit the budget: a guest
+		// that sends faster than klab handles is slowed down, and never
+		// holds more than maxQueuedBytes of host memory.
+		n := dec.Size()
+		if !a.budget.acquire(n) {
+			return
+		}
+		a.msgs <- queued{msg, n}
+	}
+}
+
+// tornLast reports whether the line dec just failed on was the channel's
+// last: the guest died in the middle of a message.
+func tornLast(r *eofReader, dec *proto.Decoder) bool {
+	if !r.eof {
+		return false
+	}
+	_, err := dec.Decode()
+	return errors.Is(err, io.EOF)
+}
+
+// eofReader notes that its reader reached the end.
+type eofReader struct {
+	r   io.Reader
+	eof bool
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.eof = true
+	}
+	return n, err
+}
+
+// AgentFailed yields the *ProtocolError of a channel whose guest broke the
+// protocol before its Hello: the agent will not start on it.
+func (m *Machine) AgentFailed() <-chan error { return m.agentBad }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/digitalocean/go-qemu/qmp"
 
-	"klab/guest/proto"
 	"klab/internal/proc"
 )
 
@@ -40,6 +39,7 @@ type Machine struct {
 	consoleW io.Writer
 
 	agentReady chan *Agent // receives the first agent that says Hello
+	agentBad   chan error  // receives a channel's protocol error before Hello
 	panicked   chan string // receives QMP GUEST_PANICKED
 	consoleEOF chan struct{}
 }
@@ -85,6 +85,7 @@ func Start(ctx context.Context, c Config, o StartOptions) (*Machine, error) {
 		cfg: c, argv: argv, sockets: s,
 		exited:     make(chan struct{}),
 		agentReady: make(chan *Agent, 1),
+		agentBad:   make(chan error, 2),
 		panicked:   make(chan string, 1),
 		consoleEOF: make(chan struct{}),
 		consoleW:   o.Console,
@@ -307,50 +308,6 @@ func (m *Machine) LastConsoleLines(n int) []string {
 		l = l[len(l)-n:]
 	}
 	return append([]string(nil), l...)
-}
-
-func (m *Machine) readAgent(conn net.Conn, virtio bool) {
-	a := &Agent{conn: conn, enc: proto.NewEncoder(conn), msgs: make(chan queued, 256), virtio: virtio, budget: newByteBudget(maxQueuedBytes)}
-	dec := proto.NewDecoder(conn)
-	defer close(a.msgs)
-	go func() {
-		<-m.exited
-		a.budget.close()
-	}()
-	for {
-		msg, err := dec.Decode()
-		if errors.Is(err, proto.ErrLineTooLong) {
-			continue
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				a.setErr(err)
-			}
-			return
-		}
-		if a.Hello == nil {
-			if msg.Kind != proto.KindHello {
-				continue
-			}
-			a.Hello = msg.Hello
-			a.HelloAt = time.Now()
-			select {
-			case m.agentReady <- a:
-			default:
-				// The other channel won; ignore this one.
-				return
-			}
-			continue
-		}
-		// Wait until the messages not yet taken fit the budget: a guest
-		// that sends faster than klab handles is slowed down, and never
-		// holds more than maxQueuedBytes of host memory.
-		n := dec.Size()
-		if !a.budget.acquire(n) {
-			return
-		}
-		a.msgs <- queued{msg, n}
-	}
 }
 
 // AgentReady returns a channel that yields the agent once it says Hello.

@@ -37,6 +37,7 @@ type bootOptions struct {
 	asJSON      bool
 	runID       string
 	runDir      string
+	maxOutput   int // MiB
 }
 
 func newBootCommand(g *globalOptions) *cobra.Command {
@@ -60,8 +61,9 @@ brings its shared libraries. Without a guest path they land in /work, where
 the command then runs. The command's standard input is klab's own.
 
 Every run is saved under --runs-dir (or --run-dir) with manifest.json,
-console.log, events.jsonl and splats.json; --json prints a summary of the
-run on stdout (the guest's output then goes to stderr).
+console.log, events.jsonl, splats.json, and the command's output in
+stdout.log and stderr.log (up to --max-output each); --json prints a
+summary of the run on stdout (the guest's output then goes to stderr).
 
 A kernel report on the console (BUG, KASAN, lockdep, panic, or a WARNING not
 allowed with --allow-warning) fails the run even when the command succeeded.
@@ -153,6 +155,13 @@ started in the guest; 1 when another step failed.`,
 			if o.bootTimeout > 0 {
 				req.BootTimeout = secs(o.bootTimeout)
 			}
+			if o.maxOutput < 1 {
+				return badInput(fmt.Errorf("--max-output %s: want at least 1M", fmtMiB(o.maxOutput)))
+			}
+			req.MaxOutput = int64(o.maxOutput) << 20
+			if cmd.Flags().Changed("max-output") {
+				req.MaxConsole = req.MaxOutput
+			}
 			req.IgnoreSplats = o.noFail
 			req.MultiThreadTCG = o.mttcg
 			if len(o.allow) > 0 {
@@ -203,6 +212,7 @@ started in the guest; 1 when another step failed.`,
 	f.StringArrayVar(&o.config, "config", nil, "with --build: config fragments, comma-separated: lab (default), debug, tree (the tree's own .config) or a file")
 	f.BoolVar(&o.asJSON, "json", false, "print a JSON summary of the run on stdout (outcome, exit status, run directory, splats)")
 	f.StringVar(&o.runID, "run-id", "", "name of the run directory under --runs-dir (default: a generated one); it must not exist")
+	f.Var(newMiBValue(1024, &o.maxOutput), "max-output", "how much of the command's stdout and of its stderr the run keeps (stdout.log, stderr.log; the output still streams whole); given, it caps console.log too (else 64MiB)")
 	f.StringVar(&o.runDir, "run-dir", "", "the run directory itself (must not exist): sets --runs-dir and --run-id")
 	return cmd
 }

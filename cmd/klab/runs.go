@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -266,7 +264,7 @@ func showRun(w io.Writer, dir string) error {
 	for _, s := range splats {
 		fmt.Fprintf(w, "  %s\n", report.Clean(s.Title))
 	}
-	out, err := guestOutput(filepath.Join(dir, "events.jsonl"), 64<<10)
+	out, err := guestOutput(dir, 64<<10)
 	if err == nil && out != "" {
 		fmt.Fprintf(w, "guest output:\n%s", out)
 		if !strings.HasSuffix(out, "\n") {
@@ -276,37 +274,16 @@ func showRun(w io.Writer, dir string) error {
 	return nil
 }
 
-// guestOutput decodes the guest command's output from events.jsonl, up to
-// limit bytes, with control characters other than newline and tab
-// removed.
-func guestOutput(path string, limit int) (string, error) {
-	f, err := os.Open(path)
+// guestOutput is up to limit bytes of a run's guest output (stdout and
+// stderr as they came), cleaned for the terminal.
+func guestOutput(dir string, limit int) (string, error) {
+	out, more, err := results.ReadOutput(dir, limit)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	var b strings.Builder
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() && b.Len() < limit {
-		var ev struct {
-			Kind   string `json:"kind"`
-			Output *struct {
-				Data string `json:"data"`
-			} `json:"output"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Kind != "output" || ev.Output == nil {
-			continue
-		}
-		data, err := base64.StdEncoding.DecodeString(ev.Output.Data)
-		if err != nil {
-			continue
-		}
-		b.WriteString(report.Clean(string(data)))
-	}
-	s := b.String()
-	if len(s) > limit {
-		s = s[:limit] + "\n[output cut at " + fmt.Sprint(limit) + " bytes]\n"
+	s := report.Clean(string(out))
+	if more {
+		s += "\n[output cut at " + fmt.Sprint(limit) + " bytes]\n"
 	}
 	return s, nil
 }

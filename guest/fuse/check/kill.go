@@ -67,6 +67,9 @@ type KillDetails struct {
 	// clients were still blocked a bound after the kill and the server had
 	// not exited yet: where its exit waits.
 	ServerStacks string `json:"server_stacks,omitempty"`
+	// ClientStacks are the kernel stacks of the check's own threads that
+	// wait in FUSE (the blocked clients) at the same moment.
+	ClientStacks string `json:"client_stacks,omitempty"`
 	// ServerOutput is the end of the server's output, when the check
 	// found a problem.
 	ServerOutput string `json:"server_output,omitempty"`
@@ -230,14 +233,18 @@ func Kill(ctx context.Context, o KillOptions) (*Result, error) {
 	case <-allDone:
 		d.Returned = time.Since(killed)
 	case <-time.After(o.Bound):
+		d.ClientStacks = taskStacks(os.Getpid(), "fuse")
 		select {
 		case <-exited:
 			gone = true
 			res.problemf("clients still blocked %v after the server was killed, although it exited %v after the kill; aborting the connection",
 				o.Bound, exitedAt.Sub(killed).Round(time.Millisecond))
 		default:
-			d.ServerStacks = taskStacks(d.ServerPID)
+			d.ServerStacks = taskStacks(d.ServerPID, "")
 			res.problemf("clients still blocked %v after the server was killed, and the server has not exited; aborting the connection", o.Bound)
+			if ownMountWait(d.ServerStacks) {
+				res.problemf("a thread of the dying server waits in its exit for its own mount's answer: the server process had a file open on its own mount, whose FLUSH at exit only that dead server could answer (the /dev/fuse release that ends the connection runs after every flush); a server must not touch its own mount")
+			}
 		}
 		d.Aborted = true
 		_ = devfuse.Abort(m.ConnID())
@@ -329,17 +336,32 @@ func Kill(ctx context.Context, o KillOptions) (*Result, error) {
 	if d.ServerStacks != "" {
 		res.notef("the killed server's threads, %v after the kill:\n%s", o.Bound, d.ServerStacks)
 	}
+	if d.ClientStacks != "" {
+		res.notef("the blocked clients, %v after the kill:\n%s", o.Bound, d.ClientStacks)
+	}
 	res.notef("server pid %d killed with %d request(s) waiting, exited after %.3fs; %d client(s) returned within %.3fs: %v; dead mount: %s",
 		d.ServerPID, d.Waiting, d.Exited.Seconds(), o.Stuck+o.Writers, d.Returned.Seconds(), d.ClientErrs, d.AfterErr)
 	return res.finish(start), nil
+}
+
+// ownMountWait reports whether stacks show a thread in do_exit waiting
+// for a FUSE answer: a server that had a file open on its own mount.
+func ownMountWait(stacks string) bool {
+	for _, t := range strings.Split(stacks, "thread ") {
+		if strings.Contains(t, "do_exit") && strings.Contains(t, "request_wait_answer") {
+			return true
+		}
+	}
+	return false
 }
 
 // maxStacks bounds what taskStacks returns.
 const maxStacks = 64 << 10
 
 // taskStacks returns the state and kernel stack of each thread of pid,
-// from /proc (the stacks need root), or what it could not read.
-func taskStacks(pid int) string {
+// from /proc (the stacks need root), or what it could not read. With a
+// non-empty match, only the threads whose stack contains it.
+func taskStacks(pid int, match string) string {
 	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -351,6 +373,10 @@ func taskStacks(pid int) string {
 			b.WriteString("...\n")
 			break
 		}
+		stack, serr := os.ReadFile(filepath.Join(dir, e.Name(), "stack"))
+		if match != "" && (serr != nil || !strings.Contains(string(stack), match)) {
+			continue
+		}
 		state := ""
 		if st, err := os.ReadFile(filepath.Join(dir, e.Name(), "status")); err == nil {
 			for _, l := range strings.Split(string(st), "\n") {
@@ -360,9 +386,8 @@ func taskStacks(pid int) string {
 			}
 		}
 		fmt.Fprintf(&b, "thread %s (%s):\n", e.Name(), state)
-		stack, err := os.ReadFile(filepath.Join(dir, e.Name(), "stack"))
-		if err != nil {
-			fmt.Fprintf(&b, "  %v\n", err)
+		if serr != nil {
+			fmt.Fprintf(&b, "  %v\n", serr)
 			continue
 		}
 		for _, l := range strings.Split(strings.TrimSpace(string(stack)), "\n") {
