@@ -1498,6 +1498,48 @@ func TestCLIFuseServe(t *testing.T) {
 			return nil
 		})
 	})
+
+	// The README's stuck server: a lookup of stuck* is never answered, so
+	// the client blocks until Ctrl-C aborts the connection, and then fails
+	// instead of hanging; other names pass through.
+	t.Run("stuck", func(t *testing.T) {
+		cmd, stderr, _, done := cliServe(t, "--server", "stuck", "--rule", "lookup:stuck*=never", "--backing", backing, mnt)
+		cliIO(t, "a lookup the rule does not hold", ioBound, func() error {
+			_, err := os.Stat(filepath.Join(mnt, "before.txt"))
+			return err
+		})
+		stat := make(chan error, 1)
+		go func() {
+			_, err := os.Stat(filepath.Join(mnt, "stuck-here"))
+			stat <- err
+		}()
+		select {
+		case err := <-stat:
+			t.Fatalf("a lookup on the stuck server returned (%v): it should block", err)
+		case <-time.After(time.Second):
+		}
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("fuse serve --server stuck after SIGINT: %v\n%s", err, stderr)
+			}
+		case <-time.After(ioBound):
+			t.Fatalf("fuse serve --server stuck still runs %v after SIGINT", ioBound)
+		}
+		select {
+		case err := <-stat:
+			if err == nil {
+				t.Error("the blocked lookup succeeded after the abort")
+			}
+			t.Logf("the blocked lookup returned: %v", err)
+		case <-time.After(ioBound):
+			t.Fatalf("the blocked lookup still hangs %v after the server was stopped", ioBound)
+		}
+		if fs := cliMounted(t, mnt); fs != "" {
+			t.Errorf("%s is still mounted (%s) after SIGINT", mnt, fs)
+		}
+	})
 }
 
 // TestCLIHelpExamples checks README's "every command has --help with
