@@ -25,7 +25,7 @@ const (
 
 // coldBuild bounds a cold build of Debian's 7.3 tree with the lab config:
 // about 6 minutes on 2 cores, so a loaded host has three times that, and
-// the test stays well below make test's 40-minute package timeout.
+// the test stays well below make test's 50-minute package timeout.
 const coldBuild = 20 * time.Minute
 
 // runLong runs klab from the repository root like run, with a timeout long

@@ -253,7 +253,9 @@ func TestPanicReported(t *testing.T) {
 func TestBootTimeoutShowsConsole(t *testing.T) {
 	testenv.E2E(t)
 	runs := t.TempDir()
-	r := run(t, runs, "boot", "--kernel", "debian:7.3", "--boot-timeout", "3", "--append", "rdinit=/bbin/sleep 1000", "--", "true")
+	// The boot timeout must leave a loaded machine time to reach init:
+	// 8 s, 32 s under TCG (a loaded 2-core host took 20 s to the agent).
+	r := run(t, runs, "boot", "--kernel", "debian:7.3", "--boot-timeout", "8", "--append", "rdinit=/bbin/sleep 1000", "--", "true")
 	if r.code != 126 {
 		t.Fatalf("exit %d, want 126", r.code)
 	}
@@ -382,11 +384,13 @@ func TestQEMUMissing(t *testing.T) {
 
 // TestHangDiagnostics stops the agent in the middle of a step, so that the
 // console and the agent both go silent, and checks that klab classes the
-// run as a kernel hang and saves task dumps taken through QMP.
+// run as a kernel hang and saves task dumps taken through QMP. The agent
+// runs under u-root's init here (rdinit=/bbin/init): as the guest's init
+// it could not be stopped by a signal at all.
 func TestHangDiagnostics(t *testing.T) {
 	testenv.E2E(t)
 	runs := t.TempDir()
-	r := run(t, runs, "boot", "--kernel", "debian:7.3", "--timeout", "1", "--", "sh", "-c", "kill -19 $PPID; sleep 1000")
+	r := run(t, runs, "boot", "--kernel", "debian:7.3", "--timeout", "1", "--append", "rdinit=/bbin/init", "--", "sh", "-c", "kill -19 $PPID; sleep 1000")
 	if r.code != 126 {
 		t.Fatalf("exit %d, want 126", r.code)
 	}

@@ -467,14 +467,16 @@ func (s *Session) step(ctx context.Context, st proto.Step, n int) (*StepResult, 
 	ch := make(chan result, 1)
 	stepCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var sent func()
 	if st.Kind == proto.StepExec && st.Stdin {
 		if st.ID <= 0 {
 			st.ID = a.NextID()
 		}
-		go pumpStdin(stepCtx, a, st.ID, req.Stdin)
+		// Input sent before its step would find no step to go to.
+		sent = func() { go pumpStdin(stepCtx, a, st.ID, req.Stdin) }
 	}
 	go func() {
-		d, err := a.Run(stepCtx, st, func(msg *proto.Message) {
+		d, err := a.RunThen(stepCtx, st, func(msg *proto.Message) {
 			w.touch()
 			switch msg.Kind {
 			case proto.KindOutput:
@@ -488,7 +490,7 @@ func (s *Session) step(ctx context.Context, st proto.Step, n int) (*StepResult, 
 			if req.OnMessage != nil {
 				req.OnMessage(msg)
 			}
-		})
+		}, sent)
 		ch <- result{d, err}
 	}()
 	var r result

@@ -98,6 +98,12 @@ type StepHandler func(*proto.Message)
 // ID its caller gave it, so that results are matched to the caller's
 // steps by ID; a step without one (ID 0) gets the next free ID.
 func (a *Agent) Run(ctx context.Context, s proto.Step, h StepHandler) (*proto.Done, error) {
+	return a.RunThen(ctx, s, h, nil)
+}
+
+// RunThen is Run calling sent once the step is on its way to the agent:
+// what belongs to the step (its standard input) must not overtake it.
+func (a *Agent) RunThen(ctx context.Context, s proto.Step, h StepHandler, sent func()) (*proto.Done, error) {
 	a.mu.Lock()
 	if s.ID <= 0 {
 		a.nextID++
@@ -108,6 +114,9 @@ func (a *Agent) Run(ctx context.Context, s proto.Step, h StepHandler) (*proto.Do
 	a.mu.Unlock()
 	if err := a.send(&proto.Message{Kind: proto.KindStep, Step: &s}); err != nil {
 		return nil, fmt.Errorf("send step: %w", err)
+	}
+	if sent != nil {
+		sent()
 	}
 	for {
 		select {
