@@ -25,11 +25,23 @@
 //     when it opens it (POSIX_FADV_DONTNEED);
 //   - the server's own reads are counted (rchar of /proc/PID/io: the
 //     passthrough server preads every byte it serves from the backing
-//     file), and a cell whose server read less than 90% of the bytes the
-//     client counted is flagged as served from a cache. Over io_uring the
-//     ring's request counter must be non-zero too. libfuse over /dev/fuse
-//     splices its replies, which rchar does not see: those cells are only
-//     flagged when the ratio is low and marked unverified.
+//     file, or splices it, which klab's server counts), and a cell whose
+//     server read less than 90% of the bytes the client counted is
+//     flagged as served from a cache. Over io_uring the ring's request
+//     counter must be non-zero too. libfuse over /dev/fuse splices its
+//     replies, which rchar does not see and libfuse does not count:
+//     those cells are only flagged when the ratio is low and marked
+//     unverified.
+//
+// Seed 000's job (1 KiB sequential writes, 4 jobs) runs too, against
+// libfuse 3.14's passthrough_ll over /dev/fuse as the seed measured it,
+// and against passthrough_hp over io_uring.
+//
+// Next to the throughput, every cell records the server's CPU time per
+// request: the server process's CPU time over the requests the kernel
+// ended on its connection (cpu.go), so that klab's servers and libfuse's
+// are counted alike. A last table puts klab against libfuse: the ratio of
+// the medians, the range of the per-round ratios, and the CPU per request.
 package main
 
 import (
@@ -106,6 +118,8 @@ type options struct {
 	workloads   []wdef
 	jsonPath    string
 	libfuseHP   string
+	libfuseLL   string
+	klabBin     string
 	libfuseArgs []string
 	hostSize    int64
 	devThreads  int
@@ -149,12 +163,14 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.seconds, "seconds", 3, "measured seconds per cell (a cell may end sooner when its data or creates run out)")
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds; each runs every cell over both transports, alternating which goes first")
 	jobs := fs.String("jobs", "1,2,4", "comma-separated job counts")
-	wl := fs.String("workloads", "paged-128k,paged-1m,dio-1m,mmap-4k,creates", "comma-separated workloads")
+	wl := fs.String("workloads", "paged-128k,paged-1m,dio-1m,mmap-4k,creates,write-1k", "comma-separated workloads")
 	fs.StringVar(&o.jsonPath, "json", "", "write the raw samples here (default: bench-fuse.json in a new run directory under --runs-dir)")
 	fs.StringVar(&o.libfuseHP, "libfuse-hp", "auto", "libfuse's passthrough_hp binary to measure on the host with and without io_uring; auto: build libfuse 3.18 from Debian sid's source into the cache (skipped with a note when that fails); none: klab only")
+	fs.StringVar(&o.libfuseLL, "libfuse-ll", "auto", "libfuse's passthrough_ll binary, the /dev/fuse reference of seed 000's write job; auto: build the host's libfuse example (libfuse3-dev) into the cache; none: no passthrough_ll")
+	fs.StringVar(&o.klabBin, "klab-bin", "", "run klab's server as `BIN` fuse serve (BIN: a klab binary) in a process of its own, as libfuse's servers run (default: in this process)")
 	hpArgs := fs.String("libfuse-hp-args", "", "extra passthrough_hp arguments, space-separated (e.g. --nosplice)")
 	hostSize := fs.String("host-size", "64G", "size of each job's sparse read file on the host")
-	fs.IntVar(&o.devThreads, "dev-threads", 0, "klab's /dev/fuse worker threads (0: the largest --jobs value)")
+	fs.IntVar(&o.devThreads, "dev-threads", 0, "klab's /dev/fuse worker threads and passthrough_ll's max_threads (0: the largest job count of the workloads)")
 	fs.IntVar(&o.queueDepth, "queue-depth", 8, "klab's io_uring entries per queue (and passthrough_hp's io_uring_q_depth)")
 	fs.IntVar(&o.hostCreates, "host-creates", 200000, "most files one create cell makes on the host, over all jobs")
 	fs.BoolVar(&o.dropCaches, "drop-caches", true, "write 3 to /proc/sys/vm/drop_caches before every cell")
@@ -203,16 +219,28 @@ func parseFlags(args []string) (options, error) {
 	if o.libfuseHP == "none" {
 		o.libfuseHP = ""
 	}
-	if o.libfuseHP != "" && o.libfuseHP != "auto" {
-		if fi, err := os.Stat(o.libfuseHP); err != nil {
-			errs = append(errs, fmt.Errorf("--libfuse-hp: %w", err))
+	if o.libfuseLL == "none" {
+		o.libfuseLL = ""
+	}
+	for _, b := range []struct{ flag, path string }{{"--libfuse-hp", o.libfuseHP}, {"--libfuse-ll", o.libfuseLL}, {"--klab-bin", o.klabBin}} {
+		if b.path == "" || b.path == "auto" {
+			continue
+		}
+		if fi, err := os.Stat(b.path); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", b.flag, err))
 		} else if fi.IsDir() || fi.Mode()&0o111 == 0 {
-			errs = append(errs, fmt.Errorf("--libfuse-hp %s: not an executable file", o.libfuseHP))
+			errs = append(errs, fmt.Errorf("%s %s: not an executable file", b.flag, b.path))
 		}
 	}
 	o.libfuseArgs = strings.Fields(*hpArgs)
-	if o.devThreads == 0 && len(o.jobs) > 0 {
-		o.devThreads = slices.Max(o.jobs)
+	if o.devThreads == 0 {
+		// The largest job count of any workload (seed 000 ran 4 jobs on 4
+		// server threads).
+		for _, w := range o.workloads {
+			if js := w.jobsFor(o.jobs); len(js) > 0 {
+				o.devThreads = max(o.devThreads, slices.Max(js))
+			}
+		}
 	}
 	return o, errors.Join(errs...)
 }
@@ -255,6 +283,23 @@ type wdef struct {
 	BS      int64         `json:"bs,omitempty"`
 	// Unit is what the tables show: MB/s (10^6 bytes) or creates/s.
 	Unit string `json:"unit"`
+	// Jobs, when set, are the job counts this workload runs at instead
+	// of --jobs (a seed's fixed shape).
+	Jobs []int `json:"jobs,omitempty"`
+	// LL says that libfuse's reference over /dev/fuse is passthrough_ll
+	// (as the seed measured it), not passthrough_hp.
+	LL bool `json:"ll,omitempty"`
+}
+
+// isWrite reports whether w writes (to a fresh backing directory).
+func (w wdef) isWrite() bool { return w.Pattern == proto.PatternSeqWrite }
+
+// jobsFor returns the job counts w runs at.
+func (w wdef) jobsFor(jobs []int) []int {
+	if w.Jobs != nil {
+		return w.Jobs
+	}
+	return jobs
 }
 
 // isCreate reports whether w counts creates rather than bytes.
@@ -272,6 +317,9 @@ var allWorkloads = []wdef{
 	{Key: "dio-1m", Table: "dio reads (1024K)", Pattern: proto.PatternDirectSeqRead, BS: 1 << 20, Unit: "MB/s"},
 	{Key: "mmap-4k", Table: "mmap reads (4K)", Pattern: proto.PatternMmapSeqRead, BS: 4 << 10, Unit: "MB/s"},
 	{Key: "creates", Table: "creates/s", Pattern: proto.PatternCreate, Unit: "creates/s"},
+	// Seed 000: fio --rw=write --bs=1k --numjobs=4 on passthrough_ll -o
+	// max_threads=4, tmpfs backing.
+	{Key: "write-1k", Table: "sequential writes (1K, seed 000)", Pattern: proto.PatternSeqWrite, BS: 1 << 10, Unit: "MB/s", Jobs: []int{4}, LL: true},
 }
 
 func parseWorkloads(s string) ([]wdef, error) {
@@ -309,6 +357,7 @@ func parseWorkloads(s string) ([]wdef, error) {
 const (
 	serverKlab    = "klab"
 	serverLibfuse = "libfuse-hp"
+	serverLL      = "libfuse-ll"
 	transportDev  = fuse.TransportDev
 	transportRing = fuse.TransportURing
 )
@@ -332,11 +381,19 @@ type planned struct {
 // makePlan orders the cells: round by round, workload by workload, job
 // count by job count, every variant in turn; odd rounds run the variants
 // in reverse (ABBA), so that neither transport always goes first.
-func makePlan(ws []wdef, jobs []int, rounds int, vs []variant) []planned {
+// Variants of the passthrough_ll server run only for workloads whose
+// reference it is.
+func makePlan(ws []wdef, jobs []int, rounds int, all []variant) []planned {
 	var p []planned
 	for r := 0; r < rounds; r++ {
 		for _, w := range ws {
-			for _, j := range jobs {
+			var vs []variant
+			for _, v := range all {
+				if v.Server != serverLL || w.LL {
+					vs = append(vs, v)
+				}
+			}
+			for _, j := range w.jobsFor(jobs) {
 				for i := range vs {
 					v := vs[i]
 					if r%2 == 1 {
@@ -379,8 +436,19 @@ type Cell struct {
 	ServedRatio float64 `json:"served_ratio,omitempty"`
 	// RingRequests are the requests klab's server took over io_uring.
 	RingRequests uint64 `json:"ring_requests,omitempty"`
+	// SplicedBytes are the bytes klab's server spliced from backing
+	// files to /dev/fuse: served, but not in its rchar.
+	SplicedBytes int64 `json:"spliced_bytes,omitempty"`
 	// FUSEStats are klab's server's counters after the cell.
 	FUSEStats json.RawMessage `json:"fuse_stats,omitempty"`
+	// ServerCPUNs is the server process's CPU time while the client ran,
+	// Requests the requests the kernel ended on the connection in that
+	// time, and CPUPerReqUs the first over the second in microseconds
+	// (see cpu.go); CostError says why they are missing.
+	ServerCPUNs int64   `json:"server_cpu_ns,omitempty"`
+	Requests    uint64  `json:"requests,omitempty"`
+	CPUPerReqUs float64 `json:"cpu_per_req_us,omitempty"`
+	CostError   string  `json:"cost_error,omitempty"`
 	// Check is "ok", "cached" (the server did not serve the bytes),
 	// "unverified" (no counter could tell) or "" (not applicable).
 	Check   string `json:"check,omitempty"`
@@ -422,6 +490,11 @@ func (c *Cell) finish(w wdef, clientInRchar bool, haveRchar bool) {
 	if m.Ops == 0 && c.Error == "" {
 		c.Error = "no operation completed"
 	}
+	if w.isWrite() {
+		// Nothing to verify: every write reaches the server without the
+		// writeback cache, which no server here uses.
+		return
+	}
 	if c.Transport == transportRing && c.Server == serverKlab && c.RingRequests == 0 && c.Error == "" {
 		c.Check = "cached"
 		c.Warning = "no request went over io_uring"
@@ -439,7 +512,7 @@ func (c *Cell) finish(w wdef, clientInRchar bool, haveRchar bool) {
 		}
 		return
 	}
-	served := c.ServerRchar
+	served := c.ServerRchar + c.SplicedBytes
 	if clientInRchar && w.clientReads() {
 		served -= m.Bytes
 	}
@@ -482,6 +555,13 @@ func stepFor(w wdef, jobs int, dir string, seconds float64, size int64, maxCreat
 	if w.isCreate() {
 		s.Name = "cr"
 		s.Files = max(1, maxCreates/jobs)
+		return s
+	}
+	if w.isWrite() {
+		// The seed's --size=1G per job, bounded by the cell's time.
+		s.Name = "wr"
+		s.BlockSize = w.BS
+		s.FileSize = 1 << 30
 		return s
 	}
 	// Every read workload reads the same sparse files, rd.<job>.0, laid
@@ -557,6 +637,8 @@ type Median struct {
 	Median    float64   `json:"median"`
 	Values    []float64 `json:"values"`
 	Flag      string    `json:"flag,omitempty"`
+	// CPUPerReqUs is the median of the cells' server CPU per request.
+	CPUPerReqUs float64 `json:"cpu_per_req_us,omitempty"`
 }
 
 func run(ctx context.Context, o options) error {
@@ -583,8 +665,21 @@ func run(ctx context.Context, o options) error {
 			o.libfuseHP = p
 		}
 	}
+	if o.libfuseLL == "auto" {
+		o.libfuseLL = ""
+		needLL := slices.ContainsFunc(o.workloads, func(w wdef) bool { return w.LL })
+		if needLL && os.Geteuid() == 0 {
+			if p, err := images.BuildPassthroughLL(ctx, o.cacheDir, os.Stderr); err != nil {
+				fmt.Fprintf(os.Stderr, "klab-bench-fuse: libfuse's passthrough_ll is not available: %v\n", err)
+			} else {
+				fmt.Fprintf(os.Stderr, "klab-bench-fuse: libfuse passthrough_ll: %s\n", p)
+				o.libfuseLL = p
+			}
+		}
+	}
 	start := time.Now()
 	rep := &Report{Started: start, Command: os.Args, Options: map[string]any{
+		"libfuse_ll": o.libfuseLL, "klab_bin": o.klabBin,
 		"where": o.where, "seconds": o.seconds, "rounds": o.rounds, "jobs": o.jobs,
 		"workloads": workloadKeys(o.workloads), "host_size": o.hostSize, "dev_threads": o.devThreads,
 		"queue_depth": o.queueDepth, "libfuse_hp": o.libfuseHP,
@@ -742,6 +837,7 @@ func partHeader(where string, in *PartInfo, o options) string {
 // medians groups successful cells by key.
 func medians(cells []Cell) []Median {
 	idx := map[cellKey]int{}
+	cpu := map[cellKey][]float64{}
 	var out []Median
 	for _, c := range cells {
 		k := c.key()
@@ -768,9 +864,16 @@ func medians(cells []Cell) []Median {
 			}
 		}
 		m.Values = append(m.Values, c.Value)
+		if c.CPUPerReqUs > 0 {
+			cpu[k] = append(cpu[k], c.CPUPerReqUs)
+		}
 	}
 	for i := range out {
 		out[i].Median = stats.Median(out[i].Values)
+		m := &out[i]
+		if v := cpu[cellKey{m.Where, m.Server, m.Transport, m.Workload, m.Jobs}]; len(v) > 0 {
+			m.CPUPerReqUs = stats.Median(v)
+		}
 	}
 	return out
 }
@@ -816,9 +919,12 @@ func renderPart(where string, cells []Cell, ws []wdef, jobs []int) string {
 			if servers[serverLibfuse] {
 				g.Cols = append(g.Cols, "hp /dev/fuse", "hp uring", "hp gain")
 			}
+			if w.LL && servers[serverLL] {
+				g.Cols = append(g.Cols, "ll /dev/fuse")
+			}
 			tb.Groups = append(tb.Groups, g)
 		}
-		for _, j := range jobs {
+		for _, j := range groups[t][0].jobsFor(jobs) {
 			r := trow{Label: strconv.Itoa(j)}
 			for _, w := range groups[t] {
 				svs := []string{serverKlab}
@@ -830,11 +936,19 @@ func renderPart(where string, cells []Cell, ws []wdef, jobs []int) string {
 					u, oku := get[cellKey{where, sv, transportRing, w.Key, j}]
 					r.Cells = append(r.Cells, fmtVal(d, okd), fmtVal(u, oku), fmtGain(d, okd, u, oku))
 				}
+				if w.LL && servers[serverLL] {
+					d, okd := get[cellKey{where, serverLL, transportDev, w.Key, j}]
+					r.Cells = append(r.Cells, fmtVal(d, okd))
+				}
 			}
 			tb.Rows = append(tb.Rows, r)
 		}
 		b.WriteString("\n")
 		b.WriteString(tb.render())
+	}
+	if servers[serverLibfuse] || servers[serverLL] {
+		b.WriteString("\n")
+		b.WriteString(vsLibfuse(where, cells, ms, ws, jobs).render())
 	}
 	// Footnotes: every problem, once; unverifiable cells summed up per
 	// variant.
@@ -889,6 +1003,86 @@ func renderPart(where string, cells []Cell, ws []wdef, jobs []int) string {
 		b.WriteString(strings.Join(notes, "\n") + "\n")
 	}
 	return b.String()
+}
+
+// vsLibfuse is the table of klab against libfuse: per workload and job
+// count, over each transport, the ratio of klab's median to libfuse's,
+// the lowest and highest ratio of one round's pair of cells, and the
+// median server CPU time per request of both. libfuse's reference over
+// /dev/fuse is passthrough_ll for the workloads whose seed measured it,
+// else passthrough_hp; over io_uring it is passthrough_hp.
+func vsLibfuse(where string, cells []Cell, ms []Median, ws []wdef, jobs []int) table {
+	get := map[cellKey]Median{}
+	for _, m := range ms {
+		get[cellKey{m.Where, m.Server, m.Transport, m.Workload, m.Jobs}] = m
+	}
+	// Per-round values of cells that did not fail.
+	type roundKey struct {
+		k     cellKey
+		round int
+	}
+	byRound := map[roundKey]float64{}
+	for _, c := range cells {
+		if c.Error == "" && c.Where == where {
+			byRound[roundKey{c.key(), c.Round}] = c.Value
+		}
+	}
+	tb := table{
+		Title: "klab against libfuse: throughput ratio (medians; lowest-highest of the rounds' pairs), server CPU per request in us",
+		First: "workload jobs",
+		Groups: []tgroup{
+			{Label: "/dev/fuse", Cols: []string{"ref", "ratio", "rounds", "klab us/req", "ref us/req"}},
+			{Label: "io_uring (ref hp)", Cols: []string{"ratio", "rounds", "klab us/req", "hp us/req"}},
+		},
+	}
+	us := func(m Median, ok bool) string {
+		if !ok || m.CPUPerReqUs <= 0 {
+			return "-"
+		}
+		return strconv.FormatFloat(m.CPUPerReqUs, 'f', 1, 64)
+	}
+	compare := func(w wdef, j int, tr, ref string) []string {
+		kk := cellKey{where, serverKlab, tr, w.Key, j}
+		rk := cellKey{where, ref, tr, w.Key, j}
+		km, okk := get[kk]
+		rm, okr := get[rk]
+		ratio := "-"
+		if okk && okr && len(km.Values) > 0 && len(rm.Values) > 0 && rm.Median > 0 {
+			ratio = strconv.FormatFloat(km.Median/rm.Median, 'f', 2, 64)
+		}
+		lo, hi := 0.0, 0.0
+		for r := 0; r < 100; r++ {
+			a, oka := byRound[roundKey{kk, r}]
+			b, okb := byRound[roundKey{rk, r}]
+			if !oka || !okb || b <= 0 {
+				continue
+			}
+			x := a / b
+			if lo == 0 || x < lo {
+				lo = x
+			}
+			hi = max(hi, x)
+		}
+		rounds := "-"
+		if lo > 0 {
+			rounds = fmt.Sprintf("%.2f-%.2f", lo, hi)
+		}
+		return []string{ratio, rounds, us(km, okk), us(rm, okr)}
+	}
+	for _, w := range ws {
+		devRef, refName := serverLibfuse, "hp"
+		if w.LL {
+			devRef, refName = serverLL, "ll"
+		}
+		for _, j := range w.jobsFor(jobs) {
+			r := trow{Label: fmt.Sprintf("%s x%d", w.Key, j)}
+			r.Cells = append(r.Cells, refName)
+			r.Cells = append(r.Cells, compare(w, j, transportDev, devRef)...)
+			r.Cells = append(r.Cells, compare(w, j, transportRing, serverLibfuse)...)
+			tb.Rows = append(tb.Rows, r)
+		}
+	}
+	return tb
 }
 
 func fmtVal(m Median, ok bool) string {
@@ -1065,6 +1259,9 @@ func hostVariants(o options) []variant {
 	if o.libfuseHP != "" {
 		vs = append(vs, variant{serverLibfuse, transportDev}, variant{serverLibfuse, transportRing})
 	}
+	if o.libfuseLL != "" {
+		vs = append(vs, variant{serverLL, transportDev})
+	}
 	return vs
 }
 
@@ -1114,6 +1311,9 @@ func runHost(ctx context.Context, o options) ([]Cell, *PartInfo, error) {
 		argv := append([]string{o.libfuseHP, "--foreground", "--nopassthrough"}, o.libfuseArgs...)
 		info.Note = fmt.Sprintf("libfuse (hp columns): %s [%s] SRC MNT", strings.Join(argv, " "), strings.Join(hpUring, " "))
 	}
+	if o.libfuseLL != "" {
+		info.Note = strings.TrimSpace(info.Note + fmt.Sprintf("\nlibfuse (ll columns): %s -f -o source=SRC,max_threads=%d,no_writeback,timeout=1 MNT", o.libfuseLL, o.devThreads))
+	}
 
 	// The passthrough servers keep a descriptor per file the kernel
 	// knows, so a create cell must stay below the open file limit.
@@ -1151,6 +1351,11 @@ func cellLine(c *Cell) string {
 	if c.RingRequests > 0 {
 		s += fmt.Sprintf(", %d ring requests", c.RingRequests)
 	}
+	if c.Requests > 0 {
+		s += fmt.Sprintf(", %d requests, server CPU %.1f us/req", c.Requests, c.CPUPerReqUs)
+	} else if c.CostError != "" {
+		s += ", no CPU per request: " + c.CostError
+	}
 	if c.Metrics != nil {
 		s += fmt.Sprintf(", %.1fs", float64(c.Metrics.RuntimeNs)/1e9)
 	}
@@ -1168,7 +1373,7 @@ func hostCell(ctx context.Context, o options, exe, base, backing string, seq int
 	defer func() { c.WallMs = time.Since(c.Start).Milliseconds() }()
 	mnt := filepath.Join(base, fmt.Sprintf("m%d", seq))
 	bk := backing
-	if p.W.isCreate() {
+	if p.W.isCreate() || p.W.isWrite() {
 		bk = filepath.Join(base, fmt.Sprintf("c%d", seq))
 		defer os.RemoveAll(bk)
 	}
@@ -1191,16 +1396,32 @@ func hostCell(ctx context.Context, o options, exe, base, backing string, seq int
 	}
 	r0, rerr := readRchar(srv.pid())
 	step := stepFor(p.W, p.Jobs, mnt, o.seconds, o.hostSize, o.hostCreates)
+	cpuPID, conn := srv.cost()
+	meter := startCost(cpuPID, conn)
 	res, err := runClient(ctx, exe, &step, time.Duration(o.seconds*float64(time.Second))+3*time.Minute, srv.abort)
+	cpu, reqs, cerr := meter.stop()
 	r1, rerr2 := readRchar(srv.pid())
+	if cerr != nil {
+		c.CostError = cerr.Error()
+	} else {
+		c.ServerCPUNs, c.Requests = int64(cpu), reqs
+		if reqs > 0 {
+			c.CPUPerReqUs = float64(cpu.Microseconds()) / float64(reqs)
+		}
+	}
+	if terr := srv.close(); terr != nil && err == nil {
+		c.Warning = strings.TrimPrefix(c.Warning+"; teardown: "+terr.Error(), "; ")
+	}
+	// After close: a klab server in its own process prints its counters
+	// when it stops.
 	if st := srv.stats(); st != nil {
 		c.FUSEStats, _ = json.Marshal(st)
 		if st.Ring != nil {
 			c.RingRequests = st.Ring.Requests
 		}
-	}
-	if terr := srv.close(); terr != nil && err == nil {
-		c.Warning = strings.TrimPrefix(c.Warning+"; teardown: "+terr.Error(), "; ")
+		if st.Dev != nil {
+			c.SplicedBytes = int64(st.Dev.SplicedBytes)
+		}
 	}
 	if res != nil {
 		c.Metrics, c.Samples = res.Metrics, res.Samples
@@ -1236,14 +1457,32 @@ func hostCell(ctx context.Context, o options, exe, base, backing string, seq int
 // passthrough_hp as a child.
 type server interface {
 	pid() string
+	// cost returns what costMeter measures: the server's process (0:
+	// this one) and its FUSE connection.
+	cost() (pid int, conn uint32)
 	stats() *fuse.Stats
 	abort()
 	close() error
 }
 
+// klabServer is a fuse.Session: klab's server in this process, or
+// passthrough_ll as its child.
 type klabServer struct{ s *fuse.Session }
 
-func (k klabServer) pid() string { return "self" }
+func (k klabServer) pid() string {
+	if k.s.Conn() == nil {
+		return strconv.Itoa(k.s.ServerPID())
+	}
+	return "self"
+}
+
+func (k klabServer) cost() (int, uint32) {
+	if k.s.Conn() == nil {
+		return k.s.ServerPID(), k.s.ConnID()
+	}
+	return 0, k.s.ConnID()
+}
+
 func (k klabServer) stats() *fuse.Stats {
 	st := k.s.Stats()
 	return &st
@@ -1258,6 +1497,18 @@ func startServer(ctx context.Context, o options, v variant, mnt, backing string,
 	cfg := fuse.DefaultConfig()
 	cfg.Transport = v.Transport
 	cfg.Mountpoint, cfg.Backing = mnt, backing
+	if v.Server == serverLL {
+		// As seed 000: passthrough_ll -o max_threads=N -o source=SRC.
+		cfg.Server, cfg.LibfusePath, cfg.Threads = fuse.ServerLibfusePassthroughLL, o.libfuseLL, o.devThreads
+		s, err := fuse.Start(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("start passthrough_ll: %w", err)
+		}
+		return klabServer{s}, nil
+	}
+	if o.klabBin != "" {
+		return startKlabProc(ctx, o, v, mnt, backing)
+	}
 	if v.Transport == transportDev {
 		cfg.Threads = o.devThreads
 	} else {
@@ -1274,6 +1525,101 @@ func startServer(ctx context.Context, o options, v variant, mnt, backing string,
 	return klabServer{s}, nil
 }
 
+// klabProc is klab's server in a process of its own: `klab fuse serve`.
+type klabProc struct {
+	cmd    *exec.Cmd
+	mnt    string
+	conn   uint32
+	done   chan struct{}
+	stdout bytes.Buffer
+	stderr syncBuffer
+	st     *fuse.Stats // parsed from --stats at close
+}
+
+// syncBuffer is a bytes.Buffer that a child writes while we read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (k *klabProc) pid() string         { return strconv.Itoa(k.cmd.Process.Pid) }
+func (k *klabProc) cost() (int, uint32) { return k.cmd.Process.Pid, k.conn }
+func (k *klabProc) stats() *fuse.Stats  { return k.st }
+func (k *klabProc) abort()              { _ = devfuse.Abort(k.conn) }
+
+// close stops the server as Ctrl-C does (it unmounts) and reads the
+// counters it prints.
+func (k *klabProc) close() error {
+	_ = k.cmd.Process.Signal(syscall.SIGINT)
+	var err error
+	select {
+	case <-k.done:
+	case <-time.After(10 * time.Second):
+		k.abort()
+		_ = unix.Unmount(k.mnt, unix.MNT_DETACH)
+		_ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
+		<-k.done
+		err = fmt.Errorf("klab fuse serve on %s did not stop: %s", k.mnt, strings.TrimSpace(k.stderr.String()))
+	}
+	var st fuse.Stats
+	if json.Unmarshal(k.stdout.Bytes(), &st) == nil {
+		k.st = &st
+	}
+	return err
+}
+
+func startKlabProc(ctx context.Context, o options, v variant, mnt, backing string) (server, error) {
+	args := []string{"fuse", "serve", "--transport", v.Transport, "--stats", "--backing", backing}
+	if v.Transport == transportDev {
+		args = append(args, "--threads", strconv.Itoa(o.devThreads))
+	} else {
+		args = append(args, "--queue-depth", strconv.Itoa(o.queueDepth))
+	}
+	args = append(args, mnt)
+	k := &klabProc{mnt: mnt, done: make(chan struct{})}
+	k.cmd = exec.Command(o.klabBin, args...)
+	k.cmd.Stdout, k.cmd.Stderr = &k.stdout, &k.stderr
+	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := k.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", o.klabBin, err)
+	}
+	go func() { _ = k.cmd.Wait(); close(k.done) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(k.stderr.String(), "mounted on") {
+		select {
+		case <-k.done:
+			return nil, fmt.Errorf("%s %s exited before mounting: %s", o.klabBin, strings.Join(args, " "), strings.TrimSpace(k.stderr.String()))
+		case <-ctx.Done():
+			_ = k.close()
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = k.close()
+			return nil, fmt.Errorf("%s did not mount %s within 20s", o.klabBin, mnt)
+		}
+	}
+	m, err := devfuse.FindMount(mnt)
+	if err != nil {
+		_ = k.close()
+		return nil, err
+	}
+	k.conn = m.ConnID()
+	return k, nil
+}
+
 // hpServer is libfuse's passthrough_hp.
 type hpServer struct {
 	cmd  *exec.Cmd
@@ -1283,9 +1629,10 @@ type hpServer struct {
 	out  *bytes.Buffer
 }
 
-func (h *hpServer) pid() string        { return strconv.Itoa(h.cmd.Process.Pid) }
-func (h *hpServer) stats() *fuse.Stats { return nil }
-func (h *hpServer) abort()             { _ = devfuse.Abort(h.conn) }
+func (h *hpServer) pid() string         { return strconv.Itoa(h.cmd.Process.Pid) }
+func (h *hpServer) cost() (int, uint32) { return h.cmd.Process.Pid, h.conn }
+func (h *hpServer) stats() *fuse.Stats  { return nil }
+func (h *hpServer) abort()              { _ = devfuse.Abort(h.conn) }
 
 func (h *hpServer) close() error {
 	err := unix.Unmount(h.mnt, 0)

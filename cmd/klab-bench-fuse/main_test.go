@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -153,5 +154,59 @@ func TestURingArgsFromHelp(t *testing.T) {
 func TestParseRchar(t *testing.T) {
 	if n, err := parseRchar("rchar: 12\nwchar: 3\n"); err != nil || n != 12 {
 		t.Errorf("rchar %d %v", n, err)
+	}
+}
+
+func TestPlanLLAndFixedJobs(t *testing.T) {
+	ws, err := parseWorkloads("paged-1m,write-1k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := []variant{{serverKlab, transportDev}, {serverLibfuse, transportDev}, {serverLL, transportDev}}
+	var got []string
+	for _, p := range makePlan(ws, []int{1, 2}, 1, vs) {
+		got = append(got, fmt.Sprintf("%s/%d/%s", p.W.Key, p.Jobs, p.V.Server))
+	}
+	want := "paged-1m/1/klab paged-1m/1/libfuse-hp paged-1m/2/klab paged-1m/2/libfuse-hp write-1k/4/klab write-1k/4/libfuse-hp write-1k/4/libfuse-ll"
+	if strings.Join(got, " ") != want {
+		t.Errorf("plan %v\nwant %s", got, want)
+	}
+	o, err := parseFlags([]string{"--jobs", "1", "--workloads", "paged-1m,write-1k", "--libfuse-ll", "none"})
+	if err != nil || o.devThreads != 4 || o.libfuseLL != "" {
+		t.Errorf("dev threads %d (want 4, seed 000's), ll %q, %v", o.devThreads, o.libfuseLL, err)
+	}
+}
+
+func TestVsLibfuse(t *testing.T) {
+	w := allWorkloads[5] // write-1k
+	if w.Key != "write-1k" {
+		t.Fatalf("workload 5 is %s", w.Key)
+	}
+	cell := func(server, tr string, round int, v, us float64) Cell {
+		return Cell{Where: "host", Server: server, Transport: tr, Workload: w.Key, Jobs: 4, Round: round, Value: v, Unit: "MB/s", CPUPerReqUs: us}
+	}
+	cells := []Cell{
+		cell(serverKlab, transportDev, 0, 100, 4), cell(serverLL, transportDev, 0, 125, 5),
+		cell(serverKlab, transportDev, 1, 120, 4.2), cell(serverLL, transportDev, 1, 100, 5.2),
+		cell(serverKlab, transportRing, 0, 150, 3), cell(serverLibfuse, transportRing, 0, 150, 3.5),
+	}
+	out := vsLibfuse("host", cells, medians(cells), []wdef{w}, []int{1}).render()
+	for _, want := range []string{
+		"workload jobs   ref   ratio      rounds   klab us/req   ref us/req   ratio      rounds   klab us/req   hp us/req\n",
+		"write-1k x4    ll    0.98   0.80-1.20           4.1          5.1    1.00   1.00-1.00           3.0         3.5\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestFinishSpliced: bytes klab's server spliced count as served.
+func TestFinishSpliced(t *testing.T) {
+	c := Cell{Server: serverKlab, Transport: transportDev, ServerRchar: 1 << 20, SplicedBytes: 1<<30 - 1<<20,
+		Metrics: &proto.Metrics{Ops: 100, Bytes: 1 << 30, BytesPerSec: 500e6}}
+	c.finish(allWorkloads[0], false, true)
+	if c.Check != "ok" || c.ServedRatio != 1 {
+		t.Errorf("check %q ratio %v (%s), want ok 1", c.Check, c.ServedRatio, c.Warning)
 	}
 }

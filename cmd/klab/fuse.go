@@ -45,12 +45,17 @@ Transports (klab's servers):
   dev     read and write /dev/fuse (the default)
   uring   FUSE-over-io_uring (Linux 6.14+): one queue per possible CPU with
           --queue-depth entries, one ring thread per queue; klab sets the fuse
-          module's enable_uring when it is off (as root)`,
+          module's enable_uring when it is off (as root)
+
+Profiling (klab's servers): --cpuprofile FILE and --memprofile FILE write
+pprof profiles of the server when it stops (unmount or exit); read them
+with go tool pprof -top FILE.`,
 		Example: `  klab fuse serve --backing /srv/data /mnt/fuse
   klab fuse serve --threads 4 --writeback --backing /tmp/b /tmp/m
   klab fuse serve --server stuck --rule lookup:stuck=never --request-timeout 20 --backing /tmp/b /tmp/m
   klab fuse serve --server interrupt --hold 'lookup:held*=5s' --interrupt-policy eagain:2 --backing /tmp/b /tmp/m
-  klab fuse serve --transport uring --queue-depth 16 --backing /srv/data /mnt/fuse`,
+  klab fuse serve --transport uring --queue-depth 16 --backing /srv/data /mnt/fuse
+  klab fuse serve --threads 4 --stats --cpuprofile cpu.pprof --memprofile mem.pprof --backing /tmp/b /tmp/m`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Verbose = g.verbose

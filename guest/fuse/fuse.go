@@ -88,6 +88,11 @@ type Config struct {
 	RequestTimeout uint16
 	// MaxWrite is the largest WRITE in bytes; 0 means 1 MiB.
 	MaxWrite int
+	// Splice sends READ replies over /dev/fuse spliced from the backing
+	// files (one copy less, as libfuse does) rather than read into the
+	// server's memory. Spliced bytes do not show in the server's rchar
+	// (/proc/PID/io); Stats.Dev counts them.
+	Splice bool
 	// Stuck are the stuck server's rules.
 	Stuck []stuck.Rule
 	// Interrupts is the INTERRUPT policy of klab's servers.
@@ -115,6 +120,7 @@ func DefaultConfig() Config {
 		Threads:      1,
 		AttrTimeout:  passthrough.DefaultTimeout,
 		EntryTimeout: passthrough.DefaultTimeout,
+		Splice:       true,
 	}
 }
 
@@ -150,6 +156,11 @@ func ConfigFromStep(s *proto.FUSEStep) (Config, error) {
 		c.RequestTimeout = uint16(s.RequestTimeoutSec)
 	}
 	c.MaxWrite = s.MaxWrite
+	// The agent checks that the server read what a job counted
+	// (ServerReadBytes, min_served) from its rchar, which spliced replies
+	// bypass: fuse steps read replies into memory until the agent also
+	// counts Stats.Dev.SplicedBytes.
+	c.Splice = false
 	for _, r := range s.Stuck {
 		rule, err := stuck.ParseRule(r)
 		if err != nil {
@@ -346,6 +357,7 @@ func (s *Session) start(ctx context.Context) error {
 		pfs.Close()
 		return err
 	}
+	dev.SetSplice(cfg.Splice)
 	s.dev = dev
 	t, err := s.transportFor(dev)
 	if err != nil {
@@ -637,6 +649,8 @@ type Stats struct {
 	Conn *dispatch.Stats `json:"conn,omitempty"`
 	// Ring are the io_uring transport's counters.
 	Ring *ringfuse.Stats `json:"ring,omitempty"`
+	// Dev are the /dev/fuse device's counters (klab's servers).
+	Dev *devfuse.Stats `json:"dev,omitempty"`
 	// URingEnabled says the session set fuse's enable_uring.
 	URingEnabled bool `json:"uring_enabled,omitempty"`
 	// Stuck are the stuck server's holds.
@@ -668,6 +682,10 @@ func (s *Session) Stats() Stats {
 	if s.ring != nil {
 		rs := s.ring.Stats()
 		st.Ring = &rs
+	}
+	if s.dev != nil {
+		ds := s.dev.Stats()
+		st.Dev = &ds
 	}
 	st.URingEnabled = s.uringEnabled
 	if s.stuck != nil {

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -46,11 +48,14 @@ type ServeOptions struct {
 	Xattr             bool          // --xattr
 	RequestTimeout    int           // --request-timeout, seconds
 	MaxWrite          int           // --max-write, bytes
+	NoSplice          bool          // --no-splice
 	Rules             []string      // --rule, stuck rules
 	Policy            string        // --interrupt-policy
 	Holds             []string      // --hold, interrupt server rules
 	Libfuse           string        // --libfuse, passthrough_ll's path
 	Stats             bool          // --stats
+	CPUProfile        string        // --cpuprofile, pprof file
+	MemProfile        string        // --memprofile, pprof file
 	Verbose           bool          // --verbose, bound by the caller
 }
 
@@ -69,11 +74,14 @@ func (o *ServeOptions) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.Xattr, "xattr", false, "serve extended attributes (as passthrough_ll -o xattr; costs a GETXATTR per write)")
 	f.IntVar(&o.RequestTimeout, "request-timeout", 0, "request timeout in seconds sent in the INIT reply (0: none; the kernel uses at least 15)")
 	f.IntVar(&o.MaxWrite, "max-write", 0, "largest WRITE in bytes (0: 1 MiB)")
+	f.BoolVar(&o.NoSplice, "no-splice", false, "over /dev/fuse, read READ data into the server and write them back instead of splicing them from the backing file")
 	f.StringArrayVar(&o.Rules, "rule", nil, "stuck rule OP[:NAME]=never|after-abort|delay:DURATION, e.g. lookup:stuck=never (repeatable)")
 	f.StringVar(&o.Policy, "interrupt-policy", "cancel", "interrupt policy: cancel, ignore, enosys, eagain or eagain:N")
 	f.StringArrayVar(&o.Holds, "hold", nil, "interrupt server hold rule OP[:NAME]=DURATION, e.g. lookup:held*=2s (repeatable)")
 	f.StringVar(&o.Libfuse, "libfuse", "", "passthrough_ll binary for --server libfuse-passthrough_ll (default "+proto.LibfusePassthroughLLPath+")")
 	f.BoolVar(&o.Stats, "stats", false, "print the server's counters as JSON when it stops")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the server to `FILE` when it stops (unmount or exit); klab's servers only")
+	f.StringVar(&o.MemProfile, "memprofile", "", "write a pprof allocation profile of the server to `FILE` when it stops (go tool pprof -sample_index=alloc_objects); klab's servers only")
 }
 
 // Config returns the server configuration for mountpoint; every problem is
@@ -92,6 +100,7 @@ func (o *ServeOptions) Config(mountpoint string) (fuse.Config, error) {
 		c.RequestTimeout = uint16(o.RequestTimeout)
 	}
 	c.MaxWrite = o.MaxWrite
+	c.Splice = !o.NoSplice
 	c.LibfusePath = o.Libfuse
 	for _, r := range o.Rules {
 		rule, err := stuck.ParseRule(r)
@@ -114,10 +123,71 @@ func (o *ServeOptions) Config(mountpoint string) (fuse.Config, error) {
 		}
 		c.Hold = append(c.Hold, hold)
 	}
+	if c.Server == fuse.ServerLibfusePassthroughLL && (o.CPUProfile != "" || o.MemProfile != "") {
+		errs = append(errs, errors.New("--cpuprofile and --memprofile profile klab's own servers; libfuse-passthrough_ll runs in its own process (use perf there)"))
+	}
+	if o.CPUProfile != "" && o.CPUProfile == o.MemProfile {
+		errs = append(errs, fmt.Errorf("--cpuprofile and --memprofile name the same file %s", o.CPUProfile))
+	}
 	if err := c.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return c, errors.Join(errs...)
+}
+
+// profiles are the pprof files a serve writes when it stops.
+type profiles struct {
+	cpu, mem *os.File
+}
+
+// startProfiles creates the profile files o names (so that a bad path
+// fails before anything is mounted) and starts the CPU profile.
+func startProfiles(o *ServeOptions) (*profiles, error) {
+	p := &profiles{}
+	var err error
+	if o.CPUProfile != "" {
+		if p.cpu, err = os.Create(o.CPUProfile); err != nil {
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(p.cpu); err != nil {
+			p.cpu.Close()
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+	}
+	if o.MemProfile != "" {
+		if p.mem, err = os.Create(o.MemProfile); err != nil {
+			p.stop()
+			return nil, fmt.Errorf("--memprofile: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// stop ends the CPU profile and writes the allocation profile, then
+// closes both files.
+func (p *profiles) stop() error {
+	var errs []error
+	if p.cpu != nil {
+		pprof.StopCPUProfile()
+		if err := p.cpu.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("--cpuprofile: %w", err))
+		}
+		p.cpu = nil
+	}
+	if p.mem != nil {
+		// The allocs profile counts every sampled allocation since the
+		// start; a GC first makes its in-use numbers current.
+		runtime.GC()
+		err := pprof.Lookup("allocs").WriteTo(p.mem, 0)
+		if cerr := p.mem.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--memprofile: %w", err))
+		}
+		p.mem = nil
+	}
+	return errors.Join(errs...)
 }
 
 func logger(w io.Writer, verbose bool) *slog.Logger {
@@ -129,13 +199,25 @@ func logger(w io.Writer, verbose bool) *slog.Logger {
 }
 
 // Serve mounts a server at mountpoint and serves it in the foreground
-// until ctx is done (Ctrl-C) or the connection ends, then unmounts.
-func Serve(ctx context.Context, o *ServeOptions, mountpoint string, stdout, stderr io.Writer) error {
+// until ctx is done (Ctrl-C) or the connection ends, then unmounts. The
+// profiles o asks for are written once the server stopped.
+func Serve(ctx context.Context, o *ServeOptions, mountpoint string, stdout, stderr io.Writer) (err error) {
 	cfg, err := o.Config(mountpoint)
 	if err != nil {
 		return err
 	}
 	cfg.Log = logger(stderr, o.Verbose)
+	prof, err := startProfiles(o)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := prof.stop(); perr != nil {
+			err = errors.Join(err, perr)
+		} else if o.CPUProfile != "" || o.MemProfile != "" {
+			fmt.Fprintf(stderr, "fuse: profiles written:%s%s\n", profileNote(" CPU ", o.CPUProfile), profileNote(" allocations ", o.MemProfile))
+		}
+	}()
 	s, err := fuse.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -165,6 +247,13 @@ func Serve(ctx context.Context, o *ServeOptions, mountpoint string, stdout, stde
 		fmt.Fprintf(stdout, "%s\n", b)
 	}
 	return serr
+}
+
+func profileNote(what, path string) string {
+	if path == "" {
+		return ""
+	}
+	return what + path
 }
 
 // CheckOptions are the flags of `fuse check`; AddFlags says what each

@@ -2,10 +2,22 @@ package cli
 
 import (
 	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
+
+	"klab/guest/fuse"
+	"klab/guest/fuse/ringfuse"
+	"klab/internal/testenv"
 )
 
 func TestServeConfigErrors(t *testing.T) {
@@ -50,5 +62,151 @@ func TestMainUsage(t *testing.T) {
 	errb.Reset()
 	if code := Main("prog", []string{"check", "nosuch"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "unknown check") {
 		t.Errorf("unknown check: %d %q", code, errb.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader in two
+// goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// gunzip returns the decompressed content of a gzip file (pprof's format).
+func gunzip(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s is not a pprof file: %v", path, err)
+	}
+	b, err := io.ReadAll(z)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return b
+}
+
+func TestServeProfiles(t *testing.T) {
+	testenv.RequiresFUSE(t)
+	for _, transport := range []string{fuse.TransportDev, fuse.TransportURing} {
+		t.Run(transport, func(t *testing.T) {
+			if transport == fuse.TransportURing {
+				if _, err := ringfuse.EnableURing(); err != nil {
+					testenv.Missingf(t, "the kernel has no FUSE-over-io_uring: %v", err)
+				}
+			}
+			dir := t.TempDir()
+			mnt, cpu, mem := filepath.Join(dir, "mnt"), filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mem.pprof")
+			o := ServeOptions{}
+			f := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			o.AddFlags(f)
+			if err := f.Parse([]string{"--backing", filepath.Join(dir, "b"), "--transport", transport, "--cpuprofile", cpu, "--memprofile", mem}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var stdout, stderr lockedBuffer
+			res := make(chan error, 1)
+			go func() { res <- Serve(ctx, &o, mnt, &stdout, &stderr) }()
+			deadline := time.Now().Add(20 * time.Second)
+			for !strings.Contains(stderr.String(), "mounted on") {
+				select {
+				case err := <-res:
+					t.Fatalf("serve ended before mounting: %v\n%s", err, stderr.String())
+				case <-time.After(10 * time.Millisecond):
+				}
+				if time.Now().After(deadline) {
+					cancel()
+					t.Fatalf("not mounted after 20 s:\n%s", stderr.String())
+				}
+			}
+			// Some work for the profiles: writes and reads of 64 KiB.
+			data := bytes.Repeat([]byte("klab"), 16<<10)
+			for i := 0; i < 200; i++ {
+				p := filepath.Join(mnt, "f"+strconv.Itoa(i%10))
+				if err := os.WriteFile(p, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := os.ReadFile(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := os.Stat(cpu); err != nil {
+				t.Errorf("the CPU profile file was not created at start: %v", err)
+			}
+			cancel()
+			select {
+			case err := <-res:
+				if err != nil {
+					t.Fatalf("serve: %v\n%s", err, stderr.String())
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("serve did not stop:\n%s", stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "profiles written") {
+				t.Errorf("no note of the profiles:\n%s", stderr.String())
+			}
+			// pprof files are gzipped protocol buffers whose string table
+			// names the sample types and the functions.
+			if b := gunzip(t, cpu); !bytes.Contains(b, []byte("nanoseconds")) {
+				t.Errorf("%s has no CPU sample type", cpu)
+			}
+			b := gunzip(t, mem)
+			if !bytes.Contains(b, []byte("alloc_space")) {
+				t.Errorf("%s has no allocation sample type", mem)
+			}
+			// The server's read buffers (1 MiB each) are always sampled.
+			want := "klab/guest/fuse/devfuse"
+			if transport == fuse.TransportURing {
+				want = "klab/guest/fuse/ringfuse"
+			}
+			if !bytes.Contains(b, []byte(want)) {
+				t.Errorf("%s names no function of %s", mem, want)
+			}
+		})
+	}
+}
+
+func TestServeProfileErrors(t *testing.T) {
+	o := ServeOptions{}
+	f := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	o.AddFlags(f)
+	_ = f.Parse([]string{"--backing", "/b", "--server", "libfuse-passthrough_ll", "--cpuprofile", "x", "--memprofile", "x"})
+	_, err := o.Config("/m")
+	for _, want := range []string{"klab's own servers", "the same file"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	// A profile that cannot be written fails before anything is mounted.
+	o = ServeOptions{}
+	f = pflag.NewFlagSet("t", pflag.ContinueOnError)
+	o.AddFlags(f)
+	dir := t.TempDir()
+	_ = f.Parse([]string{"--backing", filepath.Join(dir, "b"), "--cpuprofile", filepath.Join(dir, "no", "such", "dir", "cpu.pprof")})
+	var out, errb bytes.Buffer
+	err = Serve(context.Background(), &o, filepath.Join(dir, "m"), &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "--cpuprofile") {
+		t.Errorf("serve with an unwritable profile: %v", err)
+	}
+	if _, serr := os.Stat(filepath.Join(dir, "m")); serr == nil {
+		t.Errorf("the mount point was made before the profile failed")
 	}
 }

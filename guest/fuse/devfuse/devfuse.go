@@ -5,7 +5,10 @@
 //
 // The device is opened with unix.Open, not os.Open, so that reads block in
 // the kernel instead of going through the Go netpoller; each worker
-// goroutine owns one read buffer and one OS thread while it waits.
+// goroutine owns one read buffer and one OS thread while it waits, and
+// keeps its P (GOMAXPROCS is raised to leave one per worker, and workers
+// yield now and then: see dispatch.Yielder). READ replies from a backing
+// file can be spliced (splice.go, Device.SetSplice).
 package devfuse
 
 import (
@@ -16,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -33,12 +37,19 @@ const DevicePath = "/dev/fuse"
 const ConnectionsDir = "/sys/fs/fuse/connections"
 
 // Device is an open /dev/fuse file descriptor. It is the transport's
-// Replier and Backer: replies are written to it, and passthrough backing
-// files are registered on it.
+// Replier, FdReplier and Backer: replies are written (or spliced) to it,
+// and passthrough backing files are registered on it.
 type Device struct {
 	mu     sync.RWMutex // guards fd against Close while replies are written
 	fd     int
 	closed bool
+
+	pmu     sync.Mutex // guards pfree and pclosed
+	pfree   []*pipePair
+	pclosed bool
+
+	splice                  atomic.Bool // see SetSplice
+	spliced, splicedReplies atomic.Uint64
 }
 
 // Open opens /dev/fuse for reading and writing, blocking, close-on-exec.
@@ -62,6 +73,7 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.closed = true
+	d.closePipes()
 	return unix.Close(d.fd)
 }
 
@@ -147,6 +159,7 @@ func NewTransport(dev *Device, workers int) *Transport {
 // kernel ends the connection. It returns the error the first worker saw;
 // ENODEV is what a clean unmount and an abort both look like.
 func (t *Transport) Serve(c *dispatch.Conn) error {
+	dispatch.EnsureProcs(t.workers + 1)
 	errs := make(chan error, t.workers)
 	var wg sync.WaitGroup
 	for i := 0; i < t.workers; i++ {
@@ -168,7 +181,9 @@ func (t *Transport) work(c *dispatch.Conn) error {
 	size := c.BufferSize()
 	var buf, scratch []byte
 	req := new(dispatch.Request)
+	var y dispatch.Yielder
 	for {
+		y.Tick()
 		if buf == nil {
 			buf = make([]byte, size)
 		}

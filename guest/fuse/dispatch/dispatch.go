@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"klab/guest/fuse/abi"
 )
 
@@ -64,6 +66,20 @@ type Replier interface {
 // stopped touching its own state, from whichever goroutine ended it.
 type Finisher interface {
 	ReplyDone(r *Request)
+}
+
+// FdReplier is implemented by Repliers that can send a reply's data
+// straight from a file descriptor (see Request.ReplyFd).
+type FdReplier interface {
+	// WriteReplyFd sends a successful reply to request unique whose data
+	// are up to size bytes of fd at off (fewer at the end of the file).
+	// It returns handled false, having sent nothing, when it does not
+	// take this descriptor or size: the caller then reads the data
+	// itself. When reading fd failed before anything was sent, it
+	// returns srcErr and sends nothing, and the caller replies with that
+	// error. err is the error of writing the reply. It is called at most
+	// once per request, in place of WriteReply.
+	WriteReplyFd(unique uint64, fd int, off int64, size int) (handled bool, srcErr syscall.Errno, err error)
 }
 
 // Backer is implemented by Repliers whose transport can register FUSE
@@ -148,12 +164,48 @@ type Init struct {
 // Granted returns the flags the reply carries (valid once INIT is done).
 func (in *Init) Granted() abi.InitFlags { return in.Out.Flags64() }
 
-const shardCount = 64
+// The table of requests in flight, which INTERRUPT looks its targets up
+// in, has shardCount shards of shardSlots slots. The kernel numbers
+// requests 2, 4, 6, ... so consecutive requests fall in different shards
+// (transport threads rarely meet on a lock), and a request's slot is
+// free unless a request shardCount*shardSlots numbers older is still in
+// flight; those go to the shard's map. Registering and unregistering a
+// request then needs no map operation.
+const (
+	shardCount = 64
+	shardSlots = 64
+)
 
+// A request takes a free slot with a compare-and-swap, without the lock:
+// a lookup that misses a request being registered answers as if it had
+// not arrived yet (EAGAIN, and the kernel repeats the INTERRUPT).
+// Emptying a slot, and every lookup, hold the shard's lock, so that a
+// request a lookup found cannot end and be reused while it is looked at.
 type shard struct {
-	mu sync.Mutex // guards m
-	m  map[uint64]*Request
-	_  [40]byte // keep shards on separate cache lines
+	mu    sync.Mutex // guards more, and emptying slots
+	slots [shardSlots]atomic.Pointer[Request]
+	more  map[uint64]*Request // requests whose slot was taken
+	_     [48]byte            // keep shards on separate cache lines
+}
+
+// lookup returns the request in flight with unique, or nil; sh.mu is
+// held.
+func (sh *shard) lookup(unique uint64, slot int) *Request {
+	if r := sh.slots[slot].Load(); r != nil && r.Header.Unique == unique {
+		return r
+	}
+	return sh.more[unique]
+}
+
+// count returns the requests in the shard; sh.mu is held.
+func (sh *shard) count() int {
+	n := len(sh.more)
+	for i := range sh.slots {
+		if sh.slots[i].Load() != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Conn is one FUSE connection's dispatcher. Create it with New, then run a
@@ -226,9 +278,6 @@ func New(cfg Config) *Conn {
 	if c.handler == nil {
 		c.handler = HandlerFunc(func(r *Request) { _ = r.Reply(syscall.ENOSYS, nil) })
 	}
-	for i := range c.shards {
-		c.shards[i].m = make(map[uint64]*Request)
-	}
 	return c
 }
 
@@ -294,7 +343,7 @@ func (c *Conn) Stats() Stats {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
-		s.InFlight += len(sh.m)
+		s.InFlight += sh.count()
 		sh.mu.Unlock()
 	}
 	return s
@@ -307,7 +356,12 @@ func (c *Conn) InFlight() []abi.InHeader {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
-		for _, r := range sh.m {
+		for i := range sh.slots {
+			if r := sh.slots[i].Load(); r != nil {
+				hs = append(hs, r.Header)
+			}
+		}
+		for _, r := range sh.more {
 			hs = append(hs, r.Header)
 		}
 		sh.mu.Unlock()
@@ -315,22 +369,34 @@ func (c *Conn) InFlight() []abi.InHeader {
 	return hs
 }
 
-func (c *Conn) shard(unique uint64) *shard {
-	return &c.shards[(unique>>1)%shardCount]
+// shard returns the shard and slot of request unique.
+func (c *Conn) shard(unique uint64) (*shard, int) {
+	k := unique >> 1
+	return &c.shards[k%shardCount], int(k/shardCount) % shardSlots
 }
 
 func (c *Conn) register(r *Request) {
-	sh := c.shard(r.Header.Unique)
+	u := r.Header.Unique
+	sh, slot := c.shard(u)
+	if sh.slots[slot].CompareAndSwap(nil, r) {
+		return
+	}
 	sh.mu.Lock()
-	sh.m[r.Header.Unique] = r
+	if sh.more == nil {
+		sh.more = make(map[uint64]*Request)
+	}
+	sh.more[u] = r
 	sh.mu.Unlock()
 }
 
 func (c *Conn) unregister(r *Request) {
-	sh := c.shard(r.Header.Unique)
+	u := r.Header.Unique
+	sh, slot := c.shard(u)
 	sh.mu.Lock()
-	if sh.m[r.Header.Unique] == r {
-		delete(sh.m, r.Header.Unique)
+	if sh.slots[slot].Load() == r {
+		sh.slots[slot].Store(nil)
+	} else if sh.more[u] == r {
+		delete(sh.more, u)
 	}
 	sh.mu.Unlock()
 }
@@ -549,11 +615,11 @@ func (c *Conn) handleInterrupt(r *Request) {
 		return
 	}
 	ev := InterruptEvent{Target: in.Unique}
-	sh := c.shard(in.Unique)
+	sh, slot := c.shard(in.Unique)
 	sh.mu.Lock()
 	// The shard lock keeps the target from being replied and reused while
 	// we look at it (Reply unregisters under the same lock).
-	if t := sh.m[in.Unique]; t == nil {
+	if t := sh.lookup(in.Unique, slot); t == nil {
 		ev.Action = ActionNotFound
 	} else {
 		ev.Op = t.Header.Opcode
@@ -621,6 +687,8 @@ type Request struct {
 	intr        chan struct{}
 	interrupted bool
 	nIntr       int
+
+	onEnd func(error) // see OnEnd
 }
 
 // smallReply is the largest reply body ReplyData copies into the request
@@ -656,6 +724,7 @@ func (r *Request) Reset(msg []byte, rep Replier, scratch []byte) error {
 	r.intr = nil
 	r.interrupted = false
 	r.nIntr = 0
+	r.onEnd = nil
 	return nil
 }
 
@@ -700,34 +769,86 @@ func (r *Request) ReplyData(errno syscall.Errno, out, data []byte) error {
 	if !r.state.CompareAndSwap(statePending, stateReplying) {
 		return ErrReplied
 	}
-	var err error
-	if !r.Header.Opcode.NoReply() {
-		hdr := abi.OutHeader{Unique: r.Header.Unique}
-		var body []byte
-		if errno != 0 {
-			hdr.Error = -int32(errno)
-			data = nil
-		} else if small := r.smallBytes(); len(out) <= len(small) {
-			body = small[:copy(small, out)]
+	return r.end(r.send(errno, out, data))
+}
+
+// send writes the reply (errno, out, data) through the transport; r is
+// in stateReplying.
+func (r *Request) send(errno syscall.Errno, out, data []byte) error {
+	if r.Header.Opcode.NoReply() {
+		return nil
+	}
+	hdr := abi.OutHeader{Unique: r.Header.Unique}
+	var body []byte
+	if errno != 0 {
+		hdr.Error = -int32(errno)
+		data = nil
+	} else if small := r.smallBytes(); len(out) <= len(small) {
+		body = small[:copy(small, out)]
+	} else {
+		body = append([]byte(nil), out...)
+	}
+	hdr.Len = uint32(abi.OutHeaderSize + len(body) + len(data))
+	return r.counted(r.rep.WriteReply(hdr, body, data))
+}
+
+// counted counts a failed reply write in the connection's statistics.
+func (r *Request) counted(err error) error {
+	if err != nil && r.conn != nil {
+		if errors.Is(err, syscall.ENOENT) {
+			r.conn.stats.replyENOENT.Add(1)
 		} else {
-			body = append([]byte(nil), out...)
-		}
-		hdr.Len = uint32(abi.OutHeaderSize + len(body) + len(data))
-		err = r.rep.WriteReply(hdr, body, data)
-		if err != nil && r.conn != nil {
-			if errors.Is(err, syscall.ENOENT) {
-				r.conn.stats.replyENOENT.Add(1)
-			} else {
-				r.conn.stats.replyErrors.Add(1)
-			}
+			r.conn.stats.replyErrors.Add(1)
 		}
 	}
+	return err
+}
+
+// end finishes r after its reply was sent (or failed with err).
+func (r *Request) end(err error) error {
 	if err != nil {
 		err = fmt.Errorf("fuse: reply to %s (unique %d): %w", r.Header.Opcode, r.Header.Unique, err)
 	}
 	r.replyErr = err
 	r.finish()
 	return err
+}
+
+// ReplyFd ends r successfully with up to size bytes of file fd at offset
+// off as the data (fewer at the end of the file): a READ's reply. A
+// transport that implements FdReplier sends them without copying them
+// through the server's memory where it can (a splice on /dev/fuse, a
+// read straight into the io_uring buffer); otherwise, and for sizes the
+// transport does not take, they are read into r's scratch buffer and
+// sent as ReplyData does. An error reading fd ends r with that error.
+func (r *Request) ReplyFd(fd int, off int64, size int) error {
+	if !r.state.CompareAndSwap(statePending, stateReplying) {
+		return ErrReplied
+	}
+	if fr, ok := r.rep.(FdReplier); ok && !r.Header.Opcode.NoReply() {
+		handled, srcErr, err := fr.WriteReplyFd(r.Header.Unique, fd, off, size)
+		if handled {
+			if srcErr != 0 && err == nil {
+				return r.end(r.send(srcErr, nil, nil))
+			}
+			return r.end(r.counted(err))
+		}
+	}
+	buf := r.Scratch(size)
+	for {
+		n, err := unix.Pread(fd, buf, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			errno, ok := err.(syscall.Errno)
+			if !ok {
+				errno = syscall.EIO
+			}
+			return r.end(r.send(errno, nil, nil))
+		}
+		return r.end(r.send(0, nil, buf[:n]))
+	}
 }
 
 // Drop ends r without a reply (FORGET, an INTERRUPT that needs none). It
@@ -742,6 +863,10 @@ func (r *Request) finish() {
 	if r.registered && r.conn != nil {
 		r.conn.unregister(r)
 	}
+	if f := r.onEnd; f != nil {
+		r.onEnd = nil
+		f(r.replyErr)
+	}
 	f, _ := r.rep.(Finisher)
 	r.state.Store(stateDone)
 	if f != nil {
@@ -749,8 +874,19 @@ func (r *Request) finish() {
 	}
 }
 
+// OnEnd sets f to run once when r ends, with the error of its reply (nil
+// when the reply was written or r was dropped), before the transport may
+// reuse r. A handler that replies from another goroutine while the
+// transport may still be dispatching r learns the reply's outcome
+// through it: once r is Done, r may already serve another request, and
+// ReplyErr would read that one's. OnEnd must be called before r is
+// replied; f must not block.
+func (r *Request) OnEnd(f func(err error)) { r.onEnd = f }
+
 // ReplyErr returns the error of r's reply once r is Done (nil when the
-// reply was written or r was dropped).
+// reply was written or r was dropped). Only the transport's goroutine, or
+// a handler that knows r was not yet handed back (see OnEnd), may call it
+// after the reply.
 func (r *Request) ReplyErr() error {
 	if !r.Done() {
 		return nil

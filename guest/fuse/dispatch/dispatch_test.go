@@ -6,6 +6,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"klab/guest/fuse/abi"
@@ -305,5 +306,32 @@ func TestParseInterruptPolicy(t *testing.T) {
 		if _, err := ParseInterruptPolicy(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestYielder checks that a busy loop yields about every YieldEvery, and
+// that Tick reads the clock rarely at high rates yet keeps yielding when
+// the rate drops.
+func TestYielder(t *testing.T) {
+	yields := 0
+	y := Yielder{yield: func() { yields++ }}
+	start := time.Now()
+	for time.Since(start) < 50*time.Millisecond {
+		y.Tick()
+	}
+	if yields < 50/8 || yields > 50/4+1 {
+		t.Errorf("%d yields in 50 ms of ticks, want about one per %v", yields, YieldEvery)
+	}
+	if y.every < 16 {
+		t.Errorf("a busy loop still reads the clock every %d ticks", y.every)
+	}
+	// A slow loop: a tick per millisecond.
+	yields = 0
+	for i := 0; i < 40; i++ {
+		time.Sleep(time.Millisecond)
+		y.Tick()
+	}
+	if yields < 4 {
+		t.Errorf("%d yields in 40 slow ticks (>= 40 ms), want at least 4", yields)
 	}
 }

@@ -8,10 +8,15 @@
 // Methods return a syscall.Errno: 0 for success. They run on the
 // transport's goroutine and should not block for long; a server that needs
 // to hold requests (see package stuck) wraps the Handler instead.
+//
+// Names (and symlink targets) are passed without copying: the strings
+// point into the request's buffer and are valid only until the method
+// returns. A file system that keeps one must copy it (strings.Clone).
 package fs
 
 import (
 	"syscall"
+	"unsafe"
 
 	"klab/guest/fuse/abi"
 	"klab/guest/fuse/dispatch"
@@ -108,6 +113,15 @@ type Reader interface {
 	// Read returns up to in.Size bytes at in.Offset of file in.Fh,
 	// typically in a slice of r.Scratch(int(in.Size)).
 	Read(r *Request, in *abi.ReadIn) ([]byte, syscall.Errno)
+}
+
+// FdReader serves READ from a file descriptor: the transport then sends
+// the data without copying them through the server where it can (see
+// dispatch.Request.ReplyFd). It takes precedence over Reader.
+type FdReader interface {
+	// ReadFd returns the descriptor and offset that in.Size bytes at
+	// in.Offset of file in.Fh are read from.
+	ReadFd(r *Request, in *abi.ReadIn) (fd int, off int64, errno syscall.Errno)
 }
 
 // Writer serves WRITE.
@@ -236,7 +250,7 @@ func New(fsys any) *Handler {
 		h.ops[abi.OpLookup] = func(r *Request) {
 			out := outOf[abi.EntryOut](r)
 			name, _ := abi.CString(r.Arg)
-			reply(r, x.Lookup(r, r.Header.NodeID, string(name), out), out)
+			reply(r, x.Lookup(r, r.Header.NodeID, str(name), out), out)
 		}
 	}
 	if x, ok := fsys.(Forgetter); ok {
@@ -293,7 +307,7 @@ func New(fsys any) *Handler {
 			name, rest := abi.CString(r.Arg)
 			target, _ := abi.CString(rest)
 			out := outOf[abi.EntryOut](r)
-			reply(r, x.Symlink(r, r.Header.NodeID, string(target), string(name), out), out)
+			reply(r, x.Symlink(r, r.Header.NodeID, str(target), str(name), out), out)
 		}
 	}
 	if x, ok := fsys.(Mknoder); ok {
@@ -305,7 +319,7 @@ func New(fsys any) *Handler {
 			}
 			name, _ := abi.CString(r.Arg[16:])
 			out := outOf[abi.EntryOut](r)
-			reply(r, x.Mknod(r, r.Header.NodeID, in, string(name), out), out)
+			reply(r, x.Mknod(r, r.Header.NodeID, in, str(name), out), out)
 		}
 	}
 	if x, ok := fsys.(Mkdirer); ok {
@@ -317,19 +331,19 @@ func New(fsys any) *Handler {
 			}
 			name, _ := abi.CString(r.Arg[8:])
 			out := outOf[abi.EntryOut](r)
-			reply(r, x.Mkdir(r, r.Header.NodeID, in, string(name), out), out)
+			reply(r, x.Mkdir(r, r.Header.NodeID, in, str(name), out), out)
 		}
 	}
 	if x, ok := fsys.(Unlinker); ok {
 		h.ops[abi.OpUnlink] = func(r *Request) {
 			name, _ := abi.CString(r.Arg)
-			_ = r.Reply(x.Unlink(r, r.Header.NodeID, string(name)), nil)
+			_ = r.Reply(x.Unlink(r, r.Header.NodeID, str(name)), nil)
 		}
 	}
 	if x, ok := fsys.(Rmdirer); ok {
 		h.ops[abi.OpRmdir] = func(r *Request) {
 			name, _ := abi.CString(r.Arg)
-			_ = r.Reply(x.Rmdir(r, r.Header.NodeID, string(name)), nil)
+			_ = r.Reply(x.Rmdir(r, r.Header.NodeID, str(name)), nil)
 		}
 	}
 	if x, ok := fsys.(Renamer); ok {
@@ -341,7 +355,7 @@ func New(fsys any) *Handler {
 			}
 			oldName, rest := abi.CString(r.Arg[8:])
 			newName, _ := abi.CString(rest)
-			_ = r.Reply(x.Rename(r, r.Header.NodeID, string(oldName), in.Newdir, string(newName), 0), nil)
+			_ = r.Reply(x.Rename(r, r.Header.NodeID, str(oldName), in.Newdir, str(newName), 0), nil)
 		}
 		h.ops[abi.OpRename2] = func(r *Request) {
 			in := abi.View[abi.Rename2In](r.Arg)
@@ -351,7 +365,7 @@ func New(fsys any) *Handler {
 			}
 			oldName, rest := abi.CString(r.Arg[16:])
 			newName, _ := abi.CString(rest)
-			_ = r.Reply(x.Rename(r, r.Header.NodeID, string(oldName), in.Newdir, string(newName), in.Flags), nil)
+			_ = r.Reply(x.Rename(r, r.Header.NodeID, str(oldName), in.Newdir, str(newName), in.Flags), nil)
 		}
 	}
 	if x, ok := fsys.(Linker); ok {
@@ -363,7 +377,7 @@ func New(fsys any) *Handler {
 			}
 			name, _ := abi.CString(r.Arg[8:])
 			out := outOf[abi.EntryOut](r)
-			reply(r, x.Link(r, r.Header.NodeID, in, string(name), out), out)
+			reply(r, x.Link(r, r.Header.NodeID, in, str(name), out), out)
 		}
 	}
 	if x, ok := fsys.(Opener); ok {
@@ -377,7 +391,21 @@ func New(fsys any) *Handler {
 			reply(r, x.Open(r, in, out), out)
 		}
 	}
-	if x, ok := fsys.(Reader); ok {
+	if x, ok := fsys.(FdReader); ok {
+		h.ops[abi.OpRead] = func(r *Request) {
+			in := abi.View[abi.ReadIn](r.Arg)
+			if in == nil {
+				_ = r.Reply(syscall.EINVAL, nil)
+				return
+			}
+			fd, off, errno := x.ReadFd(r, in)
+			if errno != 0 {
+				_ = r.Reply(errno, nil)
+				return
+			}
+			_ = r.ReplyFd(fd, off, int(in.Size))
+		}
+	} else if x, ok := fsys.(Reader); ok {
 		h.ops[abi.OpRead] = func(r *Request) {
 			in := abi.View[abi.ReadIn](r.Arg)
 			if in == nil {
@@ -511,7 +539,7 @@ func New(fsys any) *Handler {
 			}
 			name, _ := abi.CString(r.Arg[16:])
 			out := outOf[createOut](r)
-			errno := x.Create(r, r.Header.NodeID, in, string(name), &out.entry, &out.open)
+			errno := x.Create(r, r.Header.NodeID, in, str(name), &out.entry, &out.open)
 			reply(r, errno, out)
 		}
 	}
@@ -556,7 +584,7 @@ func New(fsys any) *Handler {
 				return
 			}
 			name, _ := abi.CString(r.Arg[8:])
-			xattrReply(r, in.Size, func(dst []byte) (int, syscall.Errno) { return x.Getxattr(r, string(name), dst) })
+			xattrReply(r, in.Size, func(dst []byte) (int, syscall.Errno) { return x.Getxattr(r, str(name), dst) })
 		}
 		h.ops[abi.OpListxattr] = func(r *Request) {
 			in := abi.View[abi.GetxattrIn](r.Arg)
@@ -577,11 +605,11 @@ func New(fsys any) *Handler {
 				_ = r.Reply(syscall.EINVAL, nil)
 				return
 			}
-			_ = r.Reply(x.Setxattr(r, string(name), rest[:in.Size], in.Flags), nil)
+			_ = r.Reply(x.Setxattr(r, str(name), rest[:in.Size], in.Flags), nil)
 		}
 		h.ops[abi.OpRemovexattr] = func(r *Request) {
 			name, _ := abi.CString(r.Arg)
-			_ = r.Reply(x.Removexattr(r, string(name)), nil)
+			_ = r.Reply(x.Removexattr(r, str(name)), nil)
 		}
 	}
 	if _, ok := fsys.(Opendirer); !ok {
@@ -595,6 +623,15 @@ func New(fsys any) *Handler {
 }
 
 func replyOK(r *Request) { _ = r.Reply(0, nil) }
+
+// str returns b as a string without copying it (see the package comment:
+// names are valid during the method call only).
+func str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
 
 // createOut is CREATE's reply.
 type createOut struct {

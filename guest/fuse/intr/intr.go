@@ -148,6 +148,9 @@ func (s *Server) Handle(r *dispatch.Request) {
 			t := time.NewTimer(h.For)
 			defer t.Stop()
 			o := Outcome{Held: held}
+			// Count r's interrupts as it ends: once replied, r may serve
+			// another request.
+			r.OnEnd(func(error) { o.Interrupts = r.Interrupts() })
 			select {
 			case <-t.C:
 				s.inner.Handle(r)
@@ -157,7 +160,6 @@ func (s *Server) Handle(r *dispatch.Request) {
 			case <-r.Conn().Gone():
 				r.Drop()
 			}
-			o.Interrupts = r.Interrupts()
 			o.Duration = time.Since(held.At)
 			s.mu.Lock()
 			s.outcomes = append(s.outcomes, o)

@@ -96,17 +96,15 @@ type FS struct {
 	euid  uint32
 	umask uint32
 
-	mu     sync.RWMutex // guards nodes, byKey, nextID and every node's nlookup and name
-	nodes  map[uint64]*node
-	byKey  map[devIno]*node
-	nextID uint64
+	mu    sync.Mutex // guards the node table's changes and every node's nlookup and name
+	nodes *nodeTable // lookups by ID take no lock
 
 	dmu     sync.Mutex // guards dirs, nextDir
 	dirs    map[uint64]*dirHandle
 	nextDir uint64
 
 	fmu   sync.Mutex // guards files
-	files map[int]struct{}
+	files fdSet
 
 	writeback   atomic.Bool
 	passthrough atomic.Bool
@@ -135,18 +133,14 @@ func New(o Options) (*FS, error) {
 		log:   o.Log,
 		euid:  uint32(os.Geteuid()),
 		umask: processUmask(),
-		nodes: make(map[uint64]*node),
-		byKey: make(map[devIno]*node),
+		nodes: newNodeTable(abi.RootID),
 		dirs:  make(map[uint64]*dirHandle),
-		files: make(map[int]struct{}),
 	}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
-	f.root = &node{id: abi.RootID, fd: fd, key: devIno{st.Dev, st.Ino}, nlookup: 2, name: "/"}
-	f.nodes[abi.RootID] = f.root
-	f.byKey[f.root.key] = f.root
-	f.nextID = abi.RootID + 1
+	f.root = &node{fd: fd, key: devIno{st.Dev, st.Ino}, nlookup: 2, name: "/"}
+	f.nodes.add(f.root) // the first ID: abi.RootID
 	return f, nil
 }
 
@@ -155,16 +149,12 @@ func New(o Options) (*FS, error) {
 // after the connection ended and no handler runs any more.
 func (f *FS) Close() error {
 	f.fmu.Lock()
-	for fd := range f.files {
-		unix.Close(fd)
-	}
-	f.files = map[int]struct{}{}
+	f.files.each(func(fd int) { unix.Close(fd) })
+	f.files = fdSet{}
 	f.fmu.Unlock()
 	f.mu.Lock()
-	for _, n := range f.nodes {
-		unix.Close(n.fd)
-	}
-	f.nodes, f.byKey = map[uint64]*node{}, map[devIno]*node{}
+	f.nodes.all(func(n *node) { unix.Close(n.fd) })
+	f.nodes = newNodeTable(abi.RootID)
 	f.mu.Unlock()
 	f.dmu.Lock()
 	for _, h := range f.dirs {
@@ -178,9 +168,9 @@ func (f *FS) Close() error {
 // Nodes returns the number of nodes the kernel holds lookups on (the root
 // included).
 func (f *FS) Nodes() int {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return len(f.nodes)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nodes.count
 }
 
 // Passthrough reports whether kernel passthrough is in use.
@@ -230,18 +220,16 @@ func (f *FS) Init(in *dispatch.Init) error {
 	return nil
 }
 
+// node returns the node with ID id, or nil; it takes no lock.
 func (f *FS) node(id uint64) *node {
-	f.mu.RLock()
-	n := f.nodes[id]
-	f.mu.RUnlock()
-	return n
+	return f.nodes.get(id)
 }
 
 // NodeName implements fs.NodeNamer.
 func (f *FS) NodeName(id uint64) string {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if n := f.nodes[id]; n != nil {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := f.nodes.get(id); n != nil {
 		return n.name
 	}
 	return ""
@@ -250,6 +238,9 @@ func (f *FS) NodeName(id uint64) string {
 func errno(err error) syscall.Errno {
 	if err == nil {
 		return 0
+	}
+	if e, ok := err.(syscall.Errno); ok {
+		return e
 	}
 	var e syscall.Errno
 	if errors.As(err, &e) {
@@ -266,6 +257,45 @@ func fstatEmpty(fd int, st *unix.Stat_t) error {
 	_, _, e := unix.Syscall6(unix.SYS_NEWFSTATAT, uintptr(fd), uintptr(unsafe.Pointer(&emptyPath[0])), uintptr(unsafe.Pointer(st)),
 		unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, 0, 0)
 	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// nameMax is the longest file name (NAME_MAX).
+const nameMax = 255
+
+// openat is unix.Openat for a file name, without allocating: the name is
+// made NUL-terminated on the stack. LOOKUP and CREATE call it on every
+// request.
+func openat(dirfd int, name string, flags int, mode uint32) (int, error) {
+	var buf [nameMax + 1]byte
+	if len(name) > nameMax {
+		return unix.Openat(dirfd, name, flags, mode)
+	}
+	copy(buf[:], name)
+	buf[len(name)] = 0
+	for {
+		fd, _, e := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&buf[0])), uintptr(flags), uintptr(mode), 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return -1, e
+		}
+		return int(fd), nil
+	}
+}
+
+// unlinkat is unix.Unlinkat for a file name, without allocating.
+func unlinkat(dirfd int, name string, flags int) error {
+	var buf [nameMax + 1]byte
+	if len(name) > nameMax {
+		return unix.Unlinkat(dirfd, name, flags)
+	}
+	copy(buf[:], name)
+	buf[len(name)] = 0
+	if _, _, e := unix.Syscall(unix.SYS_UNLINKAT, uintptr(dirfd), uintptr(unsafe.Pointer(&buf[0])), uintptr(flags)); e != 0 {
 		return e
 	}
 	return nil
@@ -310,7 +340,7 @@ func (f *FS) fillEntry(out *abi.EntryOut, n *node, st *unix.Stat_t) {
 
 // lookup finds name under parent and takes one lookup reference on it.
 func (f *FS) lookup(parent *node, name string, out *abi.EntryOut) syscall.Errno {
-	fd, err := unix.Openat(parent.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openat(parent.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return errno(err)
 	}
@@ -321,15 +351,19 @@ func (f *FS) lookup(parent *node, name string, out *abi.EntryOut) syscall.Errno 
 	}
 	key := devIno{st.Dev, st.Ino}
 	f.mu.Lock()
-	n := f.byKey[key]
+	n := f.nodes.byKey(key)
 	if n != nil {
 		n.nlookup++
-		n.name = name
+		if n.name != name {
+			n.name = strings.Clone(name)
+		}
 	} else {
-		n = &node{id: f.nextID, fd: fd, key: key, nlookup: 1, name: name, symlink: st.Mode&unix.S_IFMT == unix.S_IFLNK}
-		f.nextID++
-		f.nodes[n.id] = n
-		f.byKey[key] = n
+		n = &node{fd: fd, key: key, nlookup: 1, name: strings.Clone(name), symlink: st.Mode&unix.S_IFMT == unix.S_IFLNK}
+		if !f.nodes.add(n) {
+			f.mu.Unlock()
+			unix.Close(fd)
+			return syscall.ENFILE
+		}
 	}
 	f.mu.Unlock()
 	if n.fd != fd {
@@ -351,7 +385,7 @@ func (f *FS) Lookup(r *fs.Request, parent uint64, name string, out *abi.EntryOut
 // Forget implements fs.Forgetter.
 func (f *FS) Forget(id, n uint64) {
 	f.mu.Lock()
-	nd := f.nodes[id]
+	nd := f.nodes.get(id)
 	if nd == nil || id == abi.RootID {
 		f.mu.Unlock()
 		return
@@ -361,10 +395,7 @@ func (f *FS) Forget(id, n uint64) {
 		f.mu.Unlock()
 		return
 	}
-	delete(f.nodes, id)
-	if f.byKey[nd.key] == nd {
-		delete(f.byKey, nd.key)
-	}
+	f.nodes.remove(nd)
 	f.mu.Unlock()
 	unix.Close(nd.fd)
 }
@@ -560,7 +591,7 @@ func (f *FS) Unlink(r *fs.Request, parent uint64, name string) syscall.Errno {
 	if p == nil {
 		return syscall.ESTALE
 	}
-	return errno(unix.Unlinkat(p.fd, name, 0))
+	return errno(unlinkat(p.fd, name, 0))
 }
 
 // Rmdir implements fs.Rmdirer.
@@ -569,7 +600,7 @@ func (f *FS) Rmdir(r *fs.Request, parent uint64, name string) syscall.Errno {
 	if p == nil {
 		return syscall.ESTALE
 	}
-	return errno(unix.Unlinkat(p.fd, name, unix.AT_REMOVEDIR))
+	return errno(unlinkat(p.fd, name, unix.AT_REMOVEDIR))
 }
 
 // Rename implements fs.Renamer.
@@ -623,7 +654,7 @@ func (f *FS) openFlags(flags uint32) int {
 func (f *FS) finishOpen(r *fs.Request, n *node, fd int, out *abi.OpenOut) {
 	out.Fh = uint64(fd)
 	f.fmu.Lock()
-	f.files[fd] = struct{}{}
+	f.files.add(fd)
 	f.fmu.Unlock()
 	if !f.passthrough.Load() {
 		return
@@ -666,7 +697,7 @@ func (f *FS) Create(r *fs.Request, parent uint64, in *abi.CreateIn, name string,
 	if p == nil {
 		return syscall.ESTALE
 	}
-	fd, err := unix.Openat(p.fd, name, f.openFlags(in.Flags)|unix.O_CREAT, in.Mode&0o7777)
+	fd, err := openat(p.fd, name, f.openFlags(in.Flags)|unix.O_CREAT, in.Mode&0o7777)
 	if err != nil {
 		return errno(err)
 	}
@@ -693,6 +724,12 @@ func (f *FS) Read(r *fs.Request, in *abi.ReadIn) ([]byte, syscall.Errno) {
 		}
 		return buf[:n], 0
 	}
+}
+
+// ReadFd implements fs.FdReader: the data come straight from the backing
+// file, which the transport may splice to the kernel.
+func (f *FS) ReadFd(r *fs.Request, in *abi.ReadIn) (int, int64, syscall.Errno) {
+	return int(in.Fh), int64(in.Offset), 0
 }
 
 // Write implements fs.Writer.
@@ -725,7 +762,7 @@ func (f *FS) Release(r *fs.Request, in *abi.ReleaseIn) syscall.Errno {
 	if f.Passthrough() {
 		var id int32
 		f.mu.Lock()
-		if n := f.nodes[r.Header.NodeID]; n != nil && n.nopen > 0 {
+		if n := f.nodes.get(r.Header.NodeID); n != nil && n.nopen > 0 {
 			n.nopen--
 			if n.nopen == 0 {
 				id, n.backingID = n.backingID, 0
@@ -737,8 +774,7 @@ func (f *FS) Release(r *fs.Request, in *abi.ReleaseIn) syscall.Errno {
 		}
 	}
 	f.fmu.Lock()
-	_, ok := f.files[fd]
-	delete(f.files, fd)
+	ok := f.files.remove(fd)
 	f.fmu.Unlock()
 	if ok {
 		unix.Close(fd)

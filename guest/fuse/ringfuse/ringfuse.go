@@ -15,7 +15,10 @@
 //
 // Each ring is owned by one goroutine locked to its OS thread, because
 // the kernel delivers requests to the thread that submitted the command
-// and cancels them when that thread exits. A ring serves one or more
+// and cancels them when that thread exits. The thread serves the requests
+// it reaps inline and keeps its P while it waits in io_uring_enter; it
+// yields to the Go scheduler every few milliseconds (dispatch.Yielder),
+// or the runtime would take its P away on every wait. A ring serves one or more
 // queues (Options.Threads). Handlers that reply later, from another
 // goroutine, hand the entry back through a list and an eventfd the ring
 // also waits on.
@@ -256,9 +259,7 @@ func New(dev *devfuse.Device, o Options) (*Transport, error) {
 	// hand them back in io_uring_enter; with every P taken, a thread
 	// coming back from the kernel waits for one. Leave room for the ring
 	// threads plus the /dev/fuse readers and the runtime.
-	if want := len(t.rings) + max(o.DevWorkers, 1) + 1; runtime.GOMAXPROCS(0) < want {
-		runtime.GOMAXPROCS(want)
-	}
+	dispatch.EnsureProcs(len(t.rings) + max(o.DevWorkers, 1) + 1)
 	return t, nil
 }
 
@@ -588,7 +589,9 @@ func (r *ring) commit(e *entry) {
 // in the kernel.
 func (r *ring) loop(c *dispatch.Conn) error {
 	var stopDeadline time.Time
+	var y dispatch.Yielder
 	for {
+		y.Tick()
 		wait := uint32(1)
 		if len(r.reRegs) > 0 || !r.readyDone {
 			// Registering: collect the REGISTERs' immediate failures
@@ -754,6 +757,34 @@ func (e *entry) WriteReply(hdr abi.OutHeader, out, data []byte) error {
 		return syscall.ENOTCONN
 	}
 	return nil
+}
+
+// WriteReplyFd reads a READ's data straight into the entry's payload
+// buffer, where the kernel copies them from. It implements
+// dispatch.FdReplier.
+func (e *entry) WriteReplyFd(unique uint64, fd int, off int64, size int) (bool, syscall.Errno, error) {
+	if size > len(e.payload) {
+		return false, 0, nil
+	}
+	for {
+		n, err := unix.Pread(fd, e.payload[:size], off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			errno, ok := err.(syscall.Errno)
+			if !ok {
+				errno = syscall.EIO
+			}
+			return true, errno, nil
+		}
+		e.writeHeader(0, unique, n)
+		e.wrote = true
+		if e.r.t.stopping.Load() {
+			return true, 0, syscall.ENOTCONN
+		}
+		return true, 0, nil
+	}
 }
 
 // ReplyDone hands the entry back: the ring thread commits it, at once when

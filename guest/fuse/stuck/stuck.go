@@ -203,12 +203,18 @@ func (s *Server) Handle(r *dispatch.Request) {
 // serveLate serves a held request through the inner handler and records
 // how its reply went.
 func (s *Server) serveLate(r *dispatch.Request, i int) {
+	// r may serve another request as soon as it is replied (the
+	// transport may still be dispatching it): learn the outcome from the
+	// reply itself.
+	replied := false
+	r.OnEnd(func(err error) {
+		replied = true
+		s.replied(i, err)
+	})
 	s.inner.Handle(r)
-	var err error
-	if r.Done() {
-		err = r.ReplyErr()
+	if !replied {
+		s.replied(i, nil)
 	}
-	s.replied(i, err)
 }
 
 // WaitLate waits up to d for held requests that will still be replied
