@@ -299,33 +299,46 @@ func executorNames(s, name string) string {
 // optional "0x") that follow a character other than a letter or a digit
 // into "ADDR".
 func replaceAddrs(s string) string {
-	var b strings.Builder
-	changed := false
-	for i := 0; i < len(s); {
-		if i > 0 && !isAlnum(s[i-1]) {
-			j := i
-			if strings.HasPrefix(s[j:], "0x") {
-				j += 2
-			}
-			n := 0
+	return rewrite(s, func(s string, i int) (int, string) {
+		if i == 0 || isAlnum(s[i-1]) {
+			return 0, ""
+		}
+		j := i
+		if strings.HasPrefix(s[j:], "0x") {
+			j += 2
+		}
+		n := 0
+		for j+n < len(s) && isLowerHex(s[j+n]) {
+			n++
+		}
+		if n < 6 && j != i {
+			j, n = i, 0 // "0x" and a short number: try the digits alone
 			for j+n < len(s) && isLowerHex(s[j+n]) {
 				n++
 			}
-			if n < 6 && j != i {
-				j, n = i, 0 // "0x" and a short number: try the digits alone
-				for j+n < len(s) && isLowerHex(s[j+n]) {
-					n++
-				}
+		}
+		if n < 6 {
+			return 0, ""
+		}
+		return j + n, "ADDR"
+	})
+}
+
+// rewrite copies s, replacing the spans match finds: at each index i,
+// match returns the end of a span starting there and its replacement, or
+// end 0 for none. s itself comes back when nothing matched.
+func rewrite(s string, match func(s string, i int) (end int, repl string)) string {
+	var b strings.Builder
+	changed := false
+	for i := 0; i < len(s); {
+		if end, repl := match(s, i); end > i {
+			if !changed {
+				b.WriteString(s[:i])
+				changed = true
 			}
-			if n >= 6 {
-				if !changed {
-					b.WriteString(s[:i])
-					changed = true
-				}
-				b.WriteString("ADDR")
-				i = j + n
-				continue
-			}
+			b.WriteString(repl)
+			i = end
+			continue
 		}
 		if changed {
 			b.WriteByte(s[i])
@@ -343,27 +356,12 @@ func replaceIPs(s string) string {
 	if strings.Count(s, ".") < 3 {
 		return s
 	}
-	var b strings.Builder
-	changed := false
-	for i := 0; i < len(s); {
+	return rewrite(s, func(s string, i int) (int, string) {
 		if n := ipAt(s, i, 0); n > 0 {
-			if !changed {
-				b.WriteString(s[:i])
-				changed = true
-			}
-			b.WriteString("IP")
-			i += n
-			continue
+			return i + n, "IP"
 		}
-		if changed {
-			b.WriteByte(s[i])
-		}
-		i++
-	}
-	if !changed {
-		return s
-	}
-	return b.String()
+		return 0, ""
+	})
 }
 
 // ipAt returns the length of the dotted quad's parts from part on at s[i:],
@@ -386,38 +384,23 @@ func ipAt(s string, i, part int) int {
 // replaceLines turns the line numbers of source locations into LINE:
 // "fs/fuse/dev.c:123:4" becomes "fs/fuse/dev.c:LINE".
 func replaceLines(s string) string {
-	var b strings.Builder
-	changed := false
-	for i := 0; i < len(s); {
-		if s[i] == '.' {
-			j := i + 1
-			for j < len(s) && isWordChar(s[j]) {
-				j++
-			}
-			k := j
-			for k < len(s) && s[k] == ':' && digitsAt(s, k+1) > 0 {
-				k += 1 + digitsAt(s, k+1)
-			}
-			if j > i+1 && k > j {
-				if !changed {
-					b.WriteString(s[:i])
-					changed = true
-				}
-				b.WriteString(s[i:j])
-				b.WriteString(":LINE")
-				i = k
-				continue
-			}
+	return rewrite(s, func(s string, i int) (int, string) {
+		if s[i] != '.' {
+			return 0, ""
 		}
-		if changed {
-			b.WriteByte(s[i])
+		j := i + 1
+		for j < len(s) && isWordChar(s[j]) {
+			j++
 		}
-		i++
-	}
-	if !changed {
-		return s
-	}
-	return b.String()
+		k := j
+		for k < len(s) && s[k] == ':' && digitsAt(s, k+1) > 0 {
+			k += 1 + digitsAt(s, k+1)
+		}
+		if j > i+1 && k > j {
+			return k, s[i:j] + ":LINE"
+		}
+		return 0, ""
+	})
 }
 
 // dropOffsets turns "func+0x12/0x340" into "func".
@@ -488,31 +471,16 @@ func dropDigitsAfter(s, prefix string) string {
 // characters that are not word characters (nor letters, digits or '_'),
 // or at the end; and any run of seven or more digits.
 func replaceNumbers(s string) string {
-	var b strings.Builder
-	changed := false
-	for i := 0; i < len(s); {
+	return rewrite(s, func(s string, i int) (int, string) {
 		n := 0
 		if isDigit(s[i]) && (i == 0 || !isDigit(s[i-1])) {
 			n = digitsAt(s, i)
 		}
 		if n > 0 && (n >= 7 || i > 0 && !isWordChar(s[i-1]) && (i+n == len(s) || !isWordChar(s[i+n]))) {
-			if !changed {
-				b.WriteString(s[:i])
-				changed = true
-			}
-			b.WriteString("NUM")
-			i += n
-			continue
+			return i + n, "NUM"
 		}
-		if changed {
-			b.WriteByte(s[i])
-		}
-		i++
-	}
-	if !changed {
-		return s
-	}
-	return b.String()
+		return 0, ""
+	})
 }
 
 // sanitizeTitle keeps the printable bytes of the first maxCanonicalTitle
