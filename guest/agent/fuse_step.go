@@ -45,6 +45,7 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 	failed := false // the step failed or we aborted the connection
 	aborted := false
 	rBefore, wBefore := procIO(sess.ServerPID())
+	sBefore := splicedBytes(sess.Stats())
 	if s.FUSE.Then != nil {
 		then := *s.FUSE.Then
 		if then.ID == 0 {
@@ -54,6 +55,7 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 		failed = aborted
 	}
 	rAfter, wAfter := procIO(sess.ServerPID())
+	spliced := splicedBytes(sess.Stats()) - sBefore
 	if d.ExitCode != 0 || d.Error != "" {
 		failed = true
 	}
@@ -66,7 +68,7 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 		failed = true
 	default:
 	}
-	d.FUSE = fuseStats(sess.Stats(), rBefore, rAfter, wBefore, wAfter)
+	d.FUSE = fuseStats(sess.Stats(), rBefore, rAfter, wBefore, wAfter, spliced)
 	terr := sess.Teardown(context.Background(), failed)
 	if b, err := json.Marshal(sess.Stats()); err == nil {
 		a.Logf("fuse: %s server on %s stopped: %s", cfg.Server, cfg.Mountpoint, b)
@@ -152,8 +154,11 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// fuseStats are the typed counters a fuse step's Done carries.
-func fuseStats(st fuse.Stats, rBefore, rAfter, wBefore, wAfter int64) *proto.FUSEStats {
+// fuseStats are the typed counters a fuse step's Done carries. READ data
+// spliced from the backing files to /dev/fuse (spliced bytes during the
+// step) never pass through the server's memory, and so not through its
+// rchar: they count as read, since the server served them.
+func fuseStats(st fuse.Stats, rBefore, rAfter, wBefore, wAfter, spliced int64) *proto.FUSEStats {
 	out := &proto.FUSEStats{Server: st.Server, Transport: st.Transport, InitFlags: st.InitFlags,
 		RequestTimeoutS: int(st.RequestTimeout), ServerReadBytes: -1, ServerWrittenBytes: -1}
 	if c := st.Conn; c != nil {
@@ -164,12 +169,21 @@ func fuseStats(st fuse.Stats, rBefore, rAfter, wBefore, wAfter int64) *proto.FUS
 		out.RingRequests = r.Requests
 	}
 	if rBefore >= 0 && rAfter >= rBefore {
-		out.ServerReadBytes = rAfter - rBefore
+		out.ServerReadBytes = rAfter - rBefore + max(spliced, 0)
 	}
 	if wBefore >= 0 && wAfter >= wBefore {
 		out.ServerWrittenBytes = wAfter - wBefore
 	}
 	return out
+}
+
+// splicedBytes is how many bytes of READ replies the server has spliced
+// from backing files so far (0 over io_uring or without splicing).
+func splicedBytes(st fuse.Stats) int64 {
+	if st.Dev == nil {
+		return 0
+	}
+	return int64(st.Dev.SplicedBytes)
 }
 
 // procIO returns rchar and wchar of process pid, -1 when unknown.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"klab/guest/fuse"
 	"klab/guest/fuse/devfuse"
 	"klab/guest/proto"
 	"klab/internal/testenv"
@@ -107,5 +108,24 @@ func TestFUSEStepBadConfig(t *testing.T) {
 	}
 	if d.ExitCode != -1 {
 		t.Errorf("exit %d, want -1", d.ExitCode)
+	}
+}
+
+// TestFUSEStatsSpliced: READ data spliced to /dev/fuse count as served
+// next to the server's rchar; unknown rchar stays unknown.
+func TestFUSEStatsSpliced(t *testing.T) {
+	for _, c := range []struct {
+		rBefore, rAfter, spliced, want int64
+	}{
+		{100, 4196, 0, 4096},
+		{100, 196, 1 << 20, 96 + 1<<20},
+		{100, 196, -5, 96}, // a counter that went backwards adds nothing
+		{-1, 4196, 1 << 20, -1},
+		{100, -1, 1 << 20, -1},
+	} {
+		got := fuseStats(fuse.Stats{}, c.rBefore, c.rAfter, 0, 0, c.spliced).ServerReadBytes
+		if got != c.want {
+			t.Errorf("rchar %d→%d, %d spliced: ServerReadBytes %d, want %d", c.rBefore, c.rAfter, c.spliced, got, c.want)
+		}
 	}
 }

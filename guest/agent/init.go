@@ -33,10 +33,12 @@ func InitMounts() []Mount {
 // (/usr/bin/fio) and the user's own (/usr/local/bin) are found.
 const InitPath = DefaultPath
 
-// consoleLogLevel is the console log level the guest runs with, as under
-// u-root's init: warnings and worse reach the console (and klab's splat
-// scanner); info messages stay in the kernel log.
-const consoleLogLevel = 5
+// consoleLogLevel is the console log level the guest runs with: every
+// message but debug ones reaches the console and klab's splat scanner.
+// Some reports print their stacks at info level (a hung task's, through
+// sched_show_task): at u-root init's level 5 they would have no frame to
+// title them by.
+const consoleLogLevel = 7
 
 // InitSystem prepares the guest as init would: the base mounts, /dev's
 // links, the console as controlling terminal on stdin, stdout and stderr,

@@ -156,11 +156,6 @@ func ConfigFromStep(s *proto.FUSEStep) (Config, error) {
 		c.RequestTimeout = uint16(s.RequestTimeoutSec)
 	}
 	c.MaxWrite = s.MaxWrite
-	// The agent checks that the server read what a job counted
-	// (ServerReadBytes, min_served) from its rchar, which spliced replies
-	// bypass: fuse steps read replies into memory until the agent also
-	// counts Stats.Dev.SplicedBytes.
-	c.Splice = false
 	for _, r := range s.Stuck {
 		rule, err := stuck.ParseRule(r)
 		if err != nil {

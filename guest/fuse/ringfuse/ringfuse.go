@@ -165,7 +165,8 @@ type Transport struct {
 	readyOnce sync.Once
 
 	// registerEarly (tests), when not nil, starts REGISTER before the
-	// INIT reply and holds the reply until a ring closes it.
+	// INIT reply and holds the reply until a ring saw one refused (at most
+	// 2 s).
 	registerEarly chan struct{}
 	earlyOnce     sync.Once
 
@@ -610,7 +611,11 @@ func (r *ring) loop(c *dispatch.Conn) error {
 				return err
 			}
 		}
-		if r.t.registerEarly != nil {
+		if r.t.registerEarly != nil && len(r.reRegs) > 0 {
+			// Tests: a REGISTER came back with EAGAIN, so the INIT reply
+			// may go out now. (Not after the first pass alone: a loaded
+			// host may complete the REGISTER only after the reply, and
+			// then nothing was tried early.)
 			r.t.earlyOnce.Do(func() { close(r.t.registerEarly) })
 		}
 		if len(r.reRegs) > 0 {
