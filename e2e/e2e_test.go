@@ -142,9 +142,11 @@ func onlyRun(t *testing.T, runsDir string) string {
 	return filepath.Join(runsDir, ents[0].Name())
 }
 
-func kernelVersion(t *testing.T, ref string) string {
+// kernelVersion is what klab kernels show --json says of ref (a kernel
+// reference, after flags such as --flavour).
+func kernelVersion(t *testing.T, ref ...string) string {
 	t.Helper()
-	r := run(t, t.TempDir(), "kernels", "show", "--json", ref)
+	r := run(t, t.TempDir(), append([]string{"kernels", "show", "--json"}, ref...)...)
 	if r.code != 0 {
 		t.Fatalf("kernels show %s: exit %d", ref, r.code)
 	}
@@ -161,19 +163,33 @@ func kernelVersion(t *testing.T, ref string) string {
 	return k.Version
 }
 
-// TestBootDebian fetches debian:7.3 and debian:6.1, boots each, and checks
-// what uname -r prints in the guest, and what the run saved.
+// TestBootDebian fetches debian:7.3 and debian:6.1 (and debian:7.3 in
+// Debian's generic amd64 flavour), boots each, and checks what uname -r
+// prints in the guest, and what the run saved.
 func TestBootDebian(t *testing.T) {
 	testenv.E2E(t)
-	for _, ref := range []string{"debian:7.3", "debian:6.1"} {
-		t.Run(ref, func(t *testing.T) {
-			fetch := run(t, t.TempDir(), "kernels", "fetch", ref)
+	for _, c := range []struct {
+		name, ref, flavour string
+	}{
+		{"debian:7.3", "debian:7.3", ""},
+		{"debian:6.1", "debian:6.1", ""},
+		{"debian:7.3-flavour-amd64", "debian:7.3", "amd64"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ref := []string{c.ref}
+			if c.flavour != "" {
+				ref = []string{"--flavour", c.flavour, c.ref}
+			}
+			fetch := run(t, t.TempDir(), append([]string{"kernels", "fetch"}, ref...)...)
 			if fetch.code != 0 {
 				t.Fatalf("kernels fetch %s: exit %d", ref, fetch.code)
 			}
-			want := kernelVersion(t, ref)
+			want := kernelVersion(t, ref...)
+			if c.flavour != "" && !strings.HasSuffix(want, "-"+c.flavour) {
+				t.Errorf("--flavour %s resolved to %s", c.flavour, want)
+			}
 			runs := t.TempDir()
-			r := run(t, runs, "boot", "--kernel", ref, "--console", "--", "uname", "-r")
+			r := run(t, runs, append(append([]string{"boot", "--kernel", c.ref}, ref[:len(ref)-1]...), "--console", "--", "uname", "-r")...)
 			if r.code != 0 {
 				t.Fatalf("boot: exit %d", r.code)
 			}
@@ -196,6 +212,37 @@ func TestBootDebian(t *testing.T) {
 			events, err := os.ReadFile(filepath.Join(dir, "events.jsonl"))
 			if err != nil || !bytes.Contains(events, []byte(`"kind":"hello"`)) || !bytes.Contains(events, []byte(`"kind":"done"`)) {
 				t.Errorf("events.jsonl lacks hello or done (%v)", err)
+			}
+		})
+	}
+}
+
+// TestAgentOverTTYS1: on a kernel without a virtio console the agent
+// talks over the second serial port, and the run works the same. Debian's
+// kernels build the virtio console in, so its initcall is blacklisted on
+// the command line to make such a kernel.
+func TestAgentOverTTYS1(t *testing.T) {
+	testenv.E2E(t)
+	for _, c := range []struct {
+		name, channel string
+		args          []string
+	}{
+		{"virtio", "virtio-serial", nil},
+		{"no-virtio-console", "ttyS1", []string{"--append", "initcall_blacklist=virtio_console_init"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"boot", "--kernel", "debian:7.3"}, c.args...)
+			args = append(args, "--", "sh", "-c", "if [ -d /sys/class/virtio-ports ]; then echo ports; else echo none; fi; exit 3")
+			r := run(t, t.TempDir(), args...)
+			if r.code != 3 {
+				t.Errorf("exit %d, want the command's 3", r.code)
+			}
+			want := map[string]string{"virtio-serial": "ports\n", "ttyS1": "none\n"}[c.channel]
+			if r.stdout != want {
+				t.Errorf("guest said %q, want %q", r.stdout, want)
+			}
+			if !strings.Contains(r.stderr, " on "+c.channel+" (guest ") {
+				t.Errorf("the agent did not come up on %s", c.channel)
 			}
 		})
 	}

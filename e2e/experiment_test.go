@@ -1,14 +1,19 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"klab/internal/procfs"
 	"klab/internal/testenv"
 )
 
@@ -242,4 +247,111 @@ func TestExperimentBadInput(t *testing.T) {
 	if ents, _ := os.ReadDir(runs); len(ents) != 0 {
 		t.Errorf("refused runs left %d entries in the runs directory", len(ents))
 	}
+}
+
+// TestRunInterruptKeepsFinished: Ctrl-C (SIGINT) of klab run once a guest
+// has finished exits 130, says where the run is, and keeps every sample
+// that finished, a manifest that says "interrupted" and a report; no
+// QEMU outlives klab.
+func TestRunInterruptKeepsFinished(t *testing.T) {
+	testenv.E2E(t)
+	runs := t.TempDir()
+	ctx := testContext(t, 15*time.Minute)
+	cmd := exec.CommandContext(ctx, klab(t), "--runs-dir", runs, "run", "e2e/testdata/ab.yaml", "--kernel", "debian:6.12", "--kernel", "debian:7.3")
+	cmd.Dir = ".."
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	// Wait for the first finished guest's samples, then interrupt while
+	// the next guest runs.
+	var dir string
+	var before experimentSamples
+	for len(before.Samples) == 0 {
+		select {
+		case err := <-exited:
+			t.Fatalf("klab run ended before it could be interrupted: %v\n%s", err, cliTail(stderr.String(), 20))
+		case <-ctx.Done():
+			t.Fatalf("no sample within the test's time\n%s", cliTail(stderr.String(), 20))
+		case <-time.After(200 * time.Millisecond):
+		}
+		if dirs, _ := filepath.Glob(filepath.Join(runs, "*", "samples.json")); len(dirs) == 1 {
+			dir = filepath.Dir(dirs[0])
+			if b, err := os.ReadFile(dirs[0]); err == nil {
+				_ = json.Unmarshal(b, &before)
+			}
+		}
+	}
+	qemu := procfs.ChildNamed(cmd.Process.Pid, "qemu-system-x86")
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("klab run did not end within 2 minutes of SIGINT\n%s", cliTail(stderr.String(), 20))
+	}
+	for _, l := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		t.Logf("stderr| %s", l)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit %d after SIGINT, want 130", code)
+	}
+	if !strings.Contains(stderr.String(), "interrupted; what finished is in "+dir) {
+		t.Errorf("stderr does not say where what finished is (%s)", dir)
+	}
+	if qemu != 0 && procfs.Alive(qemu) {
+		t.Errorf("QEMU %d outlived klab run", qemu)
+	}
+
+	var after experimentSamples
+	if b, err := os.ReadFile(filepath.Join(dir, "samples.json")); err != nil || json.Unmarshal(b, &after) != nil {
+		t.Fatalf("samples.json after the interrupt: %v", err)
+	}
+	kept := map[string]bool{}
+	for _, s := range after.Samples {
+		kept[s.key()] = true
+	}
+	for _, s := range before.Samples {
+		if !kept[s.key()] {
+			t.Errorf("sample %s finished before the interrupt and is gone", s.key())
+		}
+	}
+	var m struct {
+		Status  string `json:"status"`
+		Message string `json:"message"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "experiment.json")); err != nil || json.Unmarshal(b, &m) != nil {
+		t.Fatalf("experiment.json: %v", err)
+	}
+	if m.Status != "interrupted" {
+		t.Errorf("experiment.json status %q (%s), want interrupted", m.Status, m.Message)
+	}
+	rep, err := os.ReadFile(filepath.Join(dir, "report.txt"))
+	if err != nil || !strings.Contains(string(rep), "did not complete") {
+		t.Errorf("report.txt does not say the run did not complete (%v)", err)
+	}
+	t.Logf("%d sample(s) before SIGINT, %d kept", len(before.Samples), len(after.Samples))
+}
+
+// experimentSamples is the part of samples.json the tests read.
+type experimentSamples struct {
+	Samples []experimentSample `json:"samples"`
+}
+
+type experimentSample struct {
+	Row      int     `json:"row"`
+	Side     string  `json:"side"`
+	Round    int     `json:"round"`
+	Workload string  `json:"workload"`
+	Value    float64 `json:"value"`
+}
+
+func (s experimentSample) key() string {
+	return fmt.Sprintf("%s/%d/%s/%d=%g", s.Workload, s.Row, s.Side, s.Round, s.Value)
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -273,7 +272,7 @@ func runHostile(t *testing.T, args []string) hostileResult {
 		defer close(watched)
 		pid := cmd.Process.Pid
 		for {
-			hwm := vmHWM(pid)
+			hwm := procfs.PeakRSS(pid)
 			q := procfs.ChildNamed(pid, "qemu-system-x86")
 			mu.Lock()
 			r.hwmKiB = max(r.hwmKiB, hwm)
@@ -312,23 +311,6 @@ func runHostile(t *testing.T, args []string) hostileResult {
 		t.Fatalf("klab %s: killed at its timeout", strings.Join(args, " "))
 	}
 	return r
-}
-
-// vmHWM returns the peak resident set of pid in KiB, 0 when it is gone.
-func vmHWM(pid int) int64 {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 // countingBuffer counts what is written and keeps its first 64 KiB. (It

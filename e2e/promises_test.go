@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"klab/internal/testenv"
 )
@@ -83,5 +86,44 @@ func TestCLIFuseCheckHost(t *testing.T) {
 				t.Errorf("klab fuse check %s said nothing", check)
 			}
 		})
+	}
+}
+
+// TestMakeRun is the README's first command: make run installs what is
+// missing, builds klab, fetches debian:7.3, boots it and runs the A/B demo
+// (here with 2 rounds, through RUN_FLAGS, to keep the suite short), then
+// prints the report and where the run is.
+func TestMakeRun(t *testing.T) {
+	testenv.E2E(t)
+	testenv.RequiresCommand(t, "make")
+	runs := t.TempDir()
+	ctx := testContext(t, 15*time.Minute)
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "run", "RUN_FLAGS=--rounds 2")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "KLAB_RUNS_DIR="+runs)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("make run took %s", time.Since(start).Round(time.Second))
+	out := stdout.String() + stderr.String()
+	if err != nil {
+		t.Fatalf("make run: %v\n%s", err, cliTail(out, 40))
+	}
+	for _, want := range []string{
+		"Linux version 7.3", // the boot's /proc/version
+		"tainted: 0",
+		"A: transport=dev (debian:7.3)   B: transport=uring (debian:7.3)",
+		"create ", "randread-4k ",
+		"result: PASS",
+		"HTML report: " + runs + "/",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("make run's output lacks %q:\n%s", want, cliTail(out, 40))
+		}
+	}
+	reports, _ := filepath.Glob(filepath.Join(runs, "*-exp-fuse-transport-*", "report.html"))
+	if len(reports) != 1 {
+		t.Errorf("%d fuse-transport runs with a report.html in KLAB_RUNS_DIR, want 1", len(reports))
 	}
 }

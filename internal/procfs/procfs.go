@@ -1,5 +1,6 @@
 // Package procfs reads the few /proc facts klab needs: a process's
-// children, whether it still lives, and the escaping of mountinfo paths.
+// children, whether it still lives, its peak memory, and the escaping of
+// mountinfo paths.
 package procfs
 
 import (
@@ -52,4 +53,23 @@ func Alive(pid int) bool {
 		}
 	}
 	return false
+}
+
+// PeakRSS returns pid's peak resident set size (VmHWM) in KiB, or 0 when
+// it cannot be read. Unlike the rusage a wait returns, it does not include
+// the process's own children (QEMU, for klab).
+func PeakRSS(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
