@@ -90,10 +90,18 @@ func TestBuildPatchedDebianSource(t *testing.T) {
 		t.Errorf("no build log: %v", err)
 	}
 
+	// The lab config builds 9p in: --share works on what it builds.
+	share := t.TempDir()
+	if err := os.WriteFile(filepath.Join(share, "f"), []byte("shared\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	runs := t.TempDir()
-	boot := run(t, runs, "boot", "--kernel", "build:e2e-fuse-hello", "--console", "--", "true")
+	boot := run(t, runs, "boot", "--kernel", "build:e2e-fuse-hello", "--console", "--share", share+":/src", "--", "cat", "/src/f")
 	if boot.code != 0 {
 		t.Fatalf("boot: exit %d", boot.code)
+	}
+	if boot.stdout != "shared\n" {
+		t.Errorf("--share on a lab build: guest printed %q", boot.stdout)
 	}
 	dir := onlyRun(t, runs)
 	console, err := os.ReadFile(filepath.Join(dir, "console.log"))

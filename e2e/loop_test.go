@@ -200,3 +200,39 @@ func TestTreeBuildLoop(t *testing.T) {
 	}
 	t.Logf("kernels build --dirty, cache hit: %.1fs", r.wall.Seconds())
 }
+
+// TestBootShare: --share mounts host directories over virtio-9p, read-only
+// unless :rw, on a kernel with 9p (Debian's generic flavour); a kernel
+// without it (the cloud flavour) is refused before anything boots, with
+// the options it lacks.
+func TestBootShare(t *testing.T) {
+	testenv.E2E(t)
+	src, out := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "in.txt"), []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs := t.TempDir()
+	r := run(t, runs, "boot", "--kernel", "debian:7.3", "--flavour", "amd64", "--share", src+":/src", "--share", out+":/out:rw", "--",
+		"sh", "-c", "cat /src/in.txt; if echo x > /src/new; then echo src-writable; fi; uname -r > /out/uname")
+	if r.code != 0 {
+		t.Fatalf("boot with shares: exit %d", r.code)
+	}
+	if r.stdout != "from the host\n" {
+		t.Errorf("guest stdout %q, want the host file's line alone (a read-only share)", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(src, "new")); err == nil {
+		t.Error("the guest wrote into a read-only share")
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "uname")); err != nil || !strings.HasSuffix(strings.TrimSpace(string(b)), "-amd64") {
+		t.Errorf("the guest's write through the :rw share: %q, %v", b, err)
+	}
+
+	cloudRuns := t.TempDir()
+	r = run(t, cloudRuns, "boot", "--kernel", "debian:7.3", "--share", src+":/src", "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "lacks CONFIG_NET_9P") || !strings.Contains(r.stderr, "--flavour amd64") {
+		t.Errorf("a cloud kernel with --share: exit %d, stderr %q; want 125 naming the options and the flavour", r.code, cliTail(r.stderr, 3))
+	}
+	if ents, _ := os.ReadDir(cloudRuns); len(ents) != 0 {
+		t.Errorf("a refused --share left %d run(s) behind", len(ents))
+	}
+}

@@ -776,15 +776,9 @@ func readConfig(path string) map[string]string {
 	if path == "" {
 		return nil
 	}
-	data, err := os.ReadFile(path)
+	m, err := images.ReadConfig(path)
 	if err != nil {
 		return nil
-	}
-	m := map[string]string{}
-	for _, l := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok && strings.HasPrefix(k, "CONFIG_") {
-			m[k] = strings.Trim(v, `"`)
-		}
 	}
 	return m
 }

@@ -121,15 +121,9 @@ var agentOptions = []string{"CONFIG_VIRTIO_PCI", "CONFIG_VIRTIO_CONSOLE"}
 // checkTreeConfig checks that a tree's kernel can talk to klab's agent:
 // the options it needs are built in, or modules that were built.
 func checkTreeConfig(dir, config string, modulesBuilt bool) error {
-	b, err := os.ReadFile(config)
+	val, err := ReadConfig(config)
 	if err != nil {
 		return fmt.Errorf("kernel tree %s: %w", dir, err)
-	}
-	val := map[string]string{}
-	for _, l := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok && strings.HasPrefix(k, "CONFIG_") {
-			val[k] = v
-		}
 	}
 	var missing, modular []string
 	for _, o := range agentOptions {
@@ -151,6 +145,23 @@ func checkTreeConfig(dir, config string, modulesBuilt bool) error {
 		return fmt.Errorf("kernel tree %s: %s=m, but the tree has no built modules (no modules.order): run make modules there", dir, strings.Join(modular, "=m, "))
 	}
 	return nil
+}
+
+// ReadConfig reads a kernel .config into its CONFIG_ options and their
+// values (y, m, a number, or a string without its quotes); options that
+// are not set are absent.
+func ReadConfig(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	val := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok && strings.HasPrefix(k, "CONFIG_") {
+			val[k] = strings.Trim(v, `"`)
+		}
+	}
+	return val, nil
 }
 
 func isFile(p string) bool {

@@ -88,6 +88,9 @@ type BootRequest struct {
 	Files []images.ExtraFile
 	// Modules are kernel modules to load besides klab's own (--module).
 	Modules []string
+	// Shares are host directories the guest mounts over virtio-9p before
+	// the sysctls (--share).
+	Shares []Share
 	// RunID, when set, names the run directory under the runs directory
 	// instead of a generated name; it must not exist yet.
 	RunID string
@@ -141,7 +144,7 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 		}
 		return nil, err
 	}
-	var steps []proto.Step
+	steps := append([]proto.Step(nil), g.shareSteps...)
 	for _, s := range req.Sysctls {
 		steps = append(steps, proto.Step{Kind: proto.StepSysctl, Key: s.Key, Value: s.Value})
 	}

@@ -68,17 +68,19 @@ func (o *Options) WithRunsDir(dir, accel string, progress io.Writer) Opener {
 
 // Session is one booted guest, from Open to Close.
 type Session struct {
-	o      *Options
-	req    BootRequest
-	run    *results.Run
-	man    *results.Manifest
-	res    *BootResult
-	start  time.Time
-	m      *vm.Machine
-	a      *vm.Agent
-	w      *watch
-	fatal  chan splat.Report
-	factor float64
+	o     *Options
+	req   BootRequest
+	run   *results.Run
+	man   *results.Manifest
+	res   *BootResult
+	start time.Time
+	m     *vm.Machine
+	a     *vm.Agent
+	w     *watch
+	// shareSteps mount req.Shares; Boot runs them first.
+	shareSteps []proto.Step
+	fatal      chan splat.Report
+	factor     float64
 	// stepTimeout bounds a step that sets no timeout of its own.
 	stepTimeout time.Duration
 	console     *results.CappedFile
@@ -121,7 +123,11 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 		return nil, err
 	}
 	extra = dedupExtra(append(append(append([]images.ExtraFile(nil), req.Files...), extra...), libfuse...))
-	ir, err := o.initramfs(ctx, k, extra, req.Modules)
+	shareArgs, shareModules, shareSteps, err := req.shares(k)
+	if err != nil {
+		return nil, err
+	}
+	ir, err := o.initramfs(ctx, k, extra, append(append([]string(nil), req.Modules...), shareModules...))
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +138,7 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{o: o, req: req, start: start, w: newWatch(), scanner: splat.NewScanner(), fatal: make(chan splat.Report, 1)}
+	s := &Session{o: o, req: req, start: start, w: newWatch(), scanner: splat.NewScanner(), fatal: make(chan splat.Report, 1), shareSteps: shareSteps}
 	s.factor = verdict.Accel.Factor()
 	bootTimeout := scale(req.BootTimeout, 30*time.Second, s.factor)
 	s.stepTimeout = scale(req.StepTimeout, 10*time.Minute, s.factor)
@@ -177,7 +183,7 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 	cfg := vm.Config{
 		QEMU: o.QEMU, Kernel: k.Image, Initrd: ir.Path, Cmdline: req.Cmdline,
 		Accel: verdict.Accel, MemMB: req.MemMB, CPUs: req.CPUs,
-		ExtraArgs: req.QEMUArgs, MultiThreadTCG: req.MultiThreadTCG,
+		ExtraArgs: append(append([]string(nil), req.QEMUArgs...), shareArgs...), MultiThreadTCG: req.MultiThreadTCG,
 	}
 	o.progressf("booting %s (%s) under %s...", k.Name, k.Version, verdict.Accel)
 	s.m, err = vm.Start(ctx, cfg, vm.StartOptions{Console: consoleOut, OnConsoleLine: s.consoleLine})
@@ -564,7 +570,12 @@ wait:
 		s.man.Outcome = results.NewOutcome(results.StatusInfraError, r.done.Error, r.done.ExitCode)
 		return &sr, fmt.Errorf("sysctl %s=%s: %s", st.Key, st.Value, r.done.Error)
 	}
-	if st.Kind != proto.StepExec && st.Kind != proto.StepSysctl && (r.done.Error != "" || r.done.ExitCode != 0) {
+	if r.done.Error != "" && st.Kind == proto.StepShare && st.Share != nil {
+		msg := fmt.Sprintf("--share on %s: %s", st.Share.Target, r.done.Error)
+		s.man.Outcome = results.NewOutcome(results.StatusInfraError, msg, r.done.ExitCode)
+		return &sr, errors.New(msg)
+	}
+	if st.Kind != proto.StepExec && st.Kind != proto.StepSysctl && st.Kind != proto.StepShare && (r.done.Error != "" || r.done.ExitCode != 0) {
 		msg := fmt.Sprintf("%s step %d failed (exit %d): %s", st.Kind, n, r.done.ExitCode, r.done.Error)
 		s.man.Outcome = results.NewOutcome(results.StatusStepFailed, msg, r.done.ExitCode)
 		s.res.ExitCode = 1

@@ -31,6 +31,7 @@ type bootOptions struct {
 	mttcg       bool
 	files, dirs []string
 	modules     []string
+	shares      []string
 	noStdin     bool
 	build       bool
 	config      []string
@@ -58,7 +59,11 @@ one command.
 
 Your own programs and data go in with --file and --dir; an ELF program
 brings its shared libraries. Without a guest path they land in /work, where
-the command then runs. The command's standard input is klab's own.
+the command then runs. Large trees are better shared than copied: --share
+HOST:GUEST mounts a host directory over virtio-9p (read-only; :rw lets the
+guest write to it), on kernels built with 9p (Debian's generic flavour,
+--flavour amd64; not its cloud kernels). The command's standard input is
+klab's own.
 
 Every run is saved under --runs-dir (or --run-dir) with manifest.json,
 console.log, events.jsonl, splats.json, and the command's output in
@@ -75,6 +80,7 @@ started in the guest; 1 when another step failed.`,
 		Example: `  klab boot --kernel debian:7.3 -- uname -r
   klab boot --kernel . --build -- cat /proc/version
   klab boot --kernel . --file tools/testing/selftests/filesystems/fuse/fusectl_test -- ./fusectl_test
+  klab boot --kernel debian:7.3 --flavour amd64 --share .:/src -- ls /src
   echo hi | klab boot --kernel debian:7.3 -- cat
   klab boot --kernel debian:7.3 --json --run-id ci-42 -- true
   klab boot --kernel debian:7.3 --console -- true
@@ -130,6 +136,13 @@ started in the guest; 1 when another step failed.`,
 				return badInput(err)
 			}
 			req.Files = files
+			for _, v := range o.shares {
+				sh, err := lab.ParseShare(v)
+				if err != nil {
+					return badInput(err)
+				}
+				req.Shares = append(req.Shares, sh)
+			}
 			if len(files) > 0 && len(args) > 0 {
 				req.Dir = images.UserWorkDir
 			}
@@ -206,6 +219,7 @@ started in the guest; 1 when another step failed.`,
 	f.StringVar(&o.flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")
 	f.StringArrayVar(&o.files, "file", nil, "copy a host file into the guest: HOST[:GUEST] (default /work/NAME); ELF programs bring their libraries (repeatable)")
 	f.StringArrayVar(&o.dirs, "dir", nil, "copy a host directory tree into the guest: HOST[:GUEST] (default /work/NAME) (repeatable)")
+	f.StringArrayVar(&o.shares, "share", nil, "mount a host directory in the guest over virtio-9p: HOST:GUEST, read-only, or HOST:GUEST:rw (repeatable; the kernel needs CONFIG_9P_FS and CONFIG_NET_9P_VIRTIO, e.g. --flavour amd64)")
 	f.StringArrayVar(&o.modules, "module", nil, "also load this kernel module from the kernel's modules, with its dependencies (repeatable)")
 	f.BoolVar(&o.noStdin, "no-stdin", false, "give the guest command /dev/null as standard input instead of klab's own")
 	f.BoolVar(&o.build, "build", false, "build the kernel tree given with --kernel first (as it is, in klab's cache, incrementally)")

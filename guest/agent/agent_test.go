@@ -580,3 +580,14 @@ func TestSysrqOutOfBand(t *testing.T) {
 		t.Errorf("trigger got %q", b)
 	}
 }
+
+func TestCheckShareTarget(t *testing.T) {
+	for target, ok := range map[string]bool{
+		"/src": true, "/mnt/a/b": true, "/": false, "src": false, "/src/": false, "/a/../b": false,
+		"/proc": false, "/sys/x": false, "/dev/shm": false, "/devices": true,
+	} {
+		if err := checkShareTarget(target); (err == nil) != ok {
+			t.Errorf("checkShareTarget(%q) = %v, want ok=%v", target, err, ok)
+		}
+	}
+}

@@ -9,5 +9,6 @@ func DefaultHandlers() map[proto.StepKind]Handler {
 		proto.StepWorkload: RunWorkloadStep,
 		proto.StepFio:      RunFioStep,
 		proto.StepFUSE:     runFUSE,
+		proto.StepShare:    runShare,
 	}
 }

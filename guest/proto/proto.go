@@ -146,6 +146,9 @@ const (
 	StepWorkload StepKind = "workload"
 	// StepFio runs fio and maps its JSON into the same metrics.
 	StepFio StepKind = "fio"
+	// StepShare mounts a host directory the VM exports over virtio-9p
+	// (klab boot --share).
+	StepShare StepKind = "share"
 )
 
 // Step is one unit of work the host asks the agent to do. Each Step ends
@@ -174,12 +177,22 @@ type Step struct {
 	Workload *WorkloadStep `json:"workload,omitempty"`
 	// Fio is set for StepFio.
 	Fio *FioStep `json:"fio,omitempty"`
+	// Share is set for StepShare.
+	Share *ShareStep `json:"share,omitempty"`
 	// Perf, when set, records the whole guest with perf while the step
 	// runs and returns the call graph in Done.Profile.
 	Perf *Perf `json:"perf,omitempty"`
 	// Stdin, for StepExec, gives the command a pipe fed by the host's
 	// Input messages instead of /dev/null.
 	Stdin bool `json:"stdin,omitempty"`
+}
+
+// ShareStep mounts the virtio-9p export Tag on Target (created when
+// missing), read-only unless Writable.
+type ShareStep struct {
+	Tag      string `json:"tag"`
+	Target   string `json:"target"`
+	Writable bool   `json:"writable,omitempty"`
 }
 
 // Stream names an output stream.
