@@ -227,6 +227,13 @@ func TestBootShare(t *testing.T) {
 		t.Errorf("the guest's write through the :rw share: %q, %v", b, err)
 	}
 
+	// A share the guest cannot mount (its target under a file) is a
+	// failed step: exit 1, and the command does not run.
+	r = run(t, t.TempDir(), "boot", "--kernel", "debian:7.3", "--flavour", "amd64", "--share", src+":/init/sub", "--", "echo", "ran")
+	if r.code != 1 || !strings.Contains(r.stderr, "share step 1 failed") || strings.Contains(r.stdout, "ran") {
+		t.Errorf("a share on /init/sub: exit %d, stdout %q, stderr %q; want exit 1 for the failed step", r.code, r.stdout, cliTail(r.stderr, 3))
+	}
+
 	cloudRuns := t.TempDir()
 	r = run(t, cloudRuns, "boot", "--kernel", "debian:7.3", "--share", src+":/src", "--", "true")
 	if r.code != 125 || !strings.Contains(r.stderr, "lacks CONFIG_NET_9P") || !strings.Contains(r.stderr, "--flavour amd64") {

@@ -570,12 +570,7 @@ wait:
 		s.man.Outcome = results.NewOutcome(results.StatusInfraError, r.done.Error, r.done.ExitCode)
 		return &sr, fmt.Errorf("sysctl %s=%s: %s", st.Key, st.Value, r.done.Error)
 	}
-	if r.done.Error != "" && st.Kind == proto.StepShare && st.Share != nil {
-		msg := fmt.Sprintf("--share on %s: %s", st.Share.Target, r.done.Error)
-		s.man.Outcome = results.NewOutcome(results.StatusInfraError, msg, r.done.ExitCode)
-		return &sr, errors.New(msg)
-	}
-	if st.Kind != proto.StepExec && st.Kind != proto.StepSysctl && st.Kind != proto.StepShare && (r.done.Error != "" || r.done.ExitCode != 0) {
+	if st.Kind != proto.StepExec && st.Kind != proto.StepSysctl && (r.done.Error != "" || r.done.ExitCode != 0) {
 		msg := fmt.Sprintf("%s step %d failed (exit %d): %s", st.Kind, n, r.done.ExitCode, r.done.Error)
 		s.man.Outcome = results.NewOutcome(results.StatusStepFailed, msg, r.done.ExitCode)
 		s.res.ExitCode = 1
