@@ -160,7 +160,12 @@ func TestMatrixShardsResume(t *testing.T) {
 	}
 	resumeStart := time.Now()
 	if r := runTimeout(t, runs, 20*time.Minute, "matrix", "run", file, "--resume", out); r.code != 0 {
-		t.Fatalf("resume: exit %d", r.code)
+		logs, _ := filepath.Glob(filepath.Join(out, "cells", "*", "progress.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			t.Logf("%s:\n%s", l, cliTail(string(b), 30))
+		}
+		t.Fatalf("resume: exit %d; its report:\n%s", r.code, r.stdout)
 	} else if !strings.Contains(r.stderr, "1 of 2 cell(s) finished already") {
 		t.Errorf("resume did not keep the finished cell")
 	}
