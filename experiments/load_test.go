@@ -203,7 +203,7 @@ server:
 checks:
   - {name: c, run: "true"}
 `),
-			want: []string{`t.yaml:3:9: server.kind: "bogus" is not a server, want one of passthrough, stuck, interrupt, libfuse-passthrough_ll`},
+			want: []string{`t.yaml:3:9: server.kind: "bogus" is not a server, want one of passthrough, stuck, interrupt, libfuse-passthrough_ll, libfuse-passthrough_hp`},
 		},
 		{
 			name: "unknown pattern",

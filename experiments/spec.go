@@ -200,7 +200,8 @@ type Module struct {
 
 // Server is a FUSE server mounted for each workload.
 type Server struct {
-	// Kind is passthrough, stuck, interrupt or libfuse-passthrough_ll.
+	// Kind is passthrough, stuck, interrupt, libfuse-passthrough_ll or
+	// libfuse-passthrough_hp (libfuse 3.18, over dev and uring).
 	Kind string `yaml:"kind"`
 	// Transport is dev (/dev/fuse) or uring (FUSE-over-io_uring).
 	Transport string `yaml:"transport"`
@@ -331,7 +332,7 @@ var (
 	orders     = []string{"abba", "random"}
 	reuses     = []string{"fresh", "guest"}
 	accels     = []string{"auto", "kvm", "tcg"}
-	servers    = []string{"passthrough", "stuck", "interrupt", "libfuse-passthrough_ll"}
+	servers    = []string{"passthrough", "stuck", "interrupt", "libfuse-passthrough_ll", "libfuse-passthrough_hp"}
 	transports = []string{"dev", "uring"}
 	metrics    = []string{"ops_per_sec", "bytes_per_sec", "p50_ns", "p99_ns", "p999_ns", "cpu_per_op_ns", "user_per_op_ns", "sys_per_op_ns"}
 	engines    = []string{"go", "fio"}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"klab/guest/proto"
 	"klab/images/apt"
 	"klab/internal/proc"
 )
@@ -403,4 +404,42 @@ func toolVersion(ctx context.Context, argv ...string) string {
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 	return strings.TrimSpace(line)
+}
+
+// PassthroughHPFiles builds passthrough_hp (BuildPassthroughHP, cached)
+// and returns it with its shared-library closure, for
+// InitramfsOptions.Extra: the binary lands at
+// proto.LibfusePassthroughHPPath, where the agent's fuse step looks for it
+// (server libfuse-passthrough_hp). A failed build says what to install.
+func PassthroughHPFiles(ctx context.Context, o PassthroughHPOptions) ([]ExtraFile, error) {
+	bin, version, err := BuildPassthroughHP(ctx, o)
+	if err != nil {
+		msg := err.Error()
+		if !strings.Contains(msg, libfuseHPHint) {
+			msg += " (" + libfuseHPHint + ")"
+		}
+		return nil, fmt.Errorf("server %s needs libfuse's passthrough_hp, built on the host from Debian %s's %s source: %s",
+			proto.FUSELibfusePassthroughHP, libfuseHPSuite, libfuseHPPackage, msg)
+	}
+	o.logf("libfuse %s passthrough_hp for the guest: %s", version, bin)
+	return passthroughHPFiles(bin)
+}
+
+// passthroughHPFiles returns bin with its libraries, bin at
+// proto.LibfusePassthroughHPPath.
+func passthroughHPFiles(bin string) ([]ExtraFile, error) {
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		return nil, err
+	}
+	files, err := HostProgram(bin, LibSearch{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range files {
+		if files[i].Source == bin {
+			files[i].Dest = proto.LibfusePassthroughHPPath
+		}
+	}
+	return files, nil
 }

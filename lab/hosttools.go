@@ -100,11 +100,12 @@ func (r *BootRequest) extraFiles() ([]images.ExtraFile, error) {
 	return files, nil
 }
 
-// needsLibfuse reports whether a step mounts libfuse's passthrough_ll.
-func needsLibfuse(steps []proto.Step) bool {
+// needsLibfuse reports whether a step mounts the libfuse server kind
+// (proto.FUSELibfusePassthroughLL or proto.FUSELibfusePassthroughHP).
+func needsLibfuse(steps []proto.Step, kind string) bool {
 	for i := range steps {
 		for s := &steps[i]; s != nil && s.FUSE != nil; s = s.FUSE.Then {
-			if s.FUSE.Server == proto.FUSELibfusePassthroughLL {
+			if s.FUSE.Server == kind {
 				return true
 			}
 		}
@@ -112,13 +113,34 @@ func needsLibfuse(steps []proto.Step) bool {
 	return false
 }
 
-// libfuseFiles builds libfuse's passthrough_ll on the host (cached) and
-// returns it with its libraries when a step asks for it.
+// Builders of libfuse's servers for the guest, replaced by tests.
+var (
+	passthroughLLFiles = images.PassthroughLLFiles
+	passthroughHPFiles = images.PassthroughHPFiles
+)
+
+// libfuseFiles builds the libfuse servers the steps mount on the host
+// (cached): passthrough_ll from the host's libfuse3 examples,
+// passthrough_hp from Debian's fuse3 source (libfuse 3.18, with
+// io_uring), and returns them with their libraries.
 func (o *Options) libfuseFiles(ctx context.Context, r *BootRequest) ([]images.ExtraFile, error) {
-	if !needsLibfuse(r.Steps) {
-		return nil, nil
+	var files []images.ExtraFile
+	if needsLibfuse(r.Steps, proto.FUSELibfusePassthroughLL) {
+		f, err := passthroughLLFiles(ctx, o.CacheDir, o.Progress)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f...)
 	}
-	return images.PassthroughLLFiles(ctx, o.CacheDir, o.Progress)
+	if needsLibfuse(r.Steps, proto.FUSELibfusePassthroughHP) {
+		f, err := passthroughHPFiles(ctx, images.PassthroughHPOptions{DebianOptions: images.DebianOptions{
+			Mirror: o.Mirror, CacheDir: o.CacheDir, Progress: o.Progress}})
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f...)
+	}
+	return files, nil
 }
 
 // dedupExtra keeps the first file for each guest path: two tools may share

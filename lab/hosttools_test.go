@@ -1,9 +1,14 @@
 package lab
 
 import (
-	"klab/images"
+	"context"
+	"errors"
+	"io"
 	"slices"
+	"strings"
 	"testing"
+
+	"klab/images"
 
 	"klab/guest/proto"
 )
@@ -43,11 +48,66 @@ func TestHostTools(t *testing.T) {
 func TestNeedsLibfuse(t *testing.T) {
 	inner := proto.Step{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{Server: proto.FUSELibfusePassthroughLL}}
 	outer := []proto.Step{{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{Server: "passthrough", Then: &inner}}}
-	if !needsLibfuse(outer) {
+	if !needsLibfuse(outer, proto.FUSELibfusePassthroughLL) {
 		t.Error("a nested libfuse step not seen")
 	}
-	if needsLibfuse([]proto.Step{{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{Server: "passthrough"}}, {Kind: proto.StepExec}}) {
+	if needsLibfuse(outer, proto.FUSELibfusePassthroughHP) {
+		t.Error("passthrough_ll taken for passthrough_hp")
+	}
+	if needsLibfuse([]proto.Step{{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{Server: "passthrough"}}, {Kind: proto.StepExec}}, proto.FUSELibfusePassthroughLL) {
 		t.Error("libfuse seen where there is none")
+	}
+}
+
+// TestLibfuseFiles checks which libfuse servers go into the initramfs:
+// only those a step (or a prepare step) mounts, each built once.
+func TestLibfuseFiles(t *testing.T) {
+	var built []string
+	oldLL, oldHP := passthroughLLFiles, passthroughHPFiles
+	t.Cleanup(func() { passthroughLLFiles, passthroughHPFiles = oldLL, oldHP })
+	passthroughLLFiles = func(_ context.Context, cache string, _ io.Writer) ([]images.ExtraFile, error) {
+		built = append(built, "ll:"+cache)
+		return []images.ExtraFile{{Source: "/c/ll", Dest: proto.LibfusePassthroughLLPath}, {Source: "/lib/libc.so.6", Dest: "/lib/libc.so.6"}}, nil
+	}
+	passthroughHPFiles = func(_ context.Context, o images.PassthroughHPOptions) ([]images.ExtraFile, error) {
+		built = append(built, "hp:"+o.CacheDir+":"+o.Mirror)
+		return []images.ExtraFile{{Source: "/c/hp", Dest: proto.LibfusePassthroughHPPath}, {Source: "/lib/libc.so.6", Dest: "/lib/libc.so.6"}}, nil
+	}
+	fuseStep := func(server string) proto.Step {
+		w := proto.Step{Kind: proto.StepWorkload}
+		return proto.Step{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{Server: server, Then: &w}}
+	}
+	o := &Options{CacheDir: "/cache", Mirror: "m"}
+	for _, tc := range []struct {
+		name  string
+		steps []proto.Step
+		built []string
+		dests []string
+	}{
+		{"none", []proto.Step{fuseStep(proto.FUSEPassthrough), {Kind: proto.StepExec}}, nil, nil},
+		{"passthrough_hp", []proto.Step{fuseStep(proto.FUSELibfusePassthroughHP), fuseStep(proto.FUSELibfusePassthroughHP)},
+			[]string{"hp:/cache:m"}, []string{proto.LibfusePassthroughHPPath, "/lib/libc.so.6"}},
+		{"both", []proto.Step{fuseStep(proto.FUSEPassthrough), fuseStep(proto.FUSELibfusePassthroughLL), fuseStep(proto.FUSELibfusePassthroughHP)},
+			[]string{"ll:/cache", "hp:/cache:m"}, []string{proto.LibfusePassthroughLLPath, "/lib/libc.so.6", proto.LibfusePassthroughHPPath}},
+	} {
+		built = nil
+		files, err := o.libfuseFiles(context.Background(), &BootRequest{Steps: tc.steps})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var dests []string
+		for _, f := range dedupExtra(files) {
+			dests = append(dests, f.Dest)
+		}
+		if !slices.Equal(built, tc.built) || !slices.Equal(dests, tc.dests) {
+			t.Errorf("%s: built %q, files %q; want %q, %q", tc.name, built, dests, tc.built, tc.dests)
+		}
+	}
+	passthroughHPFiles = func(context.Context, images.PassthroughHPOptions) ([]images.ExtraFile, error) {
+		return nil, errors.New("build passthrough_hp: missing meson: apt-get install meson")
+	}
+	if _, err := o.libfuseFiles(context.Background(), &BootRequest{Steps: []proto.Step{fuseStep(proto.FUSELibfusePassthroughHP)}}); err == nil || !strings.Contains(err.Error(), "apt-get install") {
+		t.Errorf("a failed build: %v", err)
 	}
 }
 

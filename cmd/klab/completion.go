@@ -102,7 +102,7 @@ func flagEnums() map[string][]string {
 		"order":            {"abba", "random"},
 		"engine":           matrix.Engines,
 		"transport":        {fuse.TransportDev, fuse.TransportURing},
-		"server":           {fuse.ServerPassthrough, fuse.ServerStuck, fuse.ServerInterrupt, fuse.ServerLibfusePassthroughLL},
+		"server":           {fuse.ServerPassthrough, fuse.ServerStuck, fuse.ServerInterrupt, fuse.ServerLibfusePassthroughLL, fuse.ServerLibfusePassthroughHP},
 		"interrupt-policy": {"cancel", "ignore", "enosys", "eagain", "eagain:2"},
 		"policy":           {"all", "cancel", "ignore", "enosys", "eagain", "eagain:2"},
 		"via":              {"all", "init", "default", "max"},

@@ -40,6 +40,8 @@ Servers:
   stuck                   passthrough with --rule OP[:NAME]=never|after-abort|delay:DURATION
   interrupt               passthrough with --hold OP[:NAME]=DURATION and --interrupt-policy
   libfuse-passthrough_ll  libfuse's example server (--libfuse PATH), for comparison
+  libfuse-passthrough_hp  libfuse 3.18's high-performance example (--libfuse PATH), over
+                          either transport, for comparison
 
 Transports (klab's servers):
   dev     read and write /dev/fuse (the default)

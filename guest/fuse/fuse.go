@@ -1,9 +1,9 @@
 // Package fuse starts and stops klab's FUSE servers: it turns a Config (or
 // a proto.FUSEStep) into a mounted Session — a server kind (passthrough,
-// stuck, interrupt, or libfuse's passthrough_ll as an external process)
-// over a transport (/dev/fuse or FUSE-over-io_uring) — and tears it down so
-// that a broken
-// server never leaves a hung mount behind.
+// stuck, interrupt, or libfuse's passthrough_ll or passthrough_hp as an
+// external process) over a transport (/dev/fuse or FUSE-over-io_uring) —
+// and tears it down so that a broken server never leaves a hung mount
+// behind.
 //
 // The agent's fuse step, `klab fuse serve` on the host and
 // `klab-agent fuse serve` in the guest all go through Start.
@@ -47,6 +47,7 @@ const (
 	ServerStuck                = proto.FUSEStuck
 	ServerInterrupt            = proto.FUSEInterrupt
 	ServerLibfusePassthroughLL = proto.FUSELibfusePassthroughLL
+	ServerLibfusePassthroughHP = proto.FUSELibfusePassthroughHP
 )
 
 // Transports.
@@ -67,21 +68,27 @@ type Config struct {
 	// Threads is the number of server threads: /dev/fuse workers over
 	// dev (0 means 1), ring threads over uring (0 means one per queue,
 	// that is per possible CPU), libfuse's max_threads for passthrough_ll
-	// (0 means libfuse's default).
+	// and passthrough_hp (0 means libfuse's default; passthrough_hp over
+	// uring runs one ring thread per queue besides them).
 	Threads int
 	// QueueDepth is the number of io_uring entries per queue over uring;
-	// 0 means ringfuse.DefaultDepth.
+	// 0 means ringfuse.DefaultDepth (for passthrough_hp too).
 	QueueDepth int
 	// MountOptions are FUSE mount options (see devfuse.MountOptions).
 	MountOptions []string
 	// AttrTimeout and EntryTimeout are the kernel's cache times.
+	// passthrough_hp has two settings only: 0 for both (--nocache), or
+	// its own caching for any other value (a day, keep_cache, and the
+	// writeback cache when not in kernel passthrough).
 	AttrTimeout, EntryTimeout time.Duration
-	// Writeback turns the writeback cache on.
+	// Writeback turns the writeback cache on. passthrough_hp decides for
+	// itself (see AttrTimeout).
 	Writeback bool
 	// KernelPassthrough uses FUSE_PASSTHROUGH backing files.
 	KernelPassthrough bool
 	// Xattr serves extended attributes (off by default, as in
-	// passthrough_ll: see passthrough.Options.Xattr).
+	// passthrough_ll: see passthrough.Options.Xattr). passthrough_hp
+	// always serves them.
 	Xattr bool
 	// RequestTimeout, when non-zero, is sent in the INIT reply, in
 	// seconds.
@@ -91,7 +98,8 @@ type Config struct {
 	// Splice sends READ replies over /dev/fuse spliced from the backing
 	// files (one copy less, as libfuse does) rather than read into the
 	// server's memory. Spliced bytes do not show in the server's rchar
-	// (/proc/PID/io); Stats.Dev counts them.
+	// (/proc/PID/io); Stats.Dev counts them. passthrough_hp always runs
+	// with --nosplice, so that its rchar counts what it served.
 	Splice bool
 	// Stuck are the stuck server's rules.
 	Stuck []stuck.Rule
@@ -104,8 +112,8 @@ type Config struct {
 	// InitTimeout bounds how long Start waits for the mount to be served;
 	// 0 means 10 s.
 	InitTimeout time.Duration
-	// LibfusePath is passthrough_ll's path; empty means
-	// proto.LibfusePassthroughLLPath.
+	// LibfusePath is the libfuse server's binary; empty means
+	// proto.LibfusePassthroughLLPath or proto.LibfusePassthroughHPPath.
 	LibfusePath string
 	// Log receives the servers' messages; nil discards them.
 	Log *slog.Logger
@@ -189,9 +197,9 @@ func ConfigFromStep(s *proto.FUSEStep) (Config, error) {
 func (c *Config) Validate() error {
 	var errs []error
 	switch c.Server {
-	case "", ServerPassthrough, ServerStuck, ServerInterrupt, ServerLibfusePassthroughLL:
+	case "", ServerPassthrough, ServerStuck, ServerInterrupt, ServerLibfusePassthroughLL, ServerLibfusePassthroughHP:
 	default:
-		errs = append(errs, fmt.Errorf("server %q: want passthrough, stuck, interrupt or libfuse-passthrough_ll", c.Server))
+		errs = append(errs, fmt.Errorf("server %q: want passthrough, stuck, interrupt, libfuse-passthrough_ll or libfuse-passthrough_hp", c.Server))
 	}
 	switch c.Transport {
 	case "", TransportDev:
@@ -200,7 +208,7 @@ func (c *Config) Validate() error {
 		}
 	case TransportURing:
 		if c.Server == ServerLibfusePassthroughLL {
-			errs = append(errs, errors.New("transport uring: libfuse-passthrough_ll serves /dev/fuse only (libfuse's io_uring is in passthrough_hp of libfuse 3.18+)"))
+			errs = append(errs, errors.New("transport uring: libfuse-passthrough_ll serves /dev/fuse only (libfuse's io_uring is server libfuse-passthrough_hp)"))
 		}
 		if c.QueueDepth < 0 || c.QueueDepth > ringfuse.MaxDepth {
 			errs = append(errs, fmt.Errorf("queue depth: %d is out of range, want 1..%d (0: %d)", c.QueueDepth, ringfuse.MaxDepth, ringfuse.DefaultDepth))
@@ -249,6 +257,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, errors.New("libfuse-passthrough_ll takes no max_write here"))
 		}
 	}
+	if c.Server == ServerLibfusePassthroughHP {
+		errs = append(errs, c.validateHP()...)
+	}
 	return errors.Join(errs...)
 }
 
@@ -268,7 +279,7 @@ type Session struct {
 	stuck        *stuck.Server
 	intr         *intr.Server
 
-	// passthrough_ll
+	// passthrough_ll, passthrough_hp
 	cmd *exec.Cmd
 
 	done     chan struct{}
@@ -278,7 +289,8 @@ type Session struct {
 }
 
 // Start mounts the server cfg describes and returns once the kernel's
-// INIT was answered (for passthrough_ll: once the mount appeared).
+// INIT was answered (for passthrough_ll: once the mount appeared; for
+// passthrough_hp over uring: once it also holds its rings).
 func Start(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.Server == "" {
 		cfg.Server = ServerPassthrough
@@ -286,7 +298,7 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.Transport == "" {
 		cfg.Transport = TransportDev
 	}
-	if cfg.Threads == 0 && cfg.Server != ServerLibfusePassthroughLL && cfg.Transport == TransportDev {
+	if cfg.Threads == 0 && !cfg.external() && cfg.Transport == TransportDev {
 		cfg.Threads = 1
 	}
 	if cfg.InitTimeout <= 0 {
@@ -307,9 +319,6 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	if err := raiseFileLimit(); err != nil {
 		s.log.Debug("fuse: cannot raise the open file limit", "err", err)
 	}
-	if cfg.Server == ServerLibfusePassthroughLL {
-		return s, s.startLibfuse(ctx)
-	}
 	if cfg.Transport == TransportURing {
 		changed, err := ringfuse.EnableURing()
 		if err != nil {
@@ -319,6 +328,12 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 			s.uringEnabled = true
 			s.log.Info("fuse: set " + ringfuse.EnableURingPath + " to Y")
 		}
+	}
+	switch cfg.Server {
+	case ServerLibfusePassthroughLL:
+		return s, s.startLibfuse(ctx)
+	case ServerLibfusePassthroughHP:
+		return s, s.startPassthroughHP(ctx)
 	}
 	return s, s.start(ctx)
 }
@@ -452,10 +467,7 @@ func (s *Session) serve(t dispatch.Transport) {
 
 func (s *Session) startLibfuse(ctx context.Context) error {
 	cfg := s.cfg
-	path := cfg.LibfusePath
-	if path == "" {
-		path = proto.LibfusePassthroughLLPath
-	}
+	path := cfg.libfusePath()
 	opts := []string{"source=" + cfg.Backing}
 	var flags []string
 	switch {
@@ -477,7 +489,15 @@ func (s *Session) startLibfuse(ctx context.Context) error {
 	opts = append(opts, "timeout="+strconv.FormatFloat(cfg.AttrTimeout.Seconds(), 'f', -1, 64))
 	opts = append(opts, cfg.MountOptions...)
 	args := append(append([]string{"-f"}, flags...), "-o", strings.Join(opts, ","), cfg.Mountpoint)
+	return s.runExternal(ctx, path, args, nil)
+}
+
+// runExternal starts a libfuse server, path with args (env, when not nil,
+// is its environment), and returns once its mount appeared.
+func (s *Session) runExternal(ctx context.Context, path string, args, env []string) error {
+	cfg := s.cfg
 	cmd := exec.Command(path, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -512,7 +532,7 @@ func (s *Session) startLibfuse(ctx context.Context) error {
 // Config returns the session's configuration.
 func (s *Session) Config() Config { return s.cfg }
 
-// Conn returns the dispatcher of klab's servers (nil for passthrough_ll).
+// Conn returns the dispatcher of klab's servers (nil for libfuse's).
 func (s *Session) Conn() *dispatch.Conn { return s.conn }
 
 // Stuck returns the stuck server, or nil.
@@ -531,12 +551,12 @@ func (s *Session) ConnID() uint32 { return s.mount.ConnID() }
 func (s *Session) Mountpoint() string { return s.cfg.Mountpoint }
 
 // Done is closed when the server stopped: after unmount or abort, or when
-// passthrough_ll exited.
+// the libfuse server exited.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
 // Err returns why the server stopped, once Done is closed: the
 // transport's error (ENODEV for an unmount, an abort or a request timeout)
-// or passthrough_ll's exit status.
+// or the libfuse server's exit status.
 func (s *Session) Err() error {
 	select {
 	case <-s.done:
@@ -567,7 +587,7 @@ func (s *Session) Close() error { return s.Teardown(context.Background(), false)
 // server is cut short by an abort). When failed, when the server already
 // stopped on its own, or when the normal unmount does not work, it aborts
 // the connection and unmounts lazily. It then waits for the server to
-// stop, killing passthrough_ll if it lingers. Only the first call acts;
+// stop, killing a libfuse server if it lingers. Only the first call acts;
 // later ones return its result.
 func (s *Session) Teardown(ctx context.Context, failed bool) error {
 	s.tearOnce.Do(func() { s.tearErr = s.teardown(ctx, failed) })

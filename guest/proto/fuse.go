@@ -14,10 +14,18 @@ const (
 	// on the host from the distro's libfuse3-dev examples and put into the
 	// initramfs at LibfusePassthroughLLPath.
 	FUSELibfusePassthroughLL = "libfuse-passthrough_ll"
+	// FUSELibfusePassthroughHP is libfuse 3.18's example passthrough_hp,
+	// built on the host from Debian's fuse3 source with FUSE-over-io_uring
+	// and put into the initramfs at LibfusePassthroughHPPath. It serves
+	// both transports.
+	FUSELibfusePassthroughHP = "libfuse-passthrough_hp"
 )
 
 // LibfusePassthroughLLPath is where the initramfs carries passthrough_ll.
 const LibfusePassthroughLLPath = "/usr/bin/passthrough_ll"
+
+// LibfusePassthroughHPPath is where the initramfs carries passthrough_hp.
+const LibfusePassthroughHPPath = "/usr/bin/passthrough_hp"
 
 // FUSE transports.
 const (
@@ -34,14 +42,15 @@ const (
 // else an abort through /sys/fs/fuse/connections/N/abort and a lazy
 // unmount, so that a broken server never hangs the guest.
 type FUSEStep struct {
-	// Server is the server kind: passthrough (default), stuck, interrupt
-	// or libfuse-passthrough_ll.
+	// Server is the server kind: passthrough (default), stuck, interrupt,
+	// libfuse-passthrough_ll or libfuse-passthrough_hp.
 	Server string `json:"server,omitempty"`
-	// Transport is how klab's servers talk to the kernel: dev (default)
-	// or uring.
+	// Transport is how the server talks to the kernel: dev (default) or
+	// uring (klab's servers and libfuse-passthrough_hp).
 	Transport string `json:"transport,omitempty"`
 	// QueueDepth is the number of io_uring entries per queue (per
-	// possible CPU) over uring; 0 means 8.
+	// possible CPU) over uring; 0 means 8 (passthrough_hp's
+	// io_uring_q_depth too).
 	QueueDepth int `json:"queue_depth,omitempty"`
 	// Mountpoint is where to mount; it is created when missing.
 	Mountpoint string `json:"mountpoint"`
@@ -53,7 +62,9 @@ type FUSEStep struct {
 	MountOptions []string `json:"mount_options,omitempty"`
 	// Threads is the number of server threads: /dev/fuse workers over
 	// dev (0 means 1), ring threads over uring (0 means one per queue),
-	// libfuse's max_threads for passthrough_ll (0 means its default).
+	// libfuse's max_threads for passthrough_ll and passthrough_hp's
+	// --num-threads (0 means libfuse's default; over uring libfuse adds
+	// one ring thread per queue).
 	Threads int `json:"threads,omitempty"`
 	// Passthrough holds the file system knobs, for every server kind.
 	Passthrough FUSEPassthroughOptions `json:"passthrough,omitempty"`

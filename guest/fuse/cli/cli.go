@@ -52,7 +52,7 @@ type ServeOptions struct {
 	Rules             []string      // --rule, stuck rules
 	Policy            string        // --interrupt-policy
 	Holds             []string      // --hold, interrupt server rules
-	Libfuse           string        // --libfuse, passthrough_ll's path
+	Libfuse           string        // --libfuse, the libfuse server's path
 	Stats             bool          // --stats
 	CPUProfile        string        // --cpuprofile, pprof file
 	MemProfile        string        // --memprofile, pprof file
@@ -61,9 +61,9 @@ type ServeOptions struct {
 
 // AddFlags binds o to f, except Verbose (callers bind their own).
 func (o *ServeOptions) AddFlags(f *pflag.FlagSet) {
-	f.StringVar(&o.Server, "server", fuse.ServerPassthrough, "server: passthrough, stuck, interrupt or libfuse-passthrough_ll")
+	f.StringVar(&o.Server, "server", fuse.ServerPassthrough, "server: passthrough, stuck, interrupt, libfuse-passthrough_ll or libfuse-passthrough_hp")
 	f.StringVar(&o.Transport, "transport", fuse.TransportDev, "transport: dev (/dev/fuse) or uring (FUSE-over-io_uring; sets fuse's enable_uring when off)")
-	f.IntVar(&o.Threads, "threads", 0, "server threads: /dev/fuse workers (dev; 0 = 1), ring threads (uring; 0 = one per possible CPU), max_threads (passthrough_ll; 0 = libfuse's default)")
+	f.IntVar(&o.Threads, "threads", 0, "server threads: /dev/fuse workers (dev; 0 = 1), ring threads (uring; 0 = one per possible CPU), max_threads (passthrough_ll, passthrough_hp; 0 = libfuse's default)")
 	f.IntVar(&o.QueueDepth, "queue-depth", 0, "io_uring entries per queue with --transport uring (0 = 8)")
 	f.StringVar(&o.Backing, "backing", "", "backing directory the server mirrors (required)")
 	f.StringArrayVarP(&o.Options, "option", "o", nil, "mount option, e.g. allow_other, default_permissions, ro (repeatable, comma lists)")
@@ -78,7 +78,7 @@ func (o *ServeOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.Rules, "rule", nil, "stuck rule OP[:NAME]=never|after-abort|delay:DURATION, e.g. lookup:stuck=never (repeatable)")
 	f.StringVar(&o.Policy, "interrupt-policy", "cancel", "interrupt policy: cancel, ignore, enosys, eagain or eagain:N")
 	f.StringArrayVar(&o.Holds, "hold", nil, "interrupt server hold rule OP[:NAME]=DURATION, e.g. lookup:held*=2s (repeatable)")
-	f.StringVar(&o.Libfuse, "libfuse", "", "passthrough_ll binary for --server libfuse-passthrough_ll (default "+proto.LibfusePassthroughLLPath+")")
+	f.StringVar(&o.Libfuse, "libfuse", "", "libfuse server binary for --server libfuse-passthrough_ll or libfuse-passthrough_hp (default "+proto.LibfusePassthroughLLPath+" or "+proto.LibfusePassthroughHPPath+")")
 	f.BoolVar(&o.Stats, "stats", false, "print the server's counters as JSON when it stops")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the server to `FILE` when it stops (unmount or exit); klab's servers only")
 	f.StringVar(&o.MemProfile, "memprofile", "", "write a pprof allocation profile of the server to `FILE` when it stops (go tool pprof -sample_index=alloc_objects); klab's servers only")
@@ -123,8 +123,8 @@ func (o *ServeOptions) Config(mountpoint string) (fuse.Config, error) {
 		}
 		c.Hold = append(c.Hold, hold)
 	}
-	if c.Server == fuse.ServerLibfusePassthroughLL && (o.CPUProfile != "" || o.MemProfile != "") {
-		errs = append(errs, errors.New("--cpuprofile and --memprofile profile klab's own servers; libfuse-passthrough_ll runs in its own process (use perf there)"))
+	if (c.Server == fuse.ServerLibfusePassthroughLL || c.Server == fuse.ServerLibfusePassthroughHP) && (o.CPUProfile != "" || o.MemProfile != "") {
+		errs = append(errs, fmt.Errorf("--cpuprofile and --memprofile profile klab's own servers; %s runs in its own process (use perf there)", c.Server))
 	}
 	if o.CPUProfile != "" && o.CPUProfile == o.MemProfile {
 		errs = append(errs, fmt.Errorf("--cpuprofile and --memprofile name the same file %s", o.CPUProfile))
@@ -226,8 +226,15 @@ func Serve(ctx context.Context, o *ServeOptions, mountpoint string, stdout, stde
 	if st := s.Stats(); st.Ring != nil {
 		desc = fmt.Sprintf("%s server over io_uring (%d queues x %d entries, %d ring thread(s))", cfg.Server, st.Ring.Queues, st.Ring.Depth, st.Ring.Threads)
 	}
-	if cfg.Server == fuse.ServerLibfusePassthroughLL {
-		desc = fmt.Sprintf("%s (%s)", cfg.Server, cfg.LibfusePath)
+	if cfg.Server == fuse.ServerLibfusePassthroughLL || cfg.Server == fuse.ServerLibfusePassthroughHP {
+		path := cfg.LibfusePath
+		if path == "" {
+			path = proto.LibfusePassthroughLLPath
+			if cfg.Server == fuse.ServerLibfusePassthroughHP {
+				path = proto.LibfusePassthroughHPPath
+			}
+		}
+		desc = fmt.Sprintf("%s over %s (%s, pid %d)", cfg.Server, cfg.Transport, path, s.ServerPID())
 	}
 	fmt.Fprintf(stderr, "fuse: %s mounted on %s (backing %s, connection %d); Ctrl-C to unmount\n", desc, mountpoint, cfg.Backing, s.ConnID())
 	var serr error

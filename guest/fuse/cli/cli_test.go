@@ -210,3 +210,25 @@ func TestServeProfileErrors(t *testing.T) {
 		t.Errorf("the mount point was made before the profile failed")
 	}
 }
+
+func TestServePassthroughHPConfig(t *testing.T) {
+	parse := func(args ...string) error {
+		o := ServeOptions{}
+		f := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		o.AddFlags(f)
+		if err := f.Parse(append([]string{"--backing", "/b", "--server", "libfuse-passthrough_hp"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := o.Config("/m")
+		return err
+	}
+	if err := parse("--transport", "uring", "--queue-depth", "16", "--threads", "2"); err != nil {
+		t.Errorf("passthrough_hp over uring: %v", err)
+	}
+	err := parse("--request-timeout", "20", "--cpuprofile", "x")
+	for _, want := range []string{"libfuse-passthrough_hp cannot send a request timeout", "libfuse-passthrough_hp runs in its own process"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}
