@@ -136,13 +136,19 @@ func PassthroughLLFiles(ctx context.Context, cacheDir string, log io.Writer) ([]
 	if err != nil {
 		return nil, err
 	}
+	return programAt(bin, proto.LibfusePassthroughLLPath)
+}
+
+// programAt returns host program bin with its shared-library closure, the
+// program itself at guest path dest.
+func programAt(bin, dest string) ([]ExtraFile, error) {
 	files, err := HostProgram(bin, LibSearch{})
 	if err != nil {
 		return nil, err
 	}
 	for i := range files {
 		if files[i].Source == bin {
-			files[i].Dest = proto.LibfusePassthroughLLPath
+			files[i].Dest = dest
 		}
 	}
 	return files, nil

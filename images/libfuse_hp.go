@@ -432,14 +432,5 @@ func passthroughHPFiles(bin string) ([]ExtraFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := HostProgram(bin, LibSearch{})
-	if err != nil {
-		return nil, err
-	}
-	for i := range files {
-		if files[i].Source == bin {
-			files[i].Dest = proto.LibfusePassthroughHPPath
-		}
-	}
-	return files, nil
+	return programAt(bin, proto.LibfusePassthroughHPPath)
 }

@@ -508,15 +508,31 @@ func (s *Session) runExternal(ctx context.Context, path string, args, env []stri
 		s.err = cmd.Wait()
 		close(s.done)
 	}()
-	deadline := time.Now().Add(cfg.InitTimeout)
-	for {
-		if m, err := devfuse.FindMount(cfg.Mountpoint); err == nil && strings.HasPrefix(m.FSType, "fuse") {
+	mounted := func() bool {
+		m, err := devfuse.FindMount(cfg.Mountpoint)
+		if err == nil && strings.HasPrefix(m.FSType, "fuse") {
 			s.mount = m
-			return nil
+			return true
 		}
+		return false
+	}
+	return s.waitExternal(ctx, mounted, func() error {
+		return fmt.Errorf("fuse: %s %s exited before mounting: %v", path, strings.Join(args, " "), s.err)
+	}, func() error {
+		return fmt.Errorf("fuse: %s did not mount %s within %v", path, cfg.Mountpoint, cfg.InitTimeout)
+	})
+}
+
+// waitExternal polls ready every 10 ms until it holds, and returns nil.
+// When the libfuse process exits first it returns exited(); when ctx ends
+// or Config.InitTimeout passes it tears the session down and returns
+// ctx.Err() or timedOut().
+func (s *Session) waitExternal(ctx context.Context, ready func() bool, exited, timedOut func() error) error {
+	deadline := time.Now().Add(s.cfg.InitTimeout)
+	for !ready() {
 		select {
 		case <-s.done:
-			return fmt.Errorf("fuse: %s %s exited before mounting: %v", path, strings.Join(args, " "), s.err)
+			return exited()
 		case <-ctx.Done():
 			_ = s.Teardown(context.Background(), true)
 			return ctx.Err()
@@ -524,9 +540,10 @@ func (s *Session) runExternal(ctx context.Context, path string, args, env []stri
 		}
 		if time.Now().After(deadline) {
 			_ = s.Teardown(context.Background(), true)
-			return fmt.Errorf("fuse: %s did not mount %s within %v", path, cfg.Mountpoint, cfg.InitTimeout)
+			return timedOut()
 		}
 	}
+	return nil
 }
 
 // Config returns the session's configuration.

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"klab/guest/fuse/ringfuse"
 	"klab/guest/proto"
@@ -130,30 +129,25 @@ func (s *Session) startPassthroughHP(ctx context.Context) error {
 	}
 	// libfuse sets its rings up while it answers INIT, before its reply;
 	// without them it serves /dev/fuse and says nothing.
-	deadline := time.Now().Add(cfg.InitTimeout)
-	for {
+	var lastErr error
+	rings := func() bool {
 		n, err := countURingFDs(s.cmd.Process.Pid)
+		lastErr = err
 		if err == nil && n > 0 {
 			s.log.Info("fuse: passthrough_hp serves over io_uring", "io_uring_instances", n)
-			return nil
+			return true
 		}
-		select {
-		case <-s.done:
-			return fmt.Errorf("fuse: %s %s exited after mounting: %v", path, strings.Join(args, " "), s.err)
-		case <-ctx.Done():
-			_ = s.Teardown(context.Background(), true)
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			_ = s.Teardown(context.Background(), true)
-			why := "the kernel did not offer FUSE-over-io_uring"
-			if err != nil {
-				why = err.Error()
-			}
-			return fmt.Errorf("fuse: transport uring: %s holds no io_uring %v after mounting (%s); it would serve /dev/fuse", path, cfg.InitTimeout, why)
-		}
+		return false
 	}
+	return s.waitExternal(ctx, rings, func() error {
+		return fmt.Errorf("fuse: %s %s exited after mounting: %v", path, strings.Join(args, " "), s.err)
+	}, func() error {
+		why := "the kernel did not offer FUSE-over-io_uring"
+		if lastErr != nil {
+			why = lastErr.Error()
+		}
+		return fmt.Errorf("fuse: transport uring: %s holds no io_uring %v after mounting (%s); it would serve /dev/fuse", path, cfg.InitTimeout, why)
+	})
 }
 
 // countURingFDs counts the io_uring instances among process pid's open
