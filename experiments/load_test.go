@@ -206,6 +206,37 @@ checks:
 			want: []string{`t.yaml:3:9: server.kind: "bogus" is not a server, want one of passthrough, stuck, interrupt, libfuse-passthrough_ll, libfuse-passthrough_hp`},
 		},
 		{
+			name: "cache timeout out of range, and non-zero for passthrough_hp",
+			yaml: yml(`
+name: x
+params:
+  server: [passthrough, libfuse-passthrough_hp]
+compare: server
+server:
+  kind: ${server}
+  backing: /b
+  mountpoint: /m
+  cache_timeout_s: 5
+checks:
+  - {name: c, run: "true"}
+`),
+			want: []string{`t.yaml:9:20: server.cache_timeout_s: libfuse's passthrough_hp caches for a day or not at all: give 0 (its --nocache) or leave it out`},
+		},
+		{
+			name: "negative cache timeout",
+			yaml: yml(`
+name: x
+server:
+  kind: passthrough
+  backing: /b
+  mountpoint: /m
+  cache_timeout_s: -1
+checks:
+  - {name: c, run: "true"}
+`),
+			want: []string{`t.yaml:6:20: server.cache_timeout_s: -1 is out of range, want 0..86400 seconds`},
+		},
+		{
 			name: "unknown pattern",
 			yaml: yml(`
 name: x

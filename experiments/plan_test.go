@@ -350,3 +350,19 @@ workloads:
 		}
 	}
 }
+
+// TestCacheTimeoutStep: cache_timeout_s sets both kernel cache times of
+// the fuse step; unset, the server keeps its own.
+func TestCacheTimeoutStep(t *testing.T) {
+	zero, half := 0.0, 0.5
+	for _, c := range []struct {
+		in   *float64
+		want *int64
+	}{{nil, nil}, {&zero, new(int64)}, {&half, func() *int64 { v := int64(500); return &v }()}} {
+		o := fuseStep(&Server{Kind: "passthrough", CacheTimeoutS: c.in}, nil).Passthrough
+		a, e := o.AttrTimeoutMs, o.EntryTimeoutMs
+		if (c.want == nil) != (a == nil) || (c.want == nil) != (e == nil) || (c.want != nil && (*a != *c.want || *e != *c.want)) {
+			t.Errorf("cache_timeout_s %v: attr %v entry %v, want %v", c.in, a, e, c.want)
+		}
+	}
+}

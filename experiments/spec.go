@@ -221,6 +221,12 @@ type Server struct {
 	// KernelPassthrough registers backing files with the kernel
 	// (FUSE_PASSTHROUGH), as libfuse's passthrough_hp does.
 	KernelPassthrough bool `yaml:"kernel_passthrough"`
+	// CacheTimeoutS is how long the kernel may cache attributes and
+	// entries, in seconds; 0 caches nothing, so that every lookup and
+	// getattr reaches the server. Unset, each server keeps its own:
+	// klab's and passthrough_ll's 1 s, passthrough_hp's day (it has no
+	// other setting than its own or none).
+	CacheTimeoutS *float64 `yaml:"cache_timeout_s"`
 }
 
 // Workload is one measured job: klab's Go engine, or fio.

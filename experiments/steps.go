@@ -113,9 +113,18 @@ func fuseStep(sv *Server, then *proto.Step) *proto.FUSEStep {
 		Server: sv.Kind, Transport: sv.Transport, QueueDepth: depth,
 		Mountpoint: sv.Mountpoint, Backing: sv.Backing, MountOptions: sv.Options,
 		Threads: sv.Threads, RequestTimeoutSec: sv.RequestTimeoutS, MaxWrite: sv.MaxWrite,
-		Passthrough: proto.FUSEPassthroughOptions{KernelPassthrough: sv.KernelPassthrough},
+		Passthrough: passthroughOptions(sv),
 		Then:        then,
 	}
+}
+
+func passthroughOptions(sv *Server) proto.FUSEPassthroughOptions {
+	o := proto.FUSEPassthroughOptions{KernelPassthrough: sv.KernelPassthrough}
+	if sv.CacheTimeoutS != nil {
+		ms := int64(*sv.CacheTimeoutS * 1000)
+		o.AttrTimeoutMs, o.EntryTimeoutMs = &ms, &ms
+	}
+	return o
 }
 
 // checkStep is a check as an exec step.

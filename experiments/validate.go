@@ -150,6 +150,14 @@ func validate(ps *problems, root *yaml.Node, s *Spec, params Params, axis bool) 
 		if sv.KernelPassthrough && sv.Kind == "libfuse-passthrough_ll" {
 			ps.at(at("server", "kernel_passthrough"), "server.kernel_passthrough: klab's servers only; libfuse's passthrough_ll has none")
 		}
+		if c := sv.CacheTimeoutS; c != nil {
+			switch {
+			case *c < 0 || *c > 86400:
+				ps.at(at("server", "cache_timeout_s"), "server.cache_timeout_s: %g is out of range, want 0..86400 seconds", *c)
+			case *c != 0 && sv.Kind == "libfuse-passthrough_hp":
+				ps.at(at("server", "cache_timeout_s"), "server.cache_timeout_s: libfuse's passthrough_hp caches for a day or not at all: give 0 (its --nocache) or leave it out")
+			}
+		}
 		if sv.Threads < 0 || sv.Threads > 1024 {
 			ps.at(at("server", "threads"), "server.threads: %d is out of range, want 1..1024", sv.Threads)
 		}
