@@ -44,8 +44,7 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 	var d proto.Done
 	failed := false // the step failed or we aborted the connection
 	aborted := false
-	rBefore, wBefore := procIO(sess.ServerPID())
-	sBefore := splicedBytes(sess.Stats())
+	before := serverIO(sess)
 	if s.FUSE.Then != nil {
 		then := *s.FUSE.Then
 		if then.ID == 0 {
@@ -54,8 +53,7 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 		d, aborted = runWatched(ctx, a, sess, &then, s.TimeoutMs)
 		failed = aborted
 	}
-	rAfter, wAfter := procIO(sess.ServerPID())
-	spliced := splicedBytes(sess.Stats()) - sBefore
+	after := serverIO(sess)
 	if d.ExitCode != 0 || d.Error != "" {
 		failed = true
 	}
@@ -68,7 +66,7 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 		failed = true
 	default:
 	}
-	d.FUSE = fuseStats(sess.Stats(), rBefore, rAfter, wBefore, wAfter, spliced)
+	d.FUSE = fuseStats(sess.Stats(), before, after)
 	terr := sess.Teardown(context.Background(), failed)
 	if b, err := json.Marshal(sess.Stats()); err == nil {
 		a.Logf("fuse: %s server on %s stopped: %s", cfg.Server, cfg.Mountpoint, b)
@@ -154,11 +152,9 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// fuseStats are the typed counters a fuse step's Done carries. READ data
-// spliced from the backing files to /dev/fuse (spliced bytes during the
-// step) never pass through the server's memory, and so not through its
-// rchar: they count as read, since the server served them.
-func fuseStats(st fuse.Stats, rBefore, rAfter, wBefore, wAfter, spliced int64) *proto.FUSEStats {
+// fuseStats are the typed counters a fuse step's Done carries, with what
+// the server read and wrote of file data between before and after.
+func fuseStats(st fuse.Stats, before, after ioCount) *proto.FUSEStats {
 	out := &proto.FUSEStats{Server: st.Server, Transport: st.Transport, InitFlags: st.InitFlags,
 		RequestTimeoutS: int(st.RequestTimeout), ServerReadBytes: -1, ServerWrittenBytes: -1}
 	if c := st.Conn; c != nil {
@@ -168,22 +164,32 @@ func fuseStats(st fuse.Stats, rBefore, rAfter, wBefore, wAfter, spliced int64) *
 	if r := st.Ring; r != nil {
 		out.RingRequests = r.Requests
 	}
-	if rBefore >= 0 && rAfter >= rBefore {
-		out.ServerReadBytes = rAfter - rBefore + max(spliced, 0)
+	if before.read >= 0 && after.read >= before.read {
+		out.ServerReadBytes = after.read - before.read
 	}
-	if wBefore >= 0 && wAfter >= wBefore {
-		out.ServerWrittenBytes = wAfter - wBefore
+	if before.written >= 0 && after.written >= before.written {
+		out.ServerWrittenBytes = after.written - before.written
 	}
 	return out
 }
 
-// splicedBytes is how many bytes of READ replies the server has spliced
-// from backing files so far (0 over io_uring or without splicing).
-func splicedBytes(st fuse.Stats) int64 {
-	if st.Dev == nil {
-		return 0
+// ioCount is what a server has read and written of file data so far; -1
+// when unknown.
+type ioCount struct{ read, written int64 }
+
+// serverIO counts what the session's server has read and written of file
+// data. klab's servers count it themselves: the agent's rchar would also
+// count the workload processes it reaped (a reaped child's I/O is added to
+// its parent's), and READ data spliced from the backing files, which never
+// pass through the server's memory, would be missing. libfuse's servers
+// run as processes of their own (passthrough_hp without splicing): their
+// rchar and wchar.
+func serverIO(sess *fuse.Session) ioCount {
+	if st := sess.Stats(); st.ServedBytes >= 0 && st.WrittenBytes >= 0 {
+		return ioCount{read: st.ServedBytes, written: st.WrittenBytes}
 	}
-	return int64(st.Dev.SplicedBytes)
+	r, w := procIO(sess.ServerPID())
+	return ioCount{read: r, written: w}
 }
 
 // procIO returns rchar and wchar of process pid, -1 when unknown.

@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,23 +40,32 @@ func fuseDirs(t *testing.T) (mnt, backing string) {
 func TestFUSEStep(t *testing.T) {
 	requireFUSE(t)
 	mnt, backing := fuseDirs(t)
+	// g is in the backing directory before the mount, so that reading it
+	// through the mount reaches the server (f, just written, may be read
+	// back from the page cache).
+	if err := os.MkdirAll(backing, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(backing, "g"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	h := startAgent(t, &Agent{Handlers: DefaultHandlers()})
 	h.step(proto.Step{ID: 4, Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{
 		Mountpoint: mnt, Backing: backing, Threads: 2, MountOptions: []string{"default_permissions"},
-		Then: &proto.Step{Kind: proto.StepExec, Argv: []string{"sh", "-c", "echo data > " + mnt + "/f && cat " + mnt + "/f"}},
+		Then: &proto.Step{Kind: proto.StepExec, Argv: []string{"sh", "-c", "echo data > " + mnt + "/f && cat " + mnt + "/f " + mnt + "/g"}},
 	}})
 	before, d := h.until(4, 30*time.Second)
 	checkDone(t, d, 4, 0, "")
-	if got := describe(before); !strings.Contains(got, "output stdout data\n") || !strings.Contains(got, "passthrough server over dev mounted on") {
+	if got := strings.ReplaceAll(describe(before), "|output stdout ", ""); !strings.Contains(got, "data\nhello\n") || !strings.Contains(got, "passthrough server over dev mounted on") {
 		t.Errorf("messages = %q", got)
 	}
 	if b, err := os.ReadFile(filepath.Join(backing, "f")); err != nil || string(b) != "data\n" {
 		t.Errorf("backing file: %q, %v", b, err)
 	}
 	// The server's counters come back typed: it wrote the 5 bytes to its
-	// backing file and read them back.
-	if f := d.FUSE; f == nil || f.Server != "passthrough" || f.Transport != "dev" || f.ServerWrittenBytes < 5 || f.ServerReadBytes < 5 {
-		t.Errorf("Done.FUSE = %+v, want passthrough over dev with >= 5 bytes written and read", d.FUSE)
+	// backing file and served g's 6.
+	if f := d.FUSE; f == nil || f.Server != "passthrough" || f.Transport != "dev" || f.ServerWrittenBytes != 5 || f.ServerReadBytes < 6 {
+		t.Errorf("Done.FUSE = %+v, want passthrough over dev with 5 bytes written and at least 6 read", d.FUSE)
 	}
 }
 
@@ -111,21 +122,60 @@ func TestFUSEStepBadConfig(t *testing.T) {
 	}
 }
 
-// TestFUSEStatsSpliced: READ data spliced to /dev/fuse count as served
-// next to the server's rchar; unknown rchar stays unknown.
-func TestFUSEStatsSpliced(t *testing.T) {
+// TestFUSEStatsServed: a step's served bytes are the difference of the
+// server's counts; a count that is unknown or went backwards gives -1.
+func TestFUSEStatsServed(t *testing.T) {
 	for _, c := range []struct {
-		rBefore, rAfter, spliced, want int64
+		before, after ioCount
+		read, written int64
 	}{
-		{100, 4196, 0, 4096},
-		{100, 196, 1 << 20, 96 + 1<<20},
-		{100, 196, -5, 96}, // a counter that went backwards adds nothing
-		{-1, 4196, 1 << 20, -1},
-		{100, -1, 1 << 20, -1},
+		{ioCount{100, 5}, ioCount{4196, 1029}, 4096, 1024},
+		{ioCount{-1, 5}, ioCount{4196, 5}, -1, 0},
+		{ioCount{100, 5}, ioCount{50, -1}, -1, -1},
 	} {
-		got := fuseStats(fuse.Stats{}, c.rBefore, c.rAfter, 0, 0, c.spliced).ServerReadBytes
-		if got != c.want {
-			t.Errorf("rchar %d→%d, %d spliced: ServerReadBytes %d, want %d", c.rBefore, c.rAfter, c.spliced, got, c.want)
+		got := fuseStats(fuse.Stats{}, c.before, c.after)
+		if got.ServerReadBytes != c.read || got.ServerWrittenBytes != c.written {
+			t.Errorf("%+v -> %+v: read %d written %d, want %d and %d", c.before, c.after, got.ServerReadBytes, got.ServerWrittenBytes, c.read, c.written)
 		}
+	}
+}
+
+// TestServerIOCountsItsOwn: klab's server counts the file bytes it served
+// itself, spliced ones included, so that a workload process the agent
+// reaps (whose rchar the kernel adds to the agent's) does not count as
+// served; a libfuse server's count is its process's rchar.
+func TestServerIOCountsItsOwn(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	backing, mnt := filepath.Join(dir, "b"), filepath.Join(dir, "m")
+	for _, d := range []string{backing, mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := make([]byte, 1<<20)
+	if err := os.WriteFile(filepath.Join(backing, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fuse.DefaultConfig()
+	cfg.Backing, cfg.Mountpoint = backing, mnt
+	sess, err := fuse.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Teardown(context.Background(), true)
+	before := serverIO(sess)
+	// A child process reads the file through the mount, as a workload
+	// does, and is reaped.
+	if out, err := exec.Command("cat", filepath.Join(mnt, "f")).Output(); err != nil || len(out) != len(data) {
+		t.Fatalf("cat through the mount: %d bytes, %v", len(out), err)
+	}
+	after := serverIO(sess)
+	served := after.read - before.read
+	if served < int64(len(data)) || served > int64(len(data))+int64(len(data))/2 {
+		t.Errorf("served %d bytes for a %d-byte file read once (the reaped reader's rchar must not count)", served, len(data))
+	}
+	if st := sess.Stats(); st.ServedBytes < 0 || st.WrittenBytes < 0 {
+		t.Errorf("klab's server has no counts: %+v", st)
 	}
 }

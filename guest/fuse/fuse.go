@@ -683,6 +683,12 @@ type Stats struct {
 	Ring *ringfuse.Stats `json:"ring,omitempty"`
 	// Dev are the /dev/fuse device's counters (klab's servers).
 	Dev *devfuse.Stats `json:"dev,omitempty"`
+	// ServedBytes and WrittenBytes are the file data klab's server served
+	// in READ replies (from memory and spliced: dispatch.Stats.ReadBytes)
+	// and wrote from WRITE requests; -1 for libfuse's servers, whose
+	// process's rchar and wchar count them.
+	ServedBytes  int64 `json:"served_bytes"`
+	WrittenBytes int64 `json:"written_bytes"`
 	// URingEnabled says the session set fuse's enable_uring.
 	URingEnabled bool `json:"uring_enabled,omitempty"`
 	// Stuck are the stuck server's holds.
@@ -702,10 +708,11 @@ func (s *Session) ServerPID() int {
 
 // Stats returns the session's counters.
 func (s *Session) Stats() Stats {
-	st := Stats{Server: s.cfg.Server, Transport: s.cfg.Transport, ConnID: s.ConnID()}
+	st := Stats{Server: s.cfg.Server, Transport: s.cfg.Transport, ConnID: s.ConnID(), ServedBytes: -1, WrittenBytes: -1}
 	if s.conn != nil {
 		cs := s.conn.Stats()
 		st.Conn = &cs
+		st.ServedBytes = int64(cs.ReadBytes)
 		if in, _ := s.conn.Negotiated(); in != nil {
 			st.InitFlags = in.Granted().String()
 			st.RequestTimeout = in.Out.RequestTimeout
@@ -718,6 +725,9 @@ func (s *Session) Stats() Stats {
 	if s.dev != nil {
 		ds := s.dev.Stats()
 		st.Dev = &ds
+	}
+	if s.pfs != nil {
+		st.WrittenBytes = int64(s.pfs.WrittenBytes())
 	}
 	st.URingEnabled = s.uringEnabled
 	if s.stuck != nil {

@@ -141,17 +141,17 @@ func splice(in int, off *int64, out int, n int, flags int) (int, syscall.Errno) 
 // /dev/fuse (see the top of this file). It implements dispatch.FdReplier:
 // sizes below spliceMin or above what a pipe holds, and descriptors that
 // cannot be spliced, are left to the caller.
-func (d *Device) WriteReplyFd(unique uint64, fd int, off int64, size int) (bool, syscall.Errno, error) {
+func (d *Device) WriteReplyFd(unique uint64, fd int, off int64, size int) (bool, int, syscall.Errno, error) {
 	if size < spliceMin || !d.splice.Load() {
-		return false, 0, nil
+		return false, 0, 0, nil
 	}
 	p := d.getPipes()
 	if p == nil {
-		return false, 0, nil
+		return false, 0, 0, nil
 	}
 	if size > p.max {
 		d.putPipes(p)
-		return false, 0, nil
+		return false, 0, 0, nil
 	}
 	// The file's pages into the data pipe.
 	n := 0
@@ -162,7 +162,7 @@ func (d *Device) WriteReplyFd(unique uint64, fd int, off int64, size int) (bool,
 				// Not spliceable (EINVAL), or a read error that the
 				// caller's own read will report.
 				d.putPipes(p)
-				return false, 0, nil
+				return false, 0, 0, nil
 			}
 			break // send what was read, as a short read
 		}
@@ -175,12 +175,12 @@ func (d *Device) WriteReplyFd(unique uint64, fd int, off int64, size int) (bool,
 	defer d.mu.RUnlock()
 	if d.closed {
 		p.close()
-		return true, 0, syscall.ENODEV
+		return true, 0, 0, syscall.ENODEV
 	}
 	hdr := abi.OutHeader{Len: uint32(abi.OutHeaderSize + n), Unique: unique}
 	if _, _, e := unix.Syscall(unix.SYS_WRITE, uintptr(p.msg[1]), uintptr(unsafe.Pointer(&hdr)), uintptr(abi.OutHeaderSize)); e != 0 {
 		p.close()
-		return true, 0, e
+		return true, 0, 0, e
 	}
 	for m := 0; m < n; {
 		k, e := splice(p.data[0], nil, p.msg[1], n-m, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
@@ -189,7 +189,7 @@ func (d *Device) WriteReplyFd(unique uint64, fd int, off int64, size int) (bool,
 				e = syscall.EIO
 			}
 			p.close()
-			return true, 0, e
+			return true, 0, 0, e
 		}
 		m += k
 	}
@@ -198,16 +198,16 @@ func (d *Device) WriteReplyFd(unique uint64, fd int, off int64, size int) (bool,
 		// ENOENT: the kernel no longer waits for the request. The pipe
 		// may hold what was not taken: drop the pair.
 		p.close()
-		return true, 0, e
+		return true, 0, 0, e
 	}
 	if k != abi.OutHeaderSize+n {
 		p.close()
-		return true, 0, syscall.EIO
+		return true, 0, 0, syscall.EIO
 	}
 	d.putPipes(p)
 	d.spliced.Add(uint64(n))
 	d.splicedReplies.Add(1)
-	return true, 0, nil
+	return true, n, 0, nil
 }
 
 // Stats are a Device's counters.

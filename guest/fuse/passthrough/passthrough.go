@@ -109,7 +109,17 @@ type FS struct {
 	writeback   atomic.Bool
 	passthrough atomic.Bool
 	warnOnce    sync.Once
+
+	// writtenBytes counts the backing-file bytes Write wrote (see
+	// WrittenBytes).
+	writtenBytes atomic.Uint64
 }
+
+// WrittenBytes is how many bytes of WRITE requests the server wrote to
+// backing files. Unlike the process's wchar it leaves out whatever else
+// the process, and the children it reaped, wrote. (What it read is counted
+// by the transport: dispatch.Stats.ReadBytes.)
+func (f *FS) WrittenBytes() uint64 { return f.writtenBytes.Load() }
 
 // New opens the backing directory.
 func New(o Options) (*FS, error) {
@@ -742,6 +752,7 @@ func (f *FS) Write(r *fs.Request, in *abi.WriteIn, data []byte) (uint32, syscall
 		if err != nil {
 			return 0, errno(err)
 		}
+		f.writtenBytes.Add(uint64(n))
 		return uint32(n), 0
 	}
 }

@@ -787,9 +787,9 @@ func (e *entry) WriteReply(hdr abi.OutHeader, out, data []byte) error {
 // WriteReplyFd reads a READ's data straight into the entry's payload
 // buffer, where the kernel copies them from. It implements
 // dispatch.FdReplier.
-func (e *entry) WriteReplyFd(unique uint64, fd int, off int64, size int) (bool, syscall.Errno, error) {
+func (e *entry) WriteReplyFd(unique uint64, fd int, off int64, size int) (bool, int, syscall.Errno, error) {
 	if size > len(e.payload) {
-		return false, 0, nil
+		return false, 0, 0, nil
 	}
 	for {
 		n, err := unix.Pread(fd, e.payload[:size], off)
@@ -801,14 +801,14 @@ func (e *entry) WriteReplyFd(unique uint64, fd int, off int64, size int) (bool, 
 			if !ok {
 				errno = syscall.EIO
 			}
-			return true, errno, nil
+			return true, 0, errno, nil
 		}
 		e.writeHeader(0, unique, n)
 		e.wrote = true
 		if e.r.t.stopping.Load() {
-			return true, 0, syscall.ENOTCONN
+			return true, n, 0, syscall.ENOTCONN
 		}
-		return true, 0, nil
+		return true, n, 0, nil
 	}
 }
 
