@@ -133,10 +133,11 @@ type FUSEStats struct {
 	ReplyErrors uint64 `json:"reply_errors,omitempty"`
 	// RingRequests counts requests received over io_uring.
 	RingRequests uint64 `json:"ring_requests,omitempty"`
-	// ServerReadBytes and ServerWrittenBytes are the server process's
-	// rchar and wchar (/proc/PID/io) during the wrapped step: what it
-	// read from and wrote to its backing files (and, for klab's servers
-	// in the agent, the agent's own small traffic). -1 when unknown.
+	// ServerReadBytes and ServerWrittenBytes are what the server served
+	// of file data during the wrapped step: for klab's servers their own
+	// count of the file data READ replies carried (spliced or not) and of
+	// WRITE data written; for libfuse's, their process's rchar and wchar
+	// (/proc/PID/io). -1 when unknown.
 	ServerReadBytes    int64 `json:"server_read_bytes"`
 	ServerWrittenBytes int64 `json:"server_written_bytes"`
 }
