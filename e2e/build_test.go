@@ -128,7 +128,7 @@ func TestBuildPatchedDebianSource(t *testing.T) {
 // builtKernel is the part of `klab kernels show --json` for a built
 // kernel that the tests read.
 type builtKernel struct {
-	Source, ID, Version, Image, Modules string
+	Source, ID, Version, Image, Config, Modules string
 	Build                               struct {
 		Tree         string `json:"tree"`
 		ConfigSHA256 string `json:"config_sha256"`

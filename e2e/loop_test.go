@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -83,10 +82,10 @@ func TestBootUserFilesAndStdin(t *testing.T) {
 	}
 }
 
-// TestBootTreeKernel boots a kernel tree built in place: the work tree of
-// the e2e build (a make O= directory, as a developer's own build is), with
-// tree:DIR, and checks that a tree that was not built gets the make target
-// to run.
+// TestBootTreeKernel boots a kernel tree built in place: a make O=
+// directory (as a developer's own build is) holding the e2e build's image
+// and .config, with tree:DIR, and checks that a tree that was not built
+// gets the make target to run.
 func TestBootTreeKernel(t *testing.T) {
 	testenv.E2E(t)
 	requiresBuildTools(t)
@@ -95,20 +94,21 @@ func TestBootTreeKernel(t *testing.T) {
 		t.Fatalf("kernels build: exit %d", r.code)
 	}
 	k := showBuilt(t, "build:e2e-fuse-hello")
-	// The work tree whose make O= directory holds this very image.
-	image, err := os.ReadFile(k.Image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	outs, _ := filepath.Glob(filepath.Join(paths.CacheDir(), "kernels", "build", "work", "*", "out"))
-	out := ""
-	for _, o := range outs {
-		if b, err := os.ReadFile(filepath.Join(o, "arch/x86/boot/bzImage")); err == nil && bytes.Equal(b, image) {
-			out = o
+	// A make O= directory of this very build: its image and .config where
+	// make puts them. (klab's own work trees are shared by every build of
+	// the same source, so a later build may have replaced their output.)
+	out := t.TempDir()
+	for src, dst := range map[string]string{k.Image: filepath.Join(out, "arch/x86/boot/bzImage"), k.Config: filepath.Join(out, ".config")} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if out == "" {
-		t.Fatalf("no work tree of the build holds its image (looked at %v)", outs)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r := run(t, t.TempDir(), "boot", "--kernel", "tree:"+out, "--console", "--", "cat", "/proc/version")
 	if r.code != 0 || !strings.Contains(r.stdout, k.Version) {
@@ -117,7 +117,13 @@ func TestBootTreeKernel(t *testing.T) {
 	if !strings.Contains(r.stderr, helloLine) {
 		t.Errorf("the tree's kernel is not the patched build: the console lacks %q", helloLine)
 	}
-	src := filepath.Join(filepath.Dir(out), "src")
+	// The source of that build, never configured in place (klab builds
+	// with make O=).
+	srcs, _ := filepath.Glob(filepath.Join(paths.CacheDir(), "kernels", "build", "work", "*", "src"))
+	if len(srcs) == 0 {
+		t.Fatal("no source tree in klab's build cache after a build")
+	}
+	src := srcs[0]
 	r = run(t, t.TempDir(), "boot", "--kernel", src, "--", "true")
 	if r.code != 125 || !strings.Contains(r.stderr, "is not configured or built") || !strings.Contains(r.stderr, "--build") {
 		t.Errorf("boot of an unbuilt tree: exit %d, stderr %q", r.code, r.stderr)
