@@ -129,7 +129,7 @@ func TestBuildPatchedDebianSource(t *testing.T) {
 // kernel that the tests read.
 type builtKernel struct {
 	Source, ID, Version, Image, Config, Modules string
-	Build                               struct {
+	Build                                       struct {
 		Tree         string `json:"tree"`
 		ConfigSHA256 string `json:"config_sha256"`
 		Log          string `json:"log"`
