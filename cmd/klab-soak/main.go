@@ -36,6 +36,7 @@ import (
 	"klab/internal/procfs"
 	"klab/lab"
 	"klab/results"
+	"klab/results/stats"
 )
 
 func main() {
@@ -193,7 +194,7 @@ func soakCLI(ctx context.Context, klab, kernel string, n int, dir string) (faile
 	for _, b := range boots {
 		rss = append(rss, float64(b.maxRSSKiB)/1024)
 	}
-	first, last := median(rss[:min(10, len(rss))]), median(rss[max(0, len(rss)-10):])
+	first, last := stats.Median(rss[:min(10, len(rss))]), stats.Median(rss[max(0, len(rss)-10):])
 	fmt.Printf("  klab peak RSS: %.1f..%.1f MiB; median of the first 10 boots %.1f MiB, of the last 10 %.1f MiB\n",
 		slices.Min(rss), slices.Max(rss), first, last)
 	// A process that starts afresh each time has no business growing;
@@ -378,13 +379,6 @@ func quantile(s []float64, q float64) float64 {
 		return s[len(s)-1]
 	}
 	return s[i] + (pos-float64(i))*(s[i+1]-s[i])
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	return quantile(slices.Sorted(slices.Values(v)), 0.5)
 }
 
 func tail(s string, n int) string {
