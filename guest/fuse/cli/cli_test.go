@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,13 @@ func gunzip(t *testing.T, path string) []byte {
 
 func TestServeProfiles(t *testing.T) {
 	testenv.RequiresFUSE(t)
+	// At the default rate (one sample per 512 KiB) a worker's request
+	// buffer is sampled with a probability well below one, so the check
+	// on the profile's functions below could fail by chance. Sample every
+	// allocation for this test.
+	rate := runtime.MemProfileRate
+	runtime.MemProfileRate = 1
+	defer func() { runtime.MemProfileRate = rate }()
 	for _, transport := range []string{fuse.TransportDev, fuse.TransportURing} {
 		t.Run(transport, func(t *testing.T) {
 			if transport == fuse.TransportURing {
@@ -172,7 +180,7 @@ func TestServeProfiles(t *testing.T) {
 			if !bytes.Contains(b, []byte("alloc_space")) {
 				t.Errorf("%s has no allocation sample type", mem)
 			}
-			// The server's read buffers (1 MiB each) are always sampled.
+			// Every allocation is sampled: the workers' request buffers are there.
 			want := "klab/guest/fuse/devfuse"
 			if transport == fuse.TransportURing {
 				want = "klab/guest/fuse/ringfuse"
