@@ -76,6 +76,12 @@ func TestBootUserFilesAndStdin(t *testing.T) {
 	if again.code != 125 || !strings.Contains(again.stderr, "exists already") {
 		t.Errorf("a second run with the same --run-id: exit %d, stderr %q", again.code, again.stderr)
 	}
+	// Only explicit guest paths: nothing goes to /work, and the command
+	// runs in / (it used to be sent to a /work that did not exist).
+	abs := run(t, runs, "boot", "--kernel", "debian:7.3", "--file", script+":/opt/check.sh", "--", "sh", "-c", "pwd; exit 4")
+	if abs.code != 4 || !strings.Contains(abs.stdout, "/\n") {
+		t.Errorf("--file HOST:GUEST then a command: exit %d (want 4), stdout %q, stderr %q", abs.code, abs.stdout, abs.stderr)
+	}
 	bad := run(t, runs, "boot", "--kernel", "debian:7.3", "--file", script+":/bin/klab-agent", "--", "true")
 	if bad.code != 125 || !strings.Contains(bad.stderr, "klab's own") {
 		t.Errorf("--file over the agent: exit %d, stderr %q", bad.code, bad.stderr)

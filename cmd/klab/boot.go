@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -143,7 +144,7 @@ started in the guest; 1 when another step failed.`,
 				}
 				req.Shares = append(req.Shares, sh)
 			}
-			if len(files) > 0 && len(args) > 0 {
+			if len(args) > 0 && inWorkDir(files) {
 				req.Dir = images.UserWorkDir
 			}
 			if o.build {
@@ -252,6 +253,19 @@ func userFiles(files, dirs []string) ([]images.ExtraFile, error) {
 		return nil, nil
 	}
 	return images.UserFiles(paths)
+}
+
+// inWorkDir reports whether any of files goes to images.UserWorkDir (a
+// --file or --dir without a guest path): the guest command then runs
+// there, so that `--file ./t -- ./t` works. With only explicit guest paths
+// the directory does not exist and the command runs in /.
+func inWorkDir(files []images.ExtraFile) bool {
+	for _, f := range files {
+		if strings.HasPrefix(path.Clean("/"+f.Dest), images.UserWorkDir+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // bootSummary is what klab boot --json prints.
