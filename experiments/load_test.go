@@ -248,6 +248,21 @@ workloads:
 			want: []string{`t.yaml:4:14: workloads[0].pattern: "zigzag" is unknown, want one of ` + patternNames()},
 		},
 		{
+			name: "server CPU without a server",
+			yaml: yml(`
+name: x
+workloads:
+  - name: w
+    pattern: seqread
+    dir: /tmp/w
+    jobs: 1
+    bs: 4k
+    size: 1M
+    metrics: [server_cpu_per_op_ns]
+`),
+			want: []string{`t.yaml:9:15: workloads[0].metrics: server_cpu_per_op_ns only for a job on the server's mount`},
+		},
+		{
 			name: "empty params",
 			yaml: yml(`
 name: x

@@ -181,8 +181,11 @@ func (s *Saved) Report() *report.Report {
 						continue
 					}
 					v := smp.Value
-					if smp.Metrics != nil {
-						v = metricOf(metric, smp.Metrics)
+					if smp.Metrics != nil || metric == ServerCPUMetric {
+						var ok bool
+						if v, ok = sampleMetric(metric, smp.Metrics, smp.FUSE); !ok {
+							continue
+						}
 					}
 					if smp.Side == SideA {
 						a = append(a, v)

@@ -539,8 +539,12 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 							progress("  no profile of %s %s%s round %d: %s", it.workload.Name, rowText(plan, u.Row), sideLabel(plan, u.Side), u.Round, smp.ProfileError)
 						}
 					}
-					smp.Value = metricOf(smp.Metric, d.Metrics)
 					smp.FUSE = d.FUSE
+					if v, ok := sampleMetric(smp.Metric, d.Metrics, d.FUSE); ok {
+						smp.Value = v
+					} else {
+						smp.Error = fmt.Sprintf("no %s: the server's CPU time is unknown", smp.Metric)
+					}
 					if msg := servedCheck(it.workload, d); msg != "" {
 						smp.Error = msg
 					}

@@ -270,7 +270,8 @@ type Workload struct {
 	Mount *bool `yaml:"mount"`
 	// Metric is what the row compares: ops_per_sec (default),
 	// bytes_per_sec, p50_ns, p99_ns, p999_ns, cpu_per_op_ns,
-	// user_per_op_ns, sys_per_op_ns.
+	// user_per_op_ns, sys_per_op_ns (the workload's CPU), or
+	// server_cpu_per_op_ns (the FUSE server's, on its mount).
 	Metric string `yaml:"metric"`
 	// Metrics are more metrics of the same runs, one table row each.
 	Metrics []string `yaml:"metrics"`
@@ -340,7 +341,7 @@ var (
 	accels     = []string{"auto", "kvm", "tcg"}
 	servers    = []string{"passthrough", "stuck", "interrupt", "libfuse-passthrough_ll", "libfuse-passthrough_hp"}
 	transports = []string{"dev", "uring"}
-	metrics    = []string{"ops_per_sec", "bytes_per_sec", "p50_ns", "p99_ns", "p999_ns", "cpu_per_op_ns", "user_per_op_ns", "sys_per_op_ns"}
+	metrics    = []string{"ops_per_sec", "bytes_per_sec", "p50_ns", "p99_ns", "p999_ns", "cpu_per_op_ns", "user_per_op_ns", "sys_per_op_ns", ServerCPUMetric}
 	engines    = []string{"go", "fio"}
 	features   = []string{"fuse-io-uring", "fuse-request-timeout", "fuse-passthrough"}
 	fuseChecks = []string{"timeout", "interrupt", "kill"}

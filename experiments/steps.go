@@ -176,12 +176,31 @@ func metricOf(name string, m *proto.Metrics) float64 {
 	return m.OpsPerSec
 }
 
+// ServerCPUMetric is the FUSE server's CPU time (user and system, of its
+// process) per operation of the workload on its mount. Both servers of a
+// comparison answer the same kernel requests for the same operations, so
+// that per-operation figures compare the servers' cost.
+const ServerCPUMetric = "server_cpu_per_op_ns"
+
+// sampleMetric is a metric of one run: metricOf for the workload's own,
+// the server's counters for ServerCPUMetric. ok is false when the run
+// lacks what the metric needs (no server counters, no operations).
+func sampleMetric(name string, m *proto.Metrics, f *proto.FUSEStats) (v float64, ok bool) {
+	if name != ServerCPUMetric {
+		return metricOf(name, m), true
+	}
+	if m == nil || m.Ops <= 0 || f == nil || f.ServerCPUNs < 0 {
+		return 0, false
+	}
+	return float64(f.ServerCPUNs) / float64(m.Ops), true
+}
+
 // metricInfo is a metric's unit and good direction.
 func metricInfo(name string) (unit string, direction int) {
 	switch name {
 	case "bytes_per_sec":
 		return "B/s", 1
-	case "p50_ns", "p99_ns", "p999_ns", "cpu_per_op_ns", "user_per_op_ns", "sys_per_op_ns":
+	case "p50_ns", "p99_ns", "p999_ns", "cpu_per_op_ns", "user_per_op_ns", "sys_per_op_ns", ServerCPUMetric:
 		return "ns", -1
 	}
 	return "ops/s", 1

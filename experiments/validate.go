@@ -306,6 +306,16 @@ func validateWorkload(ps *problems, root *yaml.Node, s *Spec, i int) {
 	if w.MinServed > 0 && (s.Server == nil || (w.Mount != nil && !*w.Mount)) {
 		ps.at(at("min_served"), "%s.min_served: only for a job on the server's mount", pre)
 	}
+	if s.Server == nil || (w.Mount != nil && !*w.Mount) {
+		if w.Metric == ServerCPUMetric {
+			ps.at(at("metric"), "%s.metric: %s only for a job on the server's mount", pre, ServerCPUMetric)
+		}
+		for j, m := range w.Metrics {
+			if m == ServerCPUMetric {
+				ps.at(node(root, "workloads", i, "metrics", j), "%s.metrics: %s only for a job on the server's mount", pre, ServerCPUMetric)
+			}
+		}
+	}
 	if !strings.HasPrefix(w.Dir, "/") {
 		ps.at(at("dir"), "%s.dir: %q, want an absolute guest path", pre, w.Dir)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"klab/guest/fuse"
 	"klab/guest/proto"
 )
@@ -156,7 +158,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 // the server read and wrote of file data between before and after.
 func fuseStats(st fuse.Stats, before, after ioCount) *proto.FUSEStats {
 	out := &proto.FUSEStats{Server: st.Server, Transport: st.Transport, InitFlags: st.InitFlags,
-		RequestTimeoutS: int(st.RequestTimeout), ServerReadBytes: -1, ServerWrittenBytes: -1}
+		RequestTimeoutS: int(st.RequestTimeout), ServerReadBytes: -1, ServerWrittenBytes: -1, ServerCPUNs: -1}
 	if c := st.Conn; c != nil {
 		out.Interrupts, out.InterruptsEAGAIN, out.InterruptsENOSYS = c.Interrupts, c.InterruptsEAGAIN, c.InterruptsENOSYS
 		out.ReplyENOENT, out.ReplyErrors = c.ReplyENOENT, c.ReplyErrors
@@ -170,12 +172,15 @@ func fuseStats(st fuse.Stats, before, after ioCount) *proto.FUSEStats {
 	if before.written >= 0 && after.written >= before.written {
 		out.ServerWrittenBytes = after.written - before.written
 	}
+	if before.cpuNs >= 0 && after.cpuNs >= before.cpuNs {
+		out.ServerCPUNs = after.cpuNs - before.cpuNs
+	}
 	return out
 }
 
-// ioCount is what a server has read and written of file data so far; -1
-// when unknown.
-type ioCount struct{ read, written int64 }
+// ioCount is what a server has read and written of file data so far, and
+// the CPU time it has used; -1 when unknown.
+type ioCount struct{ read, written, cpuNs int64 }
 
 // serverIO counts what the session's server has read and written of file
 // data. klab's servers count it themselves: the agent's rchar would also
@@ -184,12 +189,64 @@ type ioCount struct{ read, written int64 }
 // pass through the server's memory, would be missing. libfuse's servers
 // run as processes of their own (passthrough_hp without splicing): their
 // rchar and wchar.
+//
+// The CPU time is the server process's user and system time: for klab's
+// servers the agent's own (they run in it; the workloads and the prepare
+// commands run in child processes, whose time is not the agent's own),
+// for libfuse's that of their process.
 func serverIO(sess *fuse.Session) ioCount {
+	pid := sess.ServerPID()
 	if st := sess.Stats(); st.ServedBytes >= 0 && st.WrittenBytes >= 0 {
-		return ioCount{read: st.ServedBytes, written: st.WrittenBytes}
+		return ioCount{read: st.ServedBytes, written: st.WrittenBytes, cpuNs: selfCPU()}
 	}
-	r, w := procIO(sess.ServerPID())
-	return ioCount{read: r, written: w}
+	r, w := procIO(pid)
+	return ioCount{read: r, written: w, cpuNs: procCPU(pid)}
+}
+
+// selfCPU is this process's user and system time in nanoseconds, -1 when
+// unknown.
+func selfCPU() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// clockTicks is the unit of /proc/PID/stat's times (USER_HZ), 100 on
+// every Linux architecture klab boots.
+const clockTicks = 100
+
+// procCPU is process pid's user and system time in nanoseconds, from
+// /proc/PID/stat (in clock ticks), -1 when unknown.
+func procCPU(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	return parseStatCPU(string(data))
+}
+
+// parseStatCPU reads utime and stime (fields 14 and 15) of a
+// /proc/PID/stat line, in nanoseconds; -1 when the line does not parse.
+// The command name (field 2) may hold spaces and parentheses: the fields
+// are counted from its last ')'.
+func parseStatCPU(line string) int64 {
+	i := strings.LastIndexByte(line, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(line[i+1:])
+	// f[0] is field 3 (state): utime is f[11], stime f[12].
+	if len(f) < 13 {
+		return -1
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil || ut < 0 || st < 0 {
+		return -1
+	}
+	return (ut + st) * (1e9 / clockTicks)
 }
 
 // procIO returns rchar and wchar of process pid, -1 when unknown.

@@ -129,14 +129,47 @@ func TestFUSEStatsServed(t *testing.T) {
 		before, after ioCount
 		read, written int64
 	}{
-		{ioCount{100, 5}, ioCount{4196, 1029}, 4096, 1024},
-		{ioCount{-1, 5}, ioCount{4196, 5}, -1, 0},
-		{ioCount{100, 5}, ioCount{50, -1}, -1, -1},
+		{ioCount{100, 5, 7}, ioCount{4196, 1029, 10}, 4096, 1024},
+		{ioCount{-1, 5, 7}, ioCount{4196, 5, 10}, -1, 0},
+		{ioCount{100, 5, 7}, ioCount{50, -1, 10}, -1, -1},
 	} {
 		got := fuseStats(fuse.Stats{}, c.before, c.after)
 		if got.ServerReadBytes != c.read || got.ServerWrittenBytes != c.written {
 			t.Errorf("%+v -> %+v: read %d written %d, want %d and %d", c.before, c.after, got.ServerReadBytes, got.ServerWrittenBytes, c.read, c.written)
 		}
+		if got.ServerCPUNs != 3 {
+			t.Errorf("%+v -> %+v: CPU %d ns, want 3", c.before, c.after, got.ServerCPUNs)
+		}
+	}
+	for _, c := range []struct{ before, after int64 }{{-1, 10}, {7, -1}, {10, 7}} {
+		if got := fuseStats(fuse.Stats{}, ioCount{cpuNs: c.before}, ioCount{cpuNs: c.after}); got.ServerCPUNs != -1 {
+			t.Errorf("CPU %d -> %d: %d, want -1 (unknown)", c.before, c.after, got.ServerCPUNs)
+		}
+	}
+}
+
+// TestParseStatCPU: utime and stime are counted from the command name's
+// last parenthesis, which may be preceded by spaces and parentheses.
+func TestParseStatCPU(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want int64
+	}{
+		{"1234 (passthrough_hp) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 100 1000 10 0", 3250 * 1e6},
+		{"1234 (a) b) (c) R 1 1 1 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 1 1 1", 30 * 1e6},
+		{"1234 (x) S 1 2 3", -1},
+		{"no parenthesis 1 2 3 4 5 6 7 8 9 10 11 12 13 14", -1},
+		{"1 (x) S 1 1 1 0 -1 0 0 0 0 0 u 2 0", -1},
+	} {
+		if got := parseStatCPU(c.line); got != c.want {
+			t.Errorf("parseStatCPU(%q) = %d, want %d", c.line, got, c.want)
+		}
+	}
+	if n := procCPU(os.Getpid()); n < 0 {
+		t.Errorf("procCPU of this process: %d", n)
+	}
+	if n := selfCPU(); n <= 0 {
+		t.Errorf("selfCPU: %d", n)
 	}
 }
 

@@ -140,4 +140,9 @@ type FUSEStats struct {
 	// (/proc/PID/io). -1 when unknown.
 	ServerReadBytes    int64 `json:"server_read_bytes"`
 	ServerWrittenBytes int64 `json:"server_written_bytes"`
+	// ServerCPUNs is the CPU time (user and system) the server's process
+	// used during the wrapped step: the agent's own for klab's servers,
+	// which run in it, the libfuse process's for libfuse's. -1 when
+	// unknown.
+	ServerCPUNs int64 `json:"server_cpu_ns"`
 }
