@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"klab/internal/procfs"
 )
 
 // A server's cost per request: the CPU time of the server process while a
@@ -20,26 +22,6 @@ import (
 // on the fuse:fuse_request_end tracepoint (Linux 6.16+) on every CPU,
 // filtered to the cell's connection. The counter only counts (no ring
 // buffer, no samples), which costs a few tens of nanoseconds per request.
-
-// processCPU returns the CPU time (user and system, every thread, exited
-// ones included) of process pid so far; pid 0 means this process.
-func processCPU(pid int) (time.Duration, error) {
-	clock := int32(unix.CLOCK_PROCESS_CPUTIME_ID)
-	if pid != 0 {
-		clock = processClock(pid)
-	}
-	var ts unix.Timespec
-	if err := unix.ClockGettime(clock, &ts); err != nil {
-		return 0, fmt.Errorf("CPU clock of process %d: %w", pid, err)
-	}
-	return time.Duration(ts.Nano()), nil
-}
-
-// processClock is clock_getcpuclockid(3) for another process: the
-// kernel's MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED).
-func processClock(pid int) int32 {
-	return int32(^uint32(pid)<<3 | 2)
-}
 
 // tracefsDirs are where tracefs is usually mounted.
 var tracefsDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
@@ -175,7 +157,7 @@ func startCost(pid int, conn uint32) *costMeter {
 	if m.count0, m.err = m.reqs.Count(); m.err != nil {
 		return m
 	}
-	if m.cpu0, m.err = processCPU(pid); m.err != nil {
+	if m.cpu0, m.err = procfs.CPUTime(pid); m.err != nil {
 		return m
 	}
 	m.started = true
@@ -190,7 +172,7 @@ func (m *costMeter) stop() (time.Duration, uint64, error) {
 	if !m.started {
 		return 0, 0, m.err
 	}
-	cpu, err := processCPU(m.pid)
+	cpu, err := procfs.CPUTime(m.pid)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -10,10 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"klab/guest/fuse"
 	"klab/guest/proto"
+	"klab/internal/procfs"
 )
 
 // fuseGrace is how long after its own timeout the step a fuse step wraps
@@ -195,58 +194,22 @@ type ioCount struct{ read, written, cpuNs int64 }
 // commands run in child processes, whose time is not the agent's own),
 // for libfuse's that of their process.
 func serverIO(sess *fuse.Session) ioCount {
-	pid := sess.ServerPID()
 	if st := sess.Stats(); st.ServedBytes >= 0 && st.WrittenBytes >= 0 {
-		return ioCount{read: st.ServedBytes, written: st.WrittenBytes, cpuNs: selfCPU()}
+		return ioCount{read: st.ServedBytes, written: st.WrittenBytes, cpuNs: serverCPU(0)}
 	}
+	pid := sess.ServerPID()
 	r, w := procIO(pid)
-	return ioCount{read: r, written: w, cpuNs: procCPU(pid)}
+	return ioCount{read: r, written: w, cpuNs: serverCPU(pid)}
 }
 
-// selfCPU is this process's user and system time in nanoseconds, -1 when
-// unknown.
-func selfCPU() int64 {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return -1
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
-
-// clockTicks is the unit of /proc/PID/stat's times (USER_HZ), 100 on
-// every Linux architecture klab boots.
-const clockTicks = 100
-
-// procCPU is process pid's user and system time in nanoseconds, from
-// /proc/PID/stat (in clock ticks), -1 when unknown.
-func procCPU(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// serverCPU is process pid's CPU time in nanoseconds (pid 0: this
+// process), -1 when unknown.
+func serverCPU(pid int) int64 {
+	d, err := procfs.CPUTime(pid)
 	if err != nil {
 		return -1
 	}
-	return parseStatCPU(string(data))
-}
-
-// parseStatCPU reads utime and stime (fields 14 and 15) of a
-// /proc/PID/stat line, in nanoseconds; -1 when the line does not parse.
-// The command name (field 2) may hold spaces and parentheses: the fields
-// are counted from its last ')'.
-func parseStatCPU(line string) int64 {
-	i := strings.LastIndexByte(line, ')')
-	if i < 0 {
-		return -1
-	}
-	f := strings.Fields(line[i+1:])
-	// f[0] is field 3 (state): utime is f[11], stime f[12].
-	if len(f) < 13 {
-		return -1
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil || ut < 0 || st < 0 {
-		return -1
-	}
-	return (ut + st) * (1e9 / clockTicks)
+	return d.Nanoseconds()
 }
 
 // procIO returns rchar and wchar of process pid, -1 when unknown.

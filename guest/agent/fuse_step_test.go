@@ -148,28 +148,22 @@ func TestFUSEStatsServed(t *testing.T) {
 	}
 }
 
-// TestParseStatCPU: utime and stime are counted from the command name's
-// last parenthesis, which may be preceded by spaces and parentheses.
-func TestParseStatCPU(t *testing.T) {
-	for _, c := range []struct {
-		line string
-		want int64
-	}{
-		{"1234 (passthrough_hp) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 100 1000 10 0", 3250 * 1e6},
-		{"1234 (a) b) (c) R 1 1 1 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 1 1 1", 30 * 1e6},
-		{"1234 (x) S 1 2 3", -1},
-		{"no parenthesis 1 2 3 4 5 6 7 8 9 10 11 12 13 14", -1},
-		{"1 (x) S 1 1 1 0 -1 0 0 0 0 0 u 2 0", -1},
-	} {
-		if got := parseStatCPU(c.line); got != c.want {
-			t.Errorf("parseStatCPU(%q) = %d, want %d", c.line, got, c.want)
-		}
+// TestServerCPU: this process's CPU time and another's are known, a
+// process that does not exist gives -1.
+func TestServerCPU(t *testing.T) {
+	if n := serverCPU(0); n <= 0 {
+		t.Errorf("serverCPU(0): %d", n)
 	}
-	if n := procCPU(os.Getpid()); n < 0 {
-		t.Errorf("procCPU of this process: %d", n)
+	if n := serverCPU(os.Getpid()); n <= 0 {
+		t.Errorf("serverCPU of this process by pid: %d", n)
 	}
-	if n := selfCPU(); n <= 0 {
-		t.Errorf("selfCPU: %d", n)
+	// A child that was reaped no longer exists.
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if n := serverCPU(cmd.Process.Pid); n != -1 {
+		t.Errorf("serverCPU of a reaped process: %d, want -1", n)
 	}
 }
 

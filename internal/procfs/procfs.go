@@ -1,6 +1,6 @@
 // Package procfs reads the few /proc facts klab needs: a process's
-// children, whether it still lives, its peak memory, and the escaping of
-// mountinfo paths.
+// children, whether it still lives, its peak memory and CPU time, and the
+// escaping of mountinfo paths.
 package procfs
 
 import (
@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ChildNamed returns the pid of a child of ppid whose command name starts
@@ -72,4 +75,24 @@ func PeakRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// CPUTime returns the CPU time (user and system, every thread, exited ones
+// included) of process pid so far; pid 0 means this process.
+func CPUTime(pid int) (time.Duration, error) {
+	clock := int32(unix.CLOCK_PROCESS_CPUTIME_ID)
+	if pid != 0 {
+		clock = processClock(pid)
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(clock, &ts); err != nil {
+		return 0, fmt.Errorf("CPU clock of process %d: %w", pid, err)
+	}
+	return time.Duration(ts.Nano()), nil
+}
+
+// processClock is clock_getcpuclockid(3) for another process: the
+// kernel's MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED).
+func processClock(pid int) int32 {
+	return int32(^uint32(pid)<<3 | 2)
 }
