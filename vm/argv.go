@@ -42,6 +42,22 @@ const (
 // AgentPortName is the name of the virtio-serial port the agent opens.
 const AgentPortName = "klab.agent"
 
+// DefaultMachine is the QEMU machine type klab boots: q35, not pc. On pc
+// the kernel finds a PCI device's legacy interrupt by running the _PRT
+// method of QEMU's ACPI tables, a loop over every slot, once per device
+// enabled; under TCG that took 150-300 ms for the agent's virtio-serial
+// device alone. q35's _PRT is a table.
+const DefaultMachine = "q35"
+
+// TCGCPU is the CPU model klab emulates under TCG: every feature QEMU
+// can emulate but the fast string moves (ERMS, FSRM). With them the
+// kernel copies and clears memory with "rep movsb"/"rep stosb", which TCG
+// runs one byte per iteration; without them it moves 8 bytes at a time.
+// Unpacking the initramfs, clearing pages and copying FUSE data to and
+// from user space all take that path: the kernel reached init 7% sooner
+// in 8 pairs of boots.
+const TCGCPU = "max,-erms,-fsrm"
+
 // Config describes one guest.
 type Config struct {
 	// QEMU is the qemu-system-x86_64 binary; empty means look it up in PATH.
@@ -54,7 +70,7 @@ type Config struct {
 	Cmdline string
 	// Accel is the accelerator to use; it must already be decided.
 	Accel Accel
-	// Machine is the QEMU machine type; empty means "pc".
+	// Machine is the QEMU machine type; empty means DefaultMachine.
 	Machine string
 	// MemMB is the guest memory in MiB; 0 means 1024.
 	MemMB int
@@ -120,7 +136,7 @@ func Argv(c Config, s Sockets) ([]string, error) {
 	}
 	machine := c.Machine
 	if machine == "" {
-		machine = "pc"
+		machine = DefaultMachine
 	}
 	mem := c.MemMB
 	if mem == 0 {
@@ -135,7 +151,7 @@ func Argv(c Config, s Sockets) ([]string, error) {
 	case KVM:
 		cpu = "host"
 	case TCG:
-		cpu = "max"
+		cpu = TCGCPU
 	default:
 		return nil, fmt.Errorf("vm: accelerator %q is not decided, want kvm or tcg", c.Accel)
 	}

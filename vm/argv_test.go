@@ -27,7 +27,7 @@ func TestArgvBatch(t *testing.T) {
 		t.Errorf("binary = %q", argv[0])
 	}
 	for flag, want := range map[string]string{
-		"-machine": "pc", "-accel": "tcg,thread=single", "-cpu": "max", "-m": "1024", "-smp": "2",
+		"-machine": "q35", "-accel": "tcg,thread=single", "-cpu": "max,-erms,-fsrm", "-m": "1024", "-smp": "2",
 		"-kernel": "/k/bzImage", "-initrd": "/i.cpio", "-nic": "none", "-monitor": "none",
 		"-append": "console=ttyS0,115200 panic=-1 klab.mode=run quiet",
 	} {

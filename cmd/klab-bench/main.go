@@ -68,13 +68,18 @@ func run(klab string, kernels []string, n int, skipCold bool) error {
 			return err
 		}
 		runs := filepath.Join(tmp, "runs-"+strings.ReplaceAll(ref, ":", "-"))
-		// Warm caches (initramfs, accelerator verdict).
-		if err := exec.Command(klab, "--runs-dir", runs, "boot", "--kernel", ref, "--", "true").Run(); err != nil {
+		// Warm caches (initramfs, accelerator verdict), and learn the
+		// machine type klab boots, for the bare boots to use the same.
+		if err := exec.Command(klab, "--runs-dir", runs, "boot", "--accel", "tcg", "--kernel", ref, "--", "true").Run(); err != nil {
 			return fmt.Errorf("warm-up boot of %s: %w", ref, err)
+		}
+		machine, cpu, err := klabMachine(runs)
+		if err != nil {
+			return err
 		}
 		var kAgent, kWall, bInit, bWall, rAgent, rWall []float64
 		for i := 0; i < n; i++ {
-			ba, bw, err := bareBoot(k.Image, bare)
+			ba, bw, err := bareBoot(k.Image, bare, machine, cpu)
 			if err != nil {
 				return fmt.Errorf("bare boot of %s: %w", ref, err)
 			}
@@ -86,7 +91,7 @@ func run(klab string, kernels []string, n int, skipCold bool) error {
 			kAgent, kWall = append(kAgent, ka), append(kWall, kw)
 			rAgent, rWall = append(rAgent, ka/ba), append(rWall, kw/bw)
 		}
-		fmt.Printf("\n%s (%s), TCG or KVM as klab decides, %d pairs:\n", ref, k.Version, n)
+		fmt.Printf("\n%s (%s), TCG, machine %s, CPU %s, %d pairs:\n", ref, k.Version, machine, cpu, n)
 		fmt.Printf("  boot to first guest line  bare qemu + static init: %s\n", stats.Seconds(bInit))
 		fmt.Printf("  boot to agent ready       klab:                    %s\n", stats.Seconds(kAgent))
 		fmt.Printf("  ratio klab/bare (pairwise median):                 %.3f×\n", stats.Median(rAgent))
@@ -145,14 +150,52 @@ func bareInitramfs(dir string) (string, error) {
 	return path, f.Close()
 }
 
+// klabMachine returns the QEMU machine type and CPU model of the newest
+// run in runs.
+func klabMachine(runs string) (machine, cpu string, err error) {
+	m, err := newestManifest(runs)
+	if err != nil {
+		return "", "", err
+	}
+	for i, a := range m.QEMU.Argv[:max(len(m.QEMU.Argv)-1, 0)] {
+		switch a {
+		case "-machine":
+			machine = m.QEMU.Argv[i+1]
+		case "-cpu":
+			cpu = m.QEMU.Argv[i+1]
+		}
+	}
+	if machine == "" || cpu == "" {
+		return "", "", fmt.Errorf("the run in %s names no -machine or -cpu in its QEMU command line", runs)
+	}
+	return machine, cpu, nil
+}
+
+// newestManifest reads the manifest of the newest run in runs.
+func newestManifest(runs string) (*results.Manifest, error) {
+	entries, err := os.ReadDir(runs)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no run in %s", runs)
+	}
+	sort.Strings(names)
+	return results.ReadManifest(filepath.Join(runs, names[len(names)-1]))
+}
+
 // bareBoot boots image with the bare init using the same machine settings
-// as klab, and returns the time to the init's line and the whole process
-// time, in seconds.
-func bareBoot(image, initrd string) (float64, float64, error) {
+// as klab (machine type, single-threaded TCG, CPU, memory), and returns the
+// time to the init's line and the whole process time, in seconds.
+func bareBoot(image, initrd, machine, cpu string) (float64, float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
-		"-machine", "pc", "-accel", "tcg,thread=single", "-cpu", "max", "-m", "1024", "-smp", "2",
+		"-machine", machine, "-accel", "tcg,thread=single", "-cpu", cpu, "-m", "1024", "-smp", "2",
 		"-kernel", image, "-initrd", initrd,
 		"-append", "console=ttyS0,115200 panic=-1",
 		"-nographic", "-no-reboot", "-nodefaults", "-nic", "none", "-serial", "stdio", "-monitor", "none")
@@ -195,12 +238,7 @@ func klabBoot(klab, runs, ref string) (float64, float64, error) {
 	if len(after) != len(before)+1 {
 		return 0, 0, fmt.Errorf("no new run in %s", runs)
 	}
-	names := make([]string, len(after))
-	for i, e := range after {
-		names[i] = e.Name()
-	}
-	sort.Strings(names)
-	m, err := results.ReadManifest(filepath.Join(runs, names[len(names)-1]))
+	m, err := newestManifest(runs)
 	if err != nil {
 		return 0, 0, err
 	}
