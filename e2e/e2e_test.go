@@ -217,6 +217,33 @@ func TestBootDebian(t *testing.T) {
 	}
 }
 
+// TestSpareModulesOnDemand: on debian:6.1, where fuse and brd are
+// modules, the agent loads neither at boot; opening /dev/fuse loads fuse
+// (the kernel runs the agent as its modprobe), and modprobe in the guest
+// loads brd with parameters.
+func TestSpareModulesOnDemand(t *testing.T) {
+	testenv.E2E(t)
+	runs := t.TempDir()
+	r := run(t, runs, "boot", "--kernel", "debian:6.1", "--", "sh", "-c",
+		"test -e /sys/module/fuse && echo fuse-at-boot; test -e /sys/module/brd && echo brd-at-boot; "+
+			"dd if=/dev/fuse of=/dev/null count=0 2>/dev/null; test -e /sys/module/fuse && echo fuse; "+
+			"modprobe brd rd_nr=1 rd_size=1024 && test -b /dev/ram0 && test ! -e /dev/ram1 && echo brd; "+
+			"modprobe nosuchmodule; echo $?")
+	if r.code != 0 {
+		t.Fatalf("boot: exit %d\n%s", r.code, r.stderr)
+	}
+	if r.stdout != "fuse\nbrd\n1\n" {
+		t.Errorf("guest said %q, want fuse loaded on open, brd by modprobe with its parameters, and an unknown module refused", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "modprobe: nosuchmodule: no such module in this guest (its spare modules: fuse, brd)") {
+		t.Errorf("modprobe of an unknown module did not say which it has:\n%s", r.stderr)
+	}
+	events, err := os.ReadFile(filepath.Join(onlyRun(t, runs), "events.jsonl"))
+	if err != nil || !bytes.Contains(events, []byte(`{"name":"virtio_console"}`)) || bytes.Contains(events, []byte(`{"name":"fuse"`)) {
+		t.Errorf("hello should list virtio_console and not fuse among the modules loaded at boot (%v)", err)
+	}
+}
+
 // TestAgentOverTTYS1: on a kernel without a virtio console the agent
 // talks over the second serial port, and the run works the same. Debian's
 // kernels build the virtio console in, so its initcall is blacklisted on

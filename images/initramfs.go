@@ -45,16 +45,19 @@ func corePackages(names ...string) []string {
 	return pkgs
 }
 
-// AgentModules are the kernel modules the agent loads at boot. Those built
-// into the kernel are skipped; the rest go into the initramfs with their
-// dependencies.
-var AgentModules = []string{"virtio_pci", "virtio_console", "fuse"}
+// AgentModules are the kernel modules the agent loads at boot: those of
+// its channel to the host. Those built into the kernel are skipped; the
+// rest go into the initramfs with their dependencies.
+var AgentModules = []string{"virtio_pci", "virtio_console"}
 
-// SpareModules go into the initramfs (ModulesDir/NAME.ko) without being
-// loaded at boot: each load costs a signature check, a quarter of a
-// second under TCG, and the steps that need them load them with their own
-// parameters (brd: rd_nr, rd_size).
-var SpareModules = []string{"brd"}
+// SpareModules go into the initramfs (ModulesDir/NAME.ko, listed with
+// their aliases in ModulesDir/spare) without being loaded at boot: a load
+// costs 10-40 ms under TCG, and a run that does not need one should not
+// wait for it. The agent loads fuse before a fuse step, and the kernel
+// asks for it when a program opens /dev/fuse or mounts a fuse file system
+// (the agent is the guest's modprobe); steps load brd with their own
+// parameters (rd_nr, rd_size).
+var SpareModules = []string{"fuse", "brd"}
 
 // ModulesDir is where modules sit in the initramfs, with an "order" file
 // listing "name file deps" lines (deps comma-separated, "-" for none),
@@ -171,7 +174,7 @@ func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error)
 		return nil, err
 	}
 	spare := o.spareModules(mods)
-	modParts := []string{"final/v3", p.BaseKey, p.AgentKey}
+	modParts := []string{"final/v4", p.BaseKey, p.AgentKey}
 	for _, m := range mods {
 		modParts = append(modParts, m.Name, strings.Join(m.Deps, ","), fileHash(m.Path))
 	}
@@ -256,8 +259,12 @@ func (o *InitramfsOptions) spareModules(loaded []Module) []Module {
 		if slices.ContainsFunc(loaded, func(m Module) bool { return m.Name == name }) {
 			continue
 		}
-		if ms, err := ModuleClosure(k.Modules, []string{name}); err == nil && len(ms) == 1 {
+		ms, err := ModuleClosure(k.Modules, []string{name})
+		switch {
+		case err == nil && len(ms) == 1:
 			out = append(out, ms[0])
+		case err != nil && k.Source == "tree" && slices.Contains(optionalTreeModules, name):
+			o.logf("note: kernel %s has no %s module (neither built in nor built): steps that need it will fail", k.Name, name)
 		}
 	}
 	return out
@@ -663,13 +670,24 @@ func assemble(out, basePath, agentPath string, mods, spare []Module, extra []Ext
 		fmt.Fprintf(&order, "%s %s %s\n", m.Name, name, deps)
 	}
 	recs = append(recs, cpio.StaticFile(ModulesDir+"/order", order.String(), 0o644))
+	var spares strings.Builder
 	for _, m := range spare {
 		b, err := ReadModule(m.Path)
 		if err != nil {
 			return fmt.Errorf("module %s: %w", m.Name, err)
 		}
 		recs = append(recs, cpio.StaticFile(ModulesDir+"/"+m.Name+".ko", string(b), 0o644))
+		aliases, err := moduleAliases(m.Path)
+		if err != nil {
+			return err
+		}
+		list := "-"
+		if len(aliases) > 0 {
+			list = strings.Join(aliases, ",")
+		}
+		fmt.Fprintf(&spares, "%s %s.ko %s\n", m.Name, m.Name, list)
 	}
+	recs = append(recs, cpio.StaticFile(ModulesDir+"/spare", spares.String(), 0o644))
 	extraRecs, err := extraRecords(extra)
 	if err != nil {
 		return err

@@ -256,6 +256,23 @@ func parseSoftdepPre(v string) []string {
 	return pre
 }
 
+// moduleAliases returns the "alias=" fields of a module's .modinfo
+// (fs-fuse, char-major-10-229, devname:fuse), without any holding a
+// space or a comma (the spare file's separators).
+func moduleAliases(path string) ([]string, error) {
+	info, err := readModinfo(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, kv := range info {
+		if a, ok := strings.CutPrefix(kv, "alias="); ok && a != "" && !strings.ContainsAny(a, " \t\n,") {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
 // readModinfo returns the NUL-separated key=value strings of a module's
 // .modinfo ELF section.
 func readModinfo(path string) ([]string, error) {

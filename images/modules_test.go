@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -243,5 +244,19 @@ func TestModinfoFromGCC(t *testing.T) {
 	}
 	if strings.Join(hard, ",") != "b,c" || strings.Join(pre, ",") != "d" {
 		t.Errorf("depends = %v, softdep pre = %v", hard, pre)
+	}
+}
+
+func TestModuleAliases(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "fuse.ko")
+	if err := os.WriteFile(p, fakeModule("license=GPL", "alias=fs-fuse", "alias=devname:fuse", "alias=char-major-10-229", "alias=bad alias", "alias=", "depends="), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := moduleAliases(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != "fs-fuse devname:fuse char-major-10-229" {
+		t.Errorf("aliases = %q, want fs-fuse, devname:fuse and char-major-10-229 (none with a space, none empty)", got)
 	}
 }

@@ -74,9 +74,15 @@ func WaitChannel(ctx context.Context, sysRoot, devRoot string, wait time.Duratio
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return filepath.Join(devRoot, FallbackTTY)
 		}
+		// The port appears a few ms after virtio_console's probe: look
+		// often at first, then every 50 ms.
+		poll := 50 * time.Millisecond
+		if time.Until(deadline) > wait-2*time.Second {
+			poll = 2 * time.Millisecond
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(poll):
 		}
 	}
 }

@@ -44,17 +44,19 @@ func DefaultMounts() []Mount {
 	}
 }
 
-// Setup prepares the guest: it mounts DefaultMounts that are not mounted yet
-// and loads the modules listed in ModulesDir/order. Failures do not stop it;
-// they are returned joined, and each module's result is in the returned
-// list (for Hello.Modules).
+// Setup prepares the guest: it mounts DefaultMounts that are not mounted yet,
+// loads the modules listed in ModulesDir/order and makes the agent the
+// kernel's modprobe for the spare ones. Failures do not stop it; they are
+// returned joined, and each module's result is in the returned list (for
+// Hello.Modules).
 func Setup() ([]proto.ModuleLoad, error) {
 	merr := MountAll(DefaultMounts())
 	// Let every sysrq through, so that the host can ask a hung guest for
 	// task dumps from the keyboard (QMP send-key) as well.
 	_ = WriteSysctl(DefaultProcSys, "kernel.sysrq", "1")
 	mods, lerr := LoadModules(ModulesDir, nil)
-	return mods, errors.Join(merr, lerr)
+	perr := setupModprobe(ModulesDir, DefaultProcSys)
+	return mods, errors.Join(merr, lerr, perr)
 }
 
 // MountAll mounts each of mounts that is not mounted yet, in order. A target
@@ -226,13 +228,17 @@ func LoadModules(dir string, load func(path string) error) ([]proto.ModuleLoad, 
 // LoadModule loads one uncompressed kernel module with finit_module(2),
 // falling back to init_module(2) with the file's bytes when that fails. A
 // module that is already loaded (EEXIST) counts as loaded.
-func LoadModule(path string) error {
+func LoadModule(path string) error { return LoadModuleParams(path, "") }
+
+// LoadModuleParams is LoadModule with module parameters
+// ("rd_nr=1 rd_size=1024").
+func LoadModuleParams(path, params string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("load module: %w", err)
 	}
 	defer f.Close()
-	ferr := unix.FinitModule(int(f.Fd()), "", 0)
+	ferr := unix.FinitModule(int(f.Fd()), params, 0)
 	if ferr == nil || errors.Is(ferr, unix.EEXIST) {
 		return nil
 	}
@@ -240,7 +246,7 @@ func LoadModule(path string) error {
 	if err != nil {
 		return fmt.Errorf("finit_module %s: %w (and reading it: %w)", path, ferr, err)
 	}
-	ierr := unix.InitModule(image, "")
+	ierr := unix.InitModule(image, params)
 	if ierr == nil || errors.Is(ierr, unix.EEXIST) {
 		return nil
 	}

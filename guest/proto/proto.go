@@ -95,7 +95,9 @@ type Hello struct {
 	MemKiB int64 `json:"mem_kib"`
 	// ConfigGz is /proc/config.gz when the kernel has it (base64 in JSON).
 	ConfigGz []byte `json:"config_gz,omitempty"`
-	// FUSE is true when /dev/fuse exists after module loading.
+	// FUSE is true when /dev/fuse exists after the agent's set-up: fuse is
+	// built in or loaded, or a spare module that the first open of
+	// /dev/fuse loads.
 	FUSE bool `json:"fuse"`
 	// IOUring is true when io_uring_setup is not ENOSYS.
 	IOUring bool `json:"io_uring"`

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -25,6 +26,9 @@ import (
 )
 
 func main() {
+	if filepath.Base(os.Args[0]) == "modprobe" { // the kernel's module helper, or a user's modprobe
+		os.Exit(agent.ModprobeMain(agent.ModulesDir, os.Args[1:], os.Stderr))
+	}
 	if len(os.Args) == 2 && os.Args[1] == agent.WorkloadChildArg { // one workload step, for the agent
 		os.Exit(agent.WorkloadChildMain(os.Stdin, os.Stdout))
 	}

@@ -849,6 +849,14 @@ const EnableURingPath = "/sys/module/fuse/parameters/enable_uring"
 func EnableURing() (changed bool, err error) {
 	b, err := os.ReadFile(EnableURingPath)
 	if errors.Is(err, os.ErrNotExist) {
+		// fuse may be a module not loaded yet: opening /dev/fuse has
+		// the kernel load it (modprobe char-major-10-229).
+		if f, oerr := os.Open("/dev/fuse"); oerr == nil {
+			f.Close()
+			b, err = os.ReadFile(EnableURingPath)
+		}
+	}
+	if errors.Is(err, os.ErrNotExist) {
 		if _, serr := os.Stat("/sys/module/fuse"); serr != nil {
 			return false, unsupported("the fuse module is not loaded (no /sys/module/fuse)")
 		}
