@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -40,28 +39,10 @@ type SpareModule struct {
 // alias,alias|-". Blank lines and lines starting with '#' are skipped.
 func ParseSpare(r io.Reader) ([]SpareModule, error) {
 	var out []SpareModule
-	sc := bufio.NewScanner(r)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			return out, fmt.Errorf("spare modules line %d: %q: want \"name file.ko alias,alias|-\"", n, line)
-		}
-		m := SpareModule{Name: f[0], File: f[1]}
-		if f[2] != "-" {
-			m.Aliases = strings.Split(f[2], ",")
-		}
-		out = append(out, m)
-	}
-	if err := sc.Err(); err != nil {
-		return out, fmt.Errorf("spare modules: %w", err)
-	}
-	return out, nil
+	err := moduleLines(r, "spare modules", `"name file.ko alias,alias|-"`, 3, 3, func(f []string) {
+		out = append(out, SpareModule{Name: f[0], File: f[1], Aliases: commaList(f[2])})
+	})
+	return out, err
 }
 
 // ReadSpare reads dir/spare; a missing file means no spare modules.

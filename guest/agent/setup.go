@@ -143,28 +143,47 @@ type ModuleSpec struct {
 // starting with '#' are skipped.
 func ParseModuleOrder(r io.Reader) ([]ModuleSpec, error) {
 	var specs []ModuleSpec
+	err := moduleLines(r, "module order", `"name file.ko [dep,dep|-]"`, 2, 3, func(f []string) {
+		spec := ModuleSpec{Name: f[0], File: f[1]}
+		if len(f) == 3 {
+			spec.Deps = commaList(f[2])
+		}
+		specs = append(specs, spec)
+	})
+	return specs, err
+}
+
+// moduleLines calls line with the fields of each line of a module list
+// (order, spare) that has from lo to hi fields. Blank lines and lines
+// starting with '#' are skipped; another count of fields is an error
+// naming the line and the form wanted.
+func moduleLines(r io.Reader, what, form string, lo, hi int, line func([]string)) error {
 	sc := bufio.NewScanner(r)
 	n := 0
 	for sc.Scan() {
 		n++
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
 			continue
 		}
-		f := strings.Fields(line)
-		if len(f) != 2 && len(f) != 3 {
-			return specs, fmt.Errorf("module order line %d: %q: want \"name file.ko [dep,dep|-]\"", n, line)
+		f := strings.Fields(text)
+		if len(f) < lo || len(f) > hi {
+			return fmt.Errorf("%s line %d: %q: want %s", what, n, text, form)
 		}
-		spec := ModuleSpec{Name: f[0], File: f[1]}
-		if len(f) == 3 && f[2] != "-" {
-			spec.Deps = strings.Split(f[2], ",")
-		}
-		specs = append(specs, spec)
+		line(f)
 	}
 	if err := sc.Err(); err != nil {
-		return specs, fmt.Errorf("module order: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	return specs, nil
+	return nil
+}
+
+// commaList splits a comma-separated field; "-" is the empty list.
+func commaList(s string) []string {
+	if s == "-" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
 
 // LoadModules loads the modules listed in dir/order, each after its
