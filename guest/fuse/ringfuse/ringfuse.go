@@ -519,7 +519,7 @@ func (r *ring) run(c *dispatch.Conn) {
 		for i := 0; i < r.t.opts.Depth; i++ {
 			e := &entry{r: r, idx: len(r.ents), qid: q, req: new(dispatch.Request)}
 			e.hdr = make([]byte, reqHeaderSize)
-			e.buf = make([]byte, headroom+size)
+			e.buf = pageAlignedAt(headroom, headroom+size)
 			e.payload = e.buf[headroom:]
 			e.iov[0].Base = &e.hdr[0]
 			e.iov[0].SetLen(len(e.hdr))
@@ -535,6 +535,17 @@ func (r *ring) run(c *dispatch.Conn) {
 	if err := r.loop(c); err != nil {
 		r.t.fatal(err)
 	}
+}
+
+// pageAlignedAt returns a buffer of n bytes whose byte at off starts a
+// page, as libfuse aligns its ring payloads. The kernel copies a payload
+// to and from the pages it spans one page at a time; a payload that starts
+// mid-page spans one page more and splits every copy in two.
+func pageAlignedAt(off, n int) []byte {
+	page := os.Getpagesize()
+	raw := make([]byte, n+page)
+	skip := (page - int(uintptr(unsafe.Pointer(&raw[off]))%uintptr(page))) % page
+	return raw[skip : skip+n : skip+n]
 }
 
 // pin binds the ring thread to the CPUs of its queues, as libfuse does: a

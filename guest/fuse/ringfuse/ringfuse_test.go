@@ -4,6 +4,7 @@ package ringfuse
 
 import (
 	"errors"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -165,5 +166,17 @@ func TestRegisterBeforeInitRetries(t *testing.T) {
 	}
 	if s.Requests == 0 {
 		t.Error("the stat did not travel over the ring")
+	}
+}
+func TestPageAlignedAt(t *testing.T) {
+	page := uintptr(os.Getpagesize())
+	for _, c := range []struct{ off, n int }{{headroom, headroom + 128<<10}, {256, 256 + 8192}, {0, 100}, {4095, 5000}} {
+		b := pageAlignedAt(c.off, c.n)
+		if len(b) != c.n || cap(b) != c.n {
+			t.Errorf("pageAlignedAt(%d, %d): len %d cap %d", c.off, c.n, len(b), cap(b))
+		}
+		if p := uintptr(unsafe.Pointer(&b[c.off])); p%page != 0 {
+			t.Errorf("pageAlignedAt(%d, %d): byte %d at %#x, not on a page boundary", c.off, c.n, c.off, p)
+		}
 	}
 }
