@@ -17,8 +17,9 @@ import (
 // spare lists them): the agent loads one when a step needs it
 // (EnsureModule), and the kernel asks for one when a program needs it, by
 // running its modprobe helper, which in a klab guest is the agent
-// (ModprobeMain). A program that opens /dev/fuse thus loads fuse as on
-// any distribution, and a run that never uses FUSE does not wait for it.
+// (ModprobeMain) whenever a spare module has a device node (fuse's
+// /dev/fuse). A program that opens /dev/fuse thus loads fuse as on any
+// distribution, and a run that never uses FUSE does not wait for it.
 
 // ModprobePath is where Setup links the agent as the kernel's modprobe
 // helper (the kernel's default path, set in kernel.modprobe as well).
@@ -155,15 +156,38 @@ func ModprobeMain(dir string, args []string, stderr io.Writer) int {
 	return 0
 }
 
-// setupModprobe makes the agent the kernel's modprobe helper and creates
-// the device nodes of spare modules that name one (modinfo's
-// "devname:NAME" with "char-major-M-N" or "block-major-M-N"), as kmod's
-// static-nodes does: opening such a node makes the kernel ask for the
-// module. Without spare modules it does nothing.
+// setupModprobe creates the device nodes of spare modules that name one
+// (modinfo's "devname:NAME" with "char-major-M-N" or "block-major-M-N"),
+// as kmod's static-nodes does, and makes the agent the kernel's modprobe
+// helper: opening such a node makes the kernel ask for the module. Without
+// such a node it does nothing, so that a kernel that asks for modules it
+// lacks fails at once rather than starting a Go program for each.
 func setupModprobe(dir, procSys string) error {
 	spares, err := ReadSpare(dir)
-	if err != nil || len(spares) == 0 {
+	if err != nil {
 		return err
+	}
+	type staticNode struct {
+		module, path      string
+		typ, major, minor uint32
+	}
+	var nodes []staticNode
+	for _, m := range spares {
+		if _, err := os.Stat(filepath.Join("/sys/module", m.Name)); err == nil {
+			continue // built in, or loaded already
+		}
+		node, typ, major, minor, ok := StaticNode(m.Aliases)
+		if !ok {
+			continue
+		}
+		p := filepath.Join("/dev", node)
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		nodes = append(nodes, staticNode{m.Name, p, typ, major, minor})
+	}
+	if len(nodes) == 0 {
+		return nil
 	}
 	var errs []error
 	if exe, err := os.Executable(); err != nil {
@@ -177,30 +201,19 @@ func setupModprobe(dir, procSys string) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, m := range spares {
-		if _, err := os.Stat(filepath.Join("/sys/module", m.Name)); err == nil {
-			continue // built in, or loaded already
-		}
-		node, typ, major, minor, ok := StaticNode(m.Aliases)
-		if !ok {
-			continue
-		}
-		p := filepath.Join("/dev", node)
-		if _, err := os.Lstat(p); err == nil {
-			continue
-		}
+	for _, n := range nodes {
 		// devtmpfs gives /dev/fuse 0666 (fuse's misc device asks for
 		// it); other nodes 0600, devtmpfs's default.
 		perm := uint32(0o600)
-		if node == "fuse" {
+		if filepath.Base(n.path) == "fuse" {
 			perm = 0o666
 		}
-		_ = os.MkdirAll(filepath.Dir(p), 0o755)
+		_ = os.MkdirAll(filepath.Dir(n.path), 0o755)
 		old := unix.Umask(0)
-		err := unix.Mknod(p, typ|perm, int(unix.Mkdev(major, minor)))
+		err := unix.Mknod(n.path, n.typ|perm, int(unix.Mkdev(n.major, n.minor)))
 		unix.Umask(old)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("static node %s for %s: %w", p, m.Name, err))
+			errs = append(errs, fmt.Errorf("static node %s for %s: %w", n.path, n.module, err))
 		}
 	}
 	return errors.Join(errs...)
