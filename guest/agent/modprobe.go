@@ -202,16 +202,10 @@ func setupModprobe(dir, procSys string) error {
 		}
 	}
 	for _, n := range nodes {
-		// devtmpfs gives /dev/fuse 0666 (fuse's misc device asks for
-		// it); other nodes 0600, devtmpfs's default.
-		perm := uint32(0o600)
-		if filepath.Base(n.path) == "fuse" {
-			perm = 0o666
-		}
+		// 0600, as devtmpfs makes a node of a module that was loaded
+		// (fuse's among them).
 		_ = os.MkdirAll(filepath.Dir(n.path), 0o755)
-		old := unix.Umask(0)
-		err := unix.Mknod(n.path, n.typ|perm, int(unix.Mkdev(n.major, n.minor)))
-		unix.Umask(old)
+		err := unix.Mknod(n.path, n.typ|0o600, int(unix.Mkdev(n.major, n.minor)))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("static node %s for %s: %w", n.path, n.module, err))
 		}
