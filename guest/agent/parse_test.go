@@ -366,27 +366,18 @@ func TestLoadModulesDependencies(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "order"), []byte(order), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for range 50 {
-		var mu sync.Mutex
-		var seq []string
-		load := func(path string) error {
-			mu.Lock()
-			seq = append(seq, strings.TrimSuffix(filepath.Base(path), ".ko"))
-			mu.Unlock()
-			return nil
-		}
-		got, err := LoadModules(dir, load)
-		if err != nil || len(got) != 7 || got[2].Name != "virtio_pci" {
-			t.Fatalf("LoadModules = %+v, %v", got, err)
-		}
-		pos := map[string]int{}
-		for i, n := range seq {
-			pos[n] = i
-		}
-		for _, c := range [][2]string{{"virtio", "virtio_pci"}, {"virtio_ring", "virtio_pci"}, {"virtio_pci", "virtio_console"}, {"loop", "later"}} {
-			if pos[c[0]] > pos[c[1]] {
-				t.Fatalf("%s loaded after %s: %v", c[0], c[1], seq)
-			}
-		}
+	var seq []string
+	load := func(path string) error {
+		seq = append(seq, strings.TrimSuffix(filepath.Base(path), ".ko"))
+		return nil
+	}
+	got, err := LoadModules(dir, load)
+	if err != nil || len(got) != 7 || got[2].Name != "virtio_pci" {
+		t.Fatalf("LoadModules = %+v, %v", got, err)
+	}
+	// The file's order, dependencies first; a cycle (loop, later) does
+	// not hang the load.
+	if want := "virtio_ring virtio virtio_pci virtio_console fuse loop later"; strings.Join(seq, " ") != want {
+		t.Errorf("loaded %v, want %s", seq, want)
 	}
 }
