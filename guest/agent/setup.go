@@ -45,7 +45,8 @@ func DefaultMounts() []Mount {
 
 // Setup prepares the guest: it mounts DefaultMounts that are not mounted yet,
 // loads the modules listed in ModulesDir/order and makes the agent the
-// kernel's modprobe for the spare ones. Failures do not stop it; they are
+// kernel's modprobe for spare modules with a device node (setupModprobe).
+// Failures do not stop it; they are
 // returned joined, and each module's result is in the returned list (for
 // Hello.Modules).
 func Setup() ([]proto.ModuleLoad, error) {
