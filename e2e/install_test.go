@@ -14,7 +14,7 @@ import (
 )
 
 // TestInstalledAnywhere installs klab with `make install` into a
-// temporary prefix and runs the installed binary as a new user would:
+// temporary prefix, from an empty klab cache, and runs the installed binary as a new user would:
 // from an empty directory, with empty caches, and without Go or the source
 // tree in reach. It must fetch the kernel, assemble the initramfs from the
 // guest parts built into it, and boot.
@@ -25,6 +25,9 @@ func TestInstalledAnywhere(t *testing.T) {
 	ctx := testContext(t, 10*time.Minute)
 	inst := exec.CommandContext(ctx, "make", "--no-print-directory", "install", "PREFIX="+prefix)
 	inst.Dir = ".."
+	// An empty klab cache, as on a new machine: `make build` must build
+	// the guest parts into a cache directory that does not exist yet.
+	inst.Env = append(os.Environ(), "KLAB_CACHE_DIR="+filepath.Join(t.TempDir(), "fresh-cache"))
 	if out, err := inst.CombinedOutput(); err != nil {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}

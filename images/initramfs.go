@@ -567,6 +567,11 @@ func guestSourceHash(src, goVersion string) (string, error) {
 
 // buildBase builds u-root's busybox with BaseCommands into a cpio at path.
 func buildBase(ctx context.Context, src, path string) error {
+	// A fresh cache has no initramfs directory yet (`make build` is the
+	// first thing a new checkout runs).
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	tmp, err := os.MkdirTemp(filepath.Dir(path), ".base-")
 	if err != nil {
 		return err
