@@ -74,6 +74,11 @@ func (y *Yielder) Tick() {
 	runtime.Gosched()
 }
 
+// Checked returns the time Tick last read the clock (zero before the
+// first reading): a coarse clock for a transport loop, at most a few
+// hundred microseconds old while the loop is busy.
+func (y *Yielder) Checked() time.Time { return y.check }
+
 // EnsureProcs raises GOMAXPROCS to n when it is lower. A transport calls
 // it with the number of its goroutines that may wait in system calls at
 // once, plus one for the rest of the program: each of them keeps its P

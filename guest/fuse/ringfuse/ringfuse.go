@@ -23,6 +23,14 @@
 // goroutine, hand the entry back through a list and an eventfd the ring
 // also waits on.
 //
+// A ring thread whose queues fall idle while another ring is busy (a
+// single client that moved to another CPU) parks: a busy ring that sees a
+// sibling waiting in the kernel for ParkAfter asks it to wait in Go's
+// poller instead, where it holds no P. Left in io_uring_enter, the
+// runtime's monitor would take its P after 10 ms and then poll every
+// 20 us for a millisecond or more; in a TCG guest that polling cost more
+// CPU than serving the requests.
+//
 // Teardown follows the kernel: on unmount or abort, entries waiting in
 // the kernel complete with ENOTCONN and entries held by the server are
 // released without a completion. The transport stops committing once the
@@ -182,7 +190,7 @@ type Transport struct {
 // (bump), so they cost no locked instruction and no cache line shared
 // between the ring threads; Stats adds the rings' counters up.
 type counters struct {
-	requests, commits, asyncCommits, registerRetries, enotconn atomic.Uint64
+	requests, commits, asyncCommits, registerRetries, enotconn, parks atomic.Uint64
 }
 
 // bump adds n to a counter that only the calling ring thread writes.
@@ -205,6 +213,9 @@ type Stats struct {
 	RegisterRetries uint64 `json:"register_retries"`
 	// ENOTCONN counts entries the kernel returned at teardown.
 	ENOTCONN uint64 `json:"enotconn"`
+	// Parks counts the waits idle ring threads spent in Go's poller
+	// (see ParkAfter).
+	Parks uint64 `json:"parks"`
 }
 
 // New sets up the rings for a connection on dev. It fails early, with an
@@ -291,6 +302,7 @@ func (t *Transport) Stats() Stats {
 		s.AsyncCommits += c.asyncCommits.Load()
 		s.RegisterRetries += c.registerRetries.Load()
 		s.ENOTCONN += c.enotconn.Load()
+		s.Parks += c.parks.Load()
 	}
 	return s
 }
@@ -453,6 +465,13 @@ type ring struct {
 	mu    sync.Mutex // guards async, dead and the eventfd's lifetime
 	async []*entry
 	dead  bool
+
+	// waitSince is when the ring thread began its current wait in
+	// io_uring_enter (Unix nanoseconds, from its Yielder's coarse
+	// clock), 0 when it is not waiting there. parkReq asks it to park
+	// (see ParkAfter). Other ring threads read and set them.
+	waitSince atomic.Int64
+	parkReq   atomic.Bool
 
 	inKernel  int // entries with a command the kernel has not completed
 	reRegs    []*entry
@@ -617,20 +636,49 @@ func (r *ring) commit(e *entry) {
 	bump(&r.stats.commits, 1)
 }
 
+// ParkAfter is how long a ring thread may wait in io_uring_enter while
+// another ring is busy before that one asks it to park: well under the
+// 10 ms after which the Go runtime takes the P of a thread in a system
+// call.
+const ParkAfter = 4 * time.Millisecond
+
 // loop submits and reaps until the connection ended and no entry is left
 // in the kernel.
 func (r *ring) loop(c *dispatch.Conn) error {
 	var stopDeadline time.Time
 	var y dispatch.Yielder
+	var now time.Time
 	for {
 		y.Tick()
+		if t := y.Checked(); t != now {
+			now = t
+			r.parkIdleSiblings(now)
+		}
 		wait := uint32(1)
 		if len(r.reRegs) > 0 || !r.readyDone {
 			// Registering: collect the REGISTERs' immediate failures
 			// without waiting for a request.
 			wait = 0
 		}
-		if _, err := r.ring.Submit(wait); err != nil {
+		if wait > 0 && r.parkReq.Swap(false) && !r.t.stopping.Load() {
+			// Hand the kernel what is pending, then wait in the poller
+			// unless something came meanwhile.
+			if _, err := r.ring.Submit(0); err != nil {
+				return err
+			}
+			if !r.ring.CQReady() {
+				bump(&r.stats.parks, 1)
+				if err := r.ring.ParkUntilCQE(); err != nil {
+					return err
+				}
+			}
+		}
+		if wait > 0 {
+			r.waitSince.Store(max(now.UnixNano(), 1))
+		}
+		_, err := r.ring.Submit(wait)
+		r.waitSince.Store(0)
+		if err != nil {
 			return err
 		}
 		for {
@@ -678,6 +726,25 @@ func (r *ring) loop(c *dispatch.Conn) error {
 				r.t.log.Debug("fuse: ring entries still in the kernel at teardown; closing the ring cancels them", "ring", r.id, "entries", r.inKernel)
 				return nil
 			}
+		}
+	}
+}
+
+// parkIdleSiblings asks every other ring that has been waiting in the
+// kernel for ParkAfter (by this thread's clock, now) to park.
+func (r *ring) parkIdleSiblings(now time.Time) {
+	rings := r.t.rings
+	if len(rings) < 2 {
+		return
+	}
+	limit := now.UnixNano() - int64(ParkAfter)
+	for _, s := range rings {
+		if s == r || s.parkReq.Load() {
+			continue
+		}
+		if w := s.waitSince.Load(); w != 0 && w < limit {
+			s.parkReq.Store(true)
+			s.wake()
 		}
 	}
 }

@@ -1,0 +1,103 @@
+package fuse
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"klab/guest/fuse/ringfuse"
+)
+
+// TestURingIdleRingParks drives one client pinned to CPU 0, so that only
+// queue 0's ring is busy: the other ring must be asked to park (wait in
+// Go's poller, without a P) within a few ParkAfter periods, and a request
+// from CPU 1 must then still be served by the parked ring.
+func TestURingIdleRingParks(t *testing.T) {
+	requireURing(t)
+	var online unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &online); err != nil {
+		t.Fatal(err)
+	}
+	if !online.IsSet(0) || !online.IsSet(1) {
+		t.Skipf("needs CPUs 0 and 1 online for this process (has %d CPUs): one client per queue", online.Count())
+	}
+	cfg := DefaultConfig()
+	cfg.Transport = TransportURing
+	cfg.Threads = 0 // a ring thread per queue
+	s := mount(t, cfg)
+	if st := s.Stats(); st.Ring == nil || st.Ring.Threads < 2 {
+		t.Skipf("one ring thread (%+v): nothing to park", st.Ring)
+	}
+	p := filepath.Join(s.Mountpoint(), "f")
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// onCPU runs f on a thread bound to cpu: a request is queued on the
+	// ring of the CPU its client runs on.
+	onCPU := func(cpu int, f func() error) error {
+		errc := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread() // the thread ends with the goroutine
+			var set unix.CPUSet
+			set.Set(cpu)
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				errc <- err
+				return
+			}
+			errc <- f()
+		}()
+		return <-errc
+	}
+	openClose := func() error {
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		return unix.Close(fd)
+	}
+
+	// Busy on CPU 0 until the other ring parked (in about ParkAfter;
+	// 2 s leaves room for a loaded host).
+	const busyFor = 2 * time.Second
+	deadline := time.Now().Add(busyFor)
+	err := onCPU(0, func() error {
+		for time.Now().Before(deadline) {
+			if err := openClose(); err != nil {
+				return err
+			}
+			if s.Stats().Ring.Parks > 0 {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats().Ring
+	if st.Parks == 0 {
+		t.Fatalf("the idle ring never parked in %v of requests from CPU 0 alone (ParkAfter %v): %+v", busyFor, ringfuse.ParkAfter, st)
+	}
+
+	// A request from CPU 1 wakes the parked ring.
+	before := st.Requests
+	done := make(chan error, 1)
+	go func() { done <- onCPU(1, openClose) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("open from CPU 1 after its ring parked: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("open from CPU 1 was not served within 10 s of its ring parking")
+	}
+	if after := s.Stats().Ring; after.Requests <= before {
+		t.Errorf("requests over the rings: %d before the open from CPU 1, %d after", before, after.Requests)
+	}
+	t.Logf("parks %d, requests %d", s.Stats().Ring.Parks, s.Stats().Ring.Requests)
+}
