@@ -206,6 +206,9 @@ func processUmask() uint32 {
 // for, and for the writeback cache and kernel passthrough when configured.
 func (f *FS) Init(in *dispatch.Init) error {
 	in.Want |= abi.InitAsyncRead | abi.InitParallelDirops | abi.InitAutoInvalData | abi.InitAsyncDIO | abi.InitAtomicOTrunc
+	// O_DIRECT opens are direct_io files (finishOpen): this keeps
+	// mmap working on them.
+	in.Want |= abi.InitDirectIOAllowMmap
 	if !f.opts.NoReaddirplus {
 		in.Want |= abi.InitDoReaddirplus | abi.InitReaddirplusAuto
 	}
@@ -660,13 +663,24 @@ func (f *FS) openFlags(flags uint32) int {
 	return fl
 }
 
-// finishOpen fills out for backing descriptor fd of node n.
-func (f *FS) finishOpen(r *fs.Request, n *node, fd int, out *abi.OpenOut) {
+// finishOpen fills out for backing descriptor fd of node n, opened with
+// open(2) flags flags.
+func (f *FS) finishOpen(r *fs.Request, n *node, fd int, flags uint32, out *abi.OpenOut) {
 	out.Fh = uint64(fd)
 	f.fmu.Lock()
 	f.files.add(fd)
 	f.fmu.Unlock()
 	if !f.passthrough.Load() {
+		if flags&unix.O_DIRECT != 0 {
+			// An O_DIRECT open bypasses the page cache either way; as a
+			// direct_io file, its reads and writes go the kernel's
+			// synchronous direct path (the client waits for its own
+			// request and releases its pages itself) instead of the
+			// asynchronous one, whose completion work the server's
+			// thread would do, and writes to one file may run in
+			// parallel. passthrough_hp does the same.
+			out.OpenFlags |= abi.FopenDirectIO | abi.FopenParallelDirectWrites
+		}
 		return
 	}
 	f.mu.Lock()
@@ -697,7 +711,7 @@ func (f *FS) Open(r *fs.Request, in *abi.OpenIn, out *abi.OpenOut) syscall.Errno
 	if err != nil {
 		return errno(err)
 	}
-	f.finishOpen(r, n, fd, out)
+	f.finishOpen(r, n, fd, in.Flags, out)
 	return 0
 }
 
@@ -717,7 +731,7 @@ func (f *FS) Create(r *fs.Request, parent uint64, in *abi.CreateIn, name string,
 		unix.Close(fd)
 		return e
 	}
-	f.finishOpen(r, f.node(entry.NodeID), fd, open)
+	f.finishOpen(r, f.node(entry.NodeID), fd, in.Flags, open)
 	return 0
 }
 

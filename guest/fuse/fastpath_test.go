@@ -1,9 +1,12 @@
 package fuse
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,4 +103,49 @@ func TestURingIdleRingParks(t *testing.T) {
 		t.Errorf("requests over the rings: %d before the open from CPU 1, %d after", before, after.Requests)
 	}
 	t.Logf("parks %d, requests %d", s.Stats().Ring.Parks, s.Stats().Ring.Requests)
+}
+
+// TestODirectFileMmap: an O_DIRECT open is a direct_io file (as in
+// passthrough_hp), which the kernel maps shared only with
+// DIRECT_IO_ALLOW_MMAP; klab's server asks for it, so mapping such a file
+// keeps working, over both transports.
+func TestODirectFileMmap(t *testing.T) {
+	for _, tr := range []string{TransportDev, TransportURing} {
+		t.Run(tr, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Transport = tr
+			if tr == TransportURing {
+				requireURing(t)
+			}
+			var u unix.Utsname
+			if err := unix.Uname(&u); err != nil {
+				t.Fatal(err)
+			}
+			var major, minor int
+			if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil || major < 6 || major == 6 && minor < 6 {
+				t.Skipf("kernel %s: DIRECT_IO_ALLOW_MMAP came in 6.6; before it, shared maps of direct_io files are refused", unix.ByteSliceToString(u.Release[:]))
+			}
+			s := mount(t, cfg)
+			if !strings.Contains(s.Stats().InitFlags, "DIRECT_IO_ALLOW_MMAP") {
+				t.Errorf("INIT did not grant DIRECT_IO_ALLOW_MMAP on a kernel that offers it: %s", s.Stats().InitFlags)
+			}
+			want := bytes.Repeat([]byte("klab"), 2048)
+			if err := os.WriteFile(filepath.Join(s.Config().Backing, "m"), want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fd, err := unix.Open(filepath.Join(s.Mountpoint(), "m"), unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			m, err := unix.Mmap(fd, 0, len(want), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			if err != nil {
+				t.Fatalf("mmap MAP_SHARED of an O_DIRECT file: %v", err)
+			}
+			defer unix.Munmap(m)
+			if !bytes.Equal(m, want) {
+				t.Fatalf("mapped bytes differ from the file's")
+			}
+		})
+	}
 }
