@@ -472,6 +472,7 @@ type ring struct {
 	// (see ParkAfter). Other ring threads read and set them.
 	waitSince atomic.Int64
 	parkReq   atomic.Bool
+	noPark    atomic.Bool // parking failed once: always wait in the kernel
 
 	inKernel  int // entries with a command the kernel has not completed
 	reRegs    []*entry
@@ -660,7 +661,7 @@ func (r *ring) loop(c *dispatch.Conn) error {
 			// without waiting for a request.
 			wait = 0
 		}
-		if wait > 0 && r.parkReq.Swap(false) && !r.t.stopping.Load() {
+		if wait > 0 && r.parkReq.Swap(false) && !r.noPark.Load() && !r.t.stopping.Load() {
 			// Hand the kernel what is pending, then wait in the poller
 			// unless something came meanwhile.
 			if _, err := r.ring.Submit(0); err != nil {
@@ -669,7 +670,10 @@ func (r *ring) loop(c *dispatch.Conn) error {
 			if !r.ring.CQReady() {
 				bump(&r.stats.parks, 1)
 				if err := r.ring.ParkUntilCQE(); err != nil {
-					return err
+					// Parking only saves CPU: wait in the kernel from
+					// now on.
+					r.t.log.Debug("fuse: a ring thread cannot park; it waits in io_uring_enter", "ring", r.id, "err", err)
+					r.noPark.Store(true)
 				}
 			}
 		}
@@ -739,7 +743,7 @@ func (r *ring) parkIdleSiblings(now time.Time) {
 	}
 	limit := now.UnixNano() - int64(ParkAfter)
 	for _, s := range rings {
-		if s == r || s.parkReq.Load() {
+		if s == r || s.parkReq.Load() || s.noPark.Load() {
 			continue
 		}
 		if w := s.waitSince.Load(); w != 0 && w < limit {
