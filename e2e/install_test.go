@@ -14,9 +14,9 @@ import (
 )
 
 // TestInstalledAnywhere installs klab with `make install` into a
-// temporary prefix, from an empty klab cache, and runs the installed binary as a new user would:
-// from an empty directory, with empty caches, and without Go or the source
-// tree in reach. It must fetch the kernel, assemble the initramfs from the
+// temporary prefix, from an empty klab cache, and runs the installed
+// binary as a new user would: from an empty directory, with empty caches,
+// and without Go or the source tree in reach. It must fetch the kernel, assemble the initramfs from the
 // guest parts built into it, and boot.
 func TestInstalledAnywhere(t *testing.T) {
 	testenv.E2E(t)
