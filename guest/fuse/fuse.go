@@ -74,6 +74,11 @@ type Config struct {
 	// QueueDepth is the number of io_uring entries per queue over uring;
 	// 0 means ringfuse.DefaultDepth (for passthrough_hp too).
 	QueueDepth int
+	// ZeroCopy makes the io_uring queues zero-copy (passthrough over
+	// uring, Linux 7.3+, as root): READs of files opened read-only are
+	// read from the backing file straight into the client's pages (see
+	// ringfuse.Options.ZeroCopy).
+	ZeroCopy bool
 	// MountOptions are FUSE mount options (see devfuse.MountOptions).
 	MountOptions []string
 	// AttrTimeout and EntryTimeout are the kernel's cache times.
@@ -148,6 +153,7 @@ func ConfigFromStep(s *proto.FUSEStep) (Config, error) {
 	c.Mountpoint, c.Backing = s.Mountpoint, s.Backing
 	c.Threads = s.Threads
 	c.QueueDepth = s.QueueDepth
+	c.ZeroCopy = s.ZeroCopy
 	c.MountOptions = s.MountOptions
 	if p := s.Passthrough.AttrTimeoutMs; p != nil {
 		c.AttrTimeout = time.Duration(*p) * time.Millisecond
@@ -206,9 +212,15 @@ func (c *Config) Validate() error {
 		if c.QueueDepth != 0 {
 			errs = append(errs, errors.New("queue depth is for transport uring only"))
 		}
+		if c.ZeroCopy {
+			errs = append(errs, errors.New("zero-copy is for transport uring only"))
+		}
 	case TransportURing:
 		if c.Server == ServerLibfusePassthroughLL {
 			errs = append(errs, errors.New("transport uring: libfuse-passthrough_ll serves /dev/fuse only (libfuse's io_uring is server libfuse-passthrough_hp)"))
+		}
+		if c.ZeroCopy && c.Server != "" && c.Server != ServerPassthrough {
+			errs = append(errs, fmt.Errorf("zero-copy: for server passthrough only, not %s", c.Server))
 		}
 		if c.QueueDepth < 0 || c.QueueDepth > ringfuse.MaxDepth {
 			errs = append(errs, fmt.Errorf("queue depth: %d is out of range, want 1..%d (0: %d)", c.QueueDepth, ringfuse.MaxDepth, ringfuse.DefaultDepth))
@@ -343,6 +355,7 @@ func (s *Session) start(ctx context.Context) error {
 	pfs, err := passthrough.New(passthrough.Options{
 		Root: cfg.Backing, AttrTimeout: cfg.AttrTimeout, EntryTimeout: cfg.EntryTimeout,
 		Writeback: cfg.Writeback, KernelPassthrough: cfg.KernelPassthrough, Xattr: cfg.Xattr, Log: s.log,
+		ZeroCopyReads: cfg.ZeroCopy,
 	})
 	if err != nil {
 		return err
@@ -433,7 +446,7 @@ func (s *Session) transportFor(dev *devfuse.Device) (dispatch.Transport, error) 
 		return devfuse.NewTransport(dev, cfg.Threads), nil
 	case TransportURing:
 		t, err := ringfuse.New(dev, ringfuse.Options{
-			Depth: cfg.QueueDepth, Threads: cfg.Threads, Log: s.log,
+			Depth: cfg.QueueDepth, Threads: cfg.Threads, ZeroCopy: cfg.ZeroCopy, Log: s.log,
 			// A ring that cannot serve would leave every request blocked:
 			// end the connection instead.
 			OnFatal: func(error) { go s.Abort() },
@@ -596,6 +609,25 @@ func (s *Session) Abort() error {
 	return devfuse.Abort(s.mount.ConnID())
 }
 
+// Mounted reports whether the session's connection is still the topmost
+// mount at its mountpoint: false once someone else unmounted it (or
+// mounted something over it).
+func (s *Session) Mounted() bool {
+	m, err := devfuse.FindMount(s.cfg.Mountpoint)
+	if err != nil {
+		return false
+	}
+	if s.mount.Mountpoint == "" {
+		// Not seen mounted yet (a libfuse server that was still
+		// starting): a FUSE mount there now is taken to be its.
+		if !strings.HasPrefix(m.FSType, "fuse") {
+			return false
+		}
+		s.mount = m
+	}
+	return m.ConnID() == s.mount.ConnID() && m.FSType == s.mount.FSType
+}
+
 // Close unmounts normally, falling back to an abort and a lazy unmount.
 func (s *Session) Close() error { return s.Teardown(context.Background(), false) }
 
@@ -612,11 +644,17 @@ func (s *Session) Teardown(ctx context.Context, failed bool) error {
 }
 
 func (s *Session) teardown(ctx context.Context, failed bool) error {
+	stopped := false
 	select {
 	case <-s.done:
-		failed = true // the server is gone; the mount is dead
+		stopped = true // the server is gone; the mount is dead
 	default:
 	}
+	// Someone else may have unmounted it (perhaps lazily, with files
+	// still open and the connection alive): then the mountpoint is no
+	// longer the session's, and whatever is there now is left alone.
+	mounted := s.Mounted()
+	failed = failed || stopped || !mounted
 	var errs []error
 	clean := false
 	if !failed {
@@ -627,11 +665,19 @@ func (s *Session) teardown(ctx context.Context, failed bool) error {
 		}
 	}
 	if !clean {
-		if err := s.Abort(); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
+		// Abort by connection number only while the number is surely
+		// the session's: its mount is still there, or its server still
+		// serves it. A connection that ended gives its number back, and
+		// the next FUSE mount may get it.
+		if mounted || !stopped {
+			if err := s.Abort(); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
 		}
-		if err := devfuse.Unmount(s.cfg.Mountpoint, true); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
-			errs = append(errs, err)
+		if mounted {
+			if err := devfuse.Unmount(s.cfg.Mountpoint, true); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if s.cmd != nil {

@@ -23,6 +23,7 @@ import (
 
 	"klab/guest/fuse"
 	"klab/guest/fuse/check"
+	"klab/guest/fuse/devfuse"
 	"klab/guest/fuse/dispatch"
 	"klab/guest/fuse/intr"
 	"klab/guest/fuse/stuck"
@@ -39,6 +40,7 @@ type ServeOptions struct {
 	Transport         string        // --transport
 	Threads           int           // --threads
 	QueueDepth        int           // --queue-depth
+	ZeroCopy          bool          // --zero-copy
 	Backing           string        // --backing
 	Options           []string      // --option/-o, mount options
 	AttrTimeout       time.Duration // --attr-timeout
@@ -65,6 +67,7 @@ func (o *ServeOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.Transport, "transport", fuse.TransportDev, "transport: dev (/dev/fuse) or uring (FUSE-over-io_uring; sets fuse's enable_uring when off)")
 	f.IntVar(&o.Threads, "threads", 0, "server threads: /dev/fuse workers (dev; 0 = 1), ring threads (uring; 0 = one per possible CPU), max_threads (passthrough_ll, passthrough_hp; 0 = libfuse's default)")
 	f.IntVar(&o.QueueDepth, "queue-depth", 0, "io_uring entries per queue with --transport uring (0 = 8)")
+	f.BoolVar(&o.ZeroCopy, "zero-copy", false, "with --transport uring: zero-copy queues, READs of read-only files go from the backing file into the client's pages (passthrough; Linux 7.3+, root)")
 	f.StringVar(&o.Backing, "backing", "", "backing directory the server mirrors (required)")
 	f.StringArrayVarP(&o.Options, "option", "o", nil, "mount option, e.g. allow_other, default_permissions, ro (repeatable, comma lists)")
 	f.DurationVar(&o.AttrTimeout, "attr-timeout", time.Second, "attribute cache time")
@@ -90,6 +93,7 @@ func (o *ServeOptions) Config(mountpoint string) (fuse.Config, error) {
 	c := fuse.DefaultConfig()
 	var errs []error
 	c.Server, c.Transport, c.Threads, c.QueueDepth = o.Server, o.Transport, o.Threads, o.QueueDepth
+	c.ZeroCopy = o.ZeroCopy
 	c.Mountpoint, c.Backing = mountpoint, o.Backing
 	c.MountOptions = o.Options
 	c.AttrTimeout, c.EntryTimeout = o.AttrTimeout, o.EntryTimeout
@@ -243,6 +247,12 @@ func Serve(ctx context.Context, o *ServeOptions, mountpoint string, stdout, stde
 		serr = s.Teardown(context.Background(), false)
 		fmt.Fprintf(stderr, "fuse: unmounted %s\n", mountpoint)
 	case <-s.Done():
+		if !s.Mounted() && devfuse.IsGone(s.Err()) {
+			// Unmounted from outside (umount MOUNTPOINT): a clean end.
+			fmt.Fprintf(stderr, "fuse: %s was unmounted\n", mountpoint)
+			serr = s.Teardown(context.Background(), true)
+			break
+		}
 		fmt.Fprintf(stderr, "fuse: the connection ended: %v\n", s.Err())
 		serr = s.Teardown(context.Background(), true)
 		if serr == nil && s.Err() != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"klab/guest/fuse"
 	"klab/guest/fuse/ringfuse"
@@ -238,5 +239,85 @@ func TestServePassthroughHPConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
+	}
+}
+
+// TestServeEndings stops `fuse serve` from outside: an umount of its
+// mountpoint is a clean end (exit 0) that leaves alone the file system it
+// was mounted over, and an abort of its connection is an error whose
+// dead mount serve detaches, again without touching what lies beneath.
+func TestServeEndings(t *testing.T) {
+	testenv.RequiresFUSE(t)
+	for _, c := range []struct {
+		name    string
+		end     func(t *testing.T, mnt, stderr string) error
+		wantErr bool
+		say     string
+	}{
+		{name: "umount", end: func(t *testing.T, mnt, _ string) error { return unix.Unmount(mnt, 0) }, say: "was unmounted"},
+		{name: "abort", end: func(t *testing.T, mnt, stderr string) error {
+			_, rest, _ := strings.Cut(stderr, "connection ")
+			id, _, _ := strings.Cut(rest, ")")
+			return os.WriteFile("/sys/fs/fuse/connections/"+id+"/abort", []byte("1"), 0o200)
+		}, wantErr: true, say: "the connection ended"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			mnt := filepath.Join(dir, "mnt")
+			if err := os.Mkdir(mnt, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// The user's own file system at the mountpoint, under klab's.
+			if err := unix.Mount("klab-test", mnt, "tmpfs", 0, "size=1m"); err != nil {
+				testenv.Missingf(t, "cannot mount a tmpfs: %v", err)
+			}
+			t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+			keep := filepath.Join(mnt, "keep")
+			if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			o := ServeOptions{}
+			f := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			o.AddFlags(f)
+			if err := f.Parse([]string{"--backing", filepath.Join(dir, "b")}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var stdout, stderr lockedBuffer
+			res := make(chan error, 1)
+			go func() { res <- Serve(ctx, &o, mnt, &stdout, &stderr) }()
+			for deadline := time.Now().Add(20 * time.Second); !strings.Contains(stderr.String(), "mounted on"); {
+				select {
+				case err := <-res:
+					t.Fatalf("serve ended before mounting: %v\n%s", err, stderr.String())
+				case <-time.After(10 * time.Millisecond):
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("not mounted after 20 s:\n%s", stderr.String())
+				}
+			}
+			if _, err := os.Stat(keep); err == nil {
+				t.Fatalf("%s is visible: the FUSE mount is not on top", keep)
+			}
+			if err := c.end(t, mnt, stderr.String()); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			select {
+			case err = <-res:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("serve did not stop:\n%s", stderr.String())
+			}
+			if (err != nil) != c.wantErr {
+				t.Errorf("serve returned %v, want an error: %v\n%s", err, c.wantErr, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), c.say) {
+				t.Errorf("serve did not say %q:\n%s", c.say, stderr.String())
+			}
+			if b, err := os.ReadFile(keep); err != nil || string(b) != "mine" {
+				t.Errorf("the file system under the mount is gone: %q, %v", b, err)
+			}
+		})
 	}
 }
