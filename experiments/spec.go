@@ -209,6 +209,13 @@ type Server struct {
 	// (used over uring only, so that a transport parameter can switch).
 	Threads    int `yaml:"threads"`
 	QueueDepth int `yaml:"queue_depth"`
+	// ZeroCopy makes the io_uring queues of klab's passthrough server
+	// zero-copy (Linux 7.3+): READs of files opened read-only go from
+	// the backing file straight into the client's pages. Like
+	// QueueDepth it applies where it can (klab's passthrough over uring)
+	// and is left out elsewhere, so that server and transport
+	// parameters can switch.
+	ZeroCopy bool `yaml:"zero_copy"`
 	// Backing is the directory served; Mountpoint where it is mounted.
 	Backing    string `yaml:"backing"`
 	Mountpoint string `yaml:"mountpoint"`

@@ -109,8 +109,9 @@ func fuseStep(sv *Server, then *proto.Step) *proto.FUSEStep {
 	if sv.Transport != "uring" {
 		depth = 0 // the io_uring queues' depth: nothing to size over /dev/fuse
 	}
+	zc := sv.ZeroCopy && sv.Transport == "uring" && (sv.Kind == "" || sv.Kind == "passthrough")
 	return &proto.FUSEStep{
-		Server: sv.Kind, Transport: sv.Transport, QueueDepth: depth,
+		Server: sv.Kind, Transport: sv.Transport, QueueDepth: depth, ZeroCopy: zc,
 		Mountpoint: sv.Mountpoint, Backing: sv.Backing, MountOptions: sv.Options,
 		Threads: sv.Threads, RequestTimeoutSec: sv.RequestTimeoutS, MaxWrite: sv.MaxWrite,
 		Passthrough: passthroughOptions(sv),

@@ -47,7 +47,9 @@ Transports (klab's servers):
   dev     read and write /dev/fuse (the default)
   uring   FUSE-over-io_uring (Linux 6.14+): one queue per possible CPU with
           --queue-depth entries, one ring thread per queue; klab sets the fuse
-          module's enable_uring when it is off (as root)
+          module's enable_uring when it is off (as root); with --zero-copy
+          (Linux 7.3+, root) READs of files opened read-only go from the
+          backing file straight into the client's pages
 
 Profiling (klab's servers): --cpuprofile FILE and --memprofile FILE write
 pprof profiles of the server when it stops (unmount or exit); read them
@@ -57,6 +59,7 @@ with go tool pprof -top FILE.`,
   klab fuse serve --server stuck --rule lookup:stuck=never --request-timeout 20 --backing /tmp/b /tmp/m
   klab fuse serve --server interrupt --hold 'lookup:held*=5s' --interrupt-policy eagain:2 --backing /tmp/b /tmp/m
   klab fuse serve --transport uring --queue-depth 16 --backing /srv/data /mnt/fuse
+  klab fuse serve --transport uring --zero-copy --backing /srv/data /mnt/fuse
   klab fuse serve --threads 4 --stats --cpuprofile cpu.pprof --memprofile mem.pprof --backing /tmp/b /tmp/m`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -32,6 +32,9 @@ func integrityVariants() map[string]func(*Config) {
 		"uring-writeback":         func(c *Config) { c.Transport, c.Writeback, c.Threads = TransportURing, true, 2 },
 		"uring-kernelpassthrough": func(c *Config) { c.Transport, c.KernelPassthrough = TransportURing, true },
 		"uring-maxwrite64k":       func(c *Config) { c.Transport, c.MaxWrite = TransportURing, 64<<10 },
+		// Zero-copy queues (Linux 7.3+): read-only opens are read into
+		// the client's pages, the rest goes through the pool buffers.
+		"uring-zerocopy": func(c *Config) { c.Transport, c.ZeroCopy, c.Threads = TransportURing, true, 2 },
 	}
 }
 
@@ -54,6 +57,15 @@ func forEachVariant(t *testing.T, fn func(t *testing.T, s *Session)) {
 // backing directory.
 func TestDataIntegrity(t *testing.T) {
 	forEachVariant(t, func(t *testing.T, s *Session) {
+		if s.Config().ZeroCopy {
+			t.Cleanup(func() {
+				if st := s.Stats(); st.Ring == nil || st.Ring.ZeroCopyReads == 0 {
+					t.Errorf("no READ was served zero-copy: %+v", st.Ring)
+				} else {
+					t.Logf("%d READs served zero-copy", st.Ring.ZeroCopyReads)
+				}
+			})
+		}
 		rng := rand.New(rand.NewPCG(1, 2))
 		sizes := []int{0, 1, 511, 4095, 4096, 4097, 65536, 128<<10 + 1, 1<<20 + 3, 5<<20 + 4099}
 		for _, size := range sizes {

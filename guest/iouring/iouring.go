@@ -31,10 +31,11 @@ const (
 
 // Opcodes klab uses.
 const (
-	OpNop      = 0
-	OpRead     = 22
-	OpWrite    = 23
-	OpURingCmd = 46
+	OpNop       = 0
+	OpReadFixed = 4
+	OpRead      = 22
+	OpWrite     = 23
+	OpURingCmd  = 46
 )
 
 // Feature bits reported by the kernel.
@@ -50,6 +51,7 @@ const (
 	enterGetEvents = 1 << 0
 
 	registerFiles     = 2
+	registerBuffers2  = 15
 	registerEventfd   = 4
 	unregisterEventfd = 5
 )
@@ -384,6 +386,23 @@ func (r *Ring) RegisterFiles(fds []int32) error {
 	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerFiles, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), 0, 0)
 	if errno != 0 {
 		return fmt.Errorf("io_uring_register(files): %w", errno)
+	}
+	return nil
+}
+
+// RegisterSparseBuffers gives the ring a table of n empty registered
+// buffer slots, for buffers the kernel itself puts there (FUSE zero-copy
+// registers a request's pages in a slot while the server serves it).
+func (r *Ring) RegisterSparseBuffers(n uint32) error {
+	// struct io_uring_rsrc_register with IORING_RSRC_REGISTER_SPARSE.
+	reg := struct {
+		nr, flags   uint32
+		resv2, data uint64
+		tags        uint64
+	}{nr: n, flags: 1}
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerBuffers2, uintptr(unsafe.Pointer(&reg)), unsafe.Sizeof(reg), 0, 0)
+	if errno != 0 {
+		return fmt.Errorf("io_uring_register(sparse buffers): %w", errno)
 	}
 	return nil
 }

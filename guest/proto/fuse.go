@@ -52,6 +52,10 @@ type FUSEStep struct {
 	// possible CPU) over uring; 0 means 8 (passthrough_hp's
 	// io_uring_q_depth too).
 	QueueDepth int `json:"queue_depth,omitempty"`
+	// ZeroCopy makes klab's passthrough server's io_uring queues
+	// zero-copy (Linux 7.3+): READs of read-only files go from the
+	// backing file straight into the client's pages.
+	ZeroCopy bool `json:"zero_copy,omitempty"`
 	// Mountpoint is where to mount; it is created when missing.
 	Mountpoint string `json:"mountpoint"`
 	// Backing is the directory the server mirrors; it is created when

@@ -200,6 +200,9 @@ const (
 	InitAllowIdmap        InitFlags = 1 << 40
 	InitOverIOUring       InitFlags = 1 << 41
 	InitRequestTimeout    InitFlags = 1 << 42
+	// InitHasIOUringBufpool is offered by kernels whose io_uring queues
+	// take buffer pools and zero-copy reads and writes (FUSE 7.46).
+	InitHasIOUringBufpool InitFlags = 1 << 43
 )
 
 var initNames = []string{
@@ -211,7 +214,7 @@ var initNames = []string{
 	"SUBMOUNTS", "HANDLE_KILLPRIV_V2", "SETXATTR_EXT", "INIT_EXT", "INIT_RESERVED",
 	"SECURITY_CTX", "HAS_INODE_DAX", "CREATE_SUPP_GROUP", "HAS_EXPIRE_ONLY",
 	"DIRECT_IO_ALLOW_MMAP", "PASSTHROUGH", "NO_EXPORT_SUPPORT", "HAS_RESEND", "ALLOW_IDMAP",
-	"OVER_IO_URING", "REQUEST_TIMEOUT",
+	"OVER_IO_URING", "REQUEST_TIMEOUT", "HAS_IO_URING_BUFPOOL",
 }
 
 // String lists the set flags by name, e.g. "ASYNC_READ|MAX_PAGES".
@@ -243,6 +246,9 @@ const (
 	FopenNoflush              uint32 = 1 << 5
 	FopenParallelDirectWrites uint32 = 1 << 6
 	FopenPassthrough          uint32 = 1 << 7
+	// FopenIOURingZeroCopy asks for zero-copy reads and writes over
+	// io_uring; the kernel honors it on zero-copy queues only (7.46).
+	FopenIOURingZeroCopy uint32 = 1 << 8
 )
 
 // FATTR_* bits of SetattrIn.Valid.

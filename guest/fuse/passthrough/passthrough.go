@@ -53,6 +53,12 @@ type Options struct {
 	// ENOSYS not to ask, whereas with it on every write asks for
 	// security.capability first (a GETXATTR per WRITE).
 	Xattr bool
+	// ZeroCopyReads marks read-only opens FOPEN_IO_URING_ZERO_COPY: on
+	// an io_uring transport whose queues are zero-copy, the kernel then
+	// lends the client's pages to the server, which reads the backing
+	// file straight into them. Files opened for writing are left out, so
+	// that WRITE data always arrive in the request.
+	ZeroCopyReads bool
 	// Log receives warnings; nil discards them.
 	Log *slog.Logger
 }
@@ -680,6 +686,9 @@ func (f *FS) finishOpen(r *fs.Request, n *node, fd int, flags uint32, out *abi.O
 			// thread would do, and writes to one file may run in
 			// parallel. passthrough_hp does the same.
 			out.OpenFlags |= abi.FopenDirectIO | abi.FopenParallelDirectWrites
+		}
+		if f.opts.ZeroCopyReads && flags&unix.O_ACCMODE == unix.O_RDONLY {
+			out.OpenFlags |= abi.FopenIOURingZeroCopy
 		}
 		return
 	}

@@ -64,6 +64,13 @@ import (
 const (
 	cmdRegister       = 1
 	cmdCommitAndFetch = 2
+	cmdAddQueue       = 3
+	cmdAddBufpool     = 4
+
+	// uringZeroCopy is ADD_QUEUE's FUSE_URING_ZERO_COPY, and
+	// entZeroCopy ring_ent_in_out's FUSE_URING_ENT_ZERO_COPY.
+	uringZeroCopy = 1
+	entZeroCopy   = 1
 )
 
 // Layout of struct fuse_uring_req_header and its parts.
@@ -74,10 +81,14 @@ const (
 	entOff        = 256 // struct fuse_uring_ent_in_out
 	entCommitID   = entOff + 8
 	entPayloadSz  = entOff + 16
+	entBufOffset  = entOff + 20 // position of the payload in the queue's pool
 
 	// cmd area of the SQE: struct fuse_uring_cmd_req
 	cmdCommitIDOff = 8
 	cmdQIDOff      = 16
+	cmdPoolAddrOff = 24 // ADD_BUFPOOL: bufpool.uaddr, then bufpool.len
+	cmdPoolLenOff  = 32
+	cmdZCIndexOff  = 24 // REGISTER on a zero-copy queue: ent_zero_copy_buf_index
 
 	// headroom precedes each payload buffer, so that the in header and
 	// the op header can be copied in front of the payload and a request
@@ -108,6 +119,15 @@ type Options struct {
 	// then block every request until the request timeout, so the caller
 	// should abort the connection.
 	OnFatal func(error)
+	// ZeroCopy sets every queue up for zero-copy (FUSE 7.46, Linux
+	// 7.3+, CAP_SYS_ADMIN): the payloads come from a buffer pool per
+	// queue, and for a READ of a file opened with
+	// FOPEN_IO_URING_ZERO_COPY the kernel puts the client's pages in the
+	// ring's buffer table, where the ring thread reads the backing file
+	// into them (IORING_OP_READ_FIXED) instead of copying the data
+	// through its own buffer. A kernel without it fails the mount with
+	// an error wrapping ErrUnsupported.
+	ZeroCopy bool
 	// Log receives transport messages; nil discards them.
 	Log *slog.Logger
 }
@@ -190,7 +210,7 @@ type Transport struct {
 // (bump), so they cost no locked instruction and no cache line shared
 // between the ring threads; Stats adds the rings' counters up.
 type counters struct {
-	requests, commits, asyncCommits, registerRetries, enotconn, parks atomic.Uint64
+	requests, commits, asyncCommits, registerRetries, enotconn, parks, zeroCopyReads atomic.Uint64
 }
 
 // bump adds n to a counter that only the calling ring thread writes.
@@ -216,6 +236,10 @@ type Stats struct {
 	// Parks counts the waits idle ring threads spent in Go's poller
 	// (see ParkAfter).
 	Parks uint64 `json:"parks"`
+	// ZeroCopy says the queues are zero-copy; ZeroCopyReads counts the
+	// READs served into the client's pages.
+	ZeroCopy      bool   `json:"zero_copy,omitempty"`
+	ZeroCopyReads uint64 `json:"zero_copy_reads,omitempty"`
 }
 
 // New sets up the rings for a connection on dev. It fails early, with an
@@ -294,7 +318,7 @@ func (t *Transport) Queues() int { return t.nQueues }
 
 // Stats returns the transport's counters.
 func (t *Transport) Stats() Stats {
-	s := Stats{Queues: t.nQueues, Depth: t.opts.Depth, Threads: len(t.rings)}
+	s := Stats{Queues: t.nQueues, Depth: t.opts.Depth, Threads: len(t.rings), ZeroCopy: t.opts.ZeroCopy}
 	for _, r := range t.rings {
 		c := &r.stats
 		s.Requests += c.requests.Load()
@@ -303,6 +327,7 @@ func (t *Transport) Stats() Stats {
 		s.RegisterRetries += c.registerRetries.Load()
 		s.ENOTCONN += c.enotconn.Load()
 		s.Parks += c.parks.Load()
+		s.ZeroCopyReads += c.zeroCopyReads.Load()
 	}
 	return s
 }
@@ -313,6 +338,10 @@ func (t *Transport) Stats() Stats {
 func (t *Transport) NegotiateInit(in *dispatch.Init) error {
 	if in.Offered&abi.InitOverIOUring == 0 || in.Offered&abi.InitExt == 0 {
 		return unsupported("the kernel did not offer FUSE_OVER_IO_URING in INIT (FUSE %d.%d; needs 7.42+ with CONFIG_FUSE_IO_URING and /sys/module/fuse/parameters/enable_uring=Y)",
+			in.Kernel.Major, in.Kernel.Minor)
+	}
+	if t.opts.ZeroCopy && in.Offered&abi.InitHasIOUringBufpool == 0 {
+		return unsupported("zero-copy needs io_uring buffer pools, which the kernel did not offer in INIT (FUSE %d.%d; needs 7.46, Linux 7.3+)",
 			in.Kernel.Major, in.Kernel.Minor)
 	}
 	in.Want |= abi.InitOverIOUring | abi.InitExt
@@ -445,10 +474,16 @@ type entry struct {
 
 	hdr     []byte // fuse_uring_req_header
 	buf     []byte // headroom + payload
-	payload []byte // buf[headroom:]
+	payload []byte // buf[headroom:]; on zero-copy queues the request's pool buffer
 	iov     [2]unix.Iovec
 	req     *dispatch.Request
 	scratch []byte
+
+	// Zero-copy queues: pool is the queue's buffer pool, and zc says the
+	// current request is a READ whose data go to the client's pages in
+	// buffer slot idx+1 (it has no pool buffer).
+	pool []byte
+	zc   bool
 }
 
 // ring is one io_uring and the thread that owns it.
@@ -474,7 +509,8 @@ type ring struct {
 	parkReq   atomic.Bool
 	noPark    atomic.Bool // parking failed once: always wait in the kernel
 
-	inKernel  int // entries with a command the kernel has not completed
+	inKernel  int           // entries with a command the kernel has not completed
+	deferred  []iouring.CQE // reaped while waiting for a zero-copy read
 	reRegs    []*entry
 	regTries  int
 	readyDone bool
@@ -488,7 +524,12 @@ type ring struct {
 	_     [64]byte
 }
 
-const efdUserData = ^uint64(0)
+// User data of the commands that are not an entry's.
+const (
+	efdUserData    = ^uint64(0)
+	zcReadUserData = ^uint64(1)
+	setupUserData  = ^uint64(2)
+)
 
 func (r *ring) close() {
 	if r.closed {
@@ -535,17 +576,32 @@ func (r *ring) run(c *dispatch.Conn) {
 		return
 	}
 	size := r.t.payload
+	zc := r.t.opts.ZeroCopy
 	for _, q := range r.qids {
+		var pool []byte
+		if zc {
+			pool = pageAlignedAt(0, r.t.opts.Depth*size)
+		}
 		for i := 0; i < r.t.opts.Depth; i++ {
-			e := &entry{r: r, idx: len(r.ents), qid: q, req: new(dispatch.Request)}
+			e := &entry{r: r, idx: len(r.ents), qid: q, req: new(dispatch.Request), pool: pool}
 			e.hdr = make([]byte, reqHeaderSize)
 			e.buf = pageAlignedAt(headroom, headroom+size)
 			e.payload = e.buf[headroom:]
 			e.iov[0].Base = &e.hdr[0]
 			e.iov[0].SetLen(len(e.hdr))
-			e.iov[1].Base = &e.payload[0]
-			e.iov[1].SetLen(len(e.payload))
+			if !zc {
+				// A zero-copy queue takes payloads from its pool: the
+				// entry's payload iovec must be empty.
+				e.iov[1].Base = &e.payload[0]
+				e.iov[1].SetLen(len(e.payload))
+			}
 			r.ents = append(r.ents, e)
+		}
+	}
+	if zc {
+		if err := r.setUpZeroCopy(); err != nil {
+			r.t.fatal(err)
+			return
 		}
 	}
 	r.armEventfd()
@@ -612,8 +668,103 @@ func (r *ring) register(e *entry) {
 	s.SetUserData(uint64(e.idx))
 	cmd := s.Cmd()
 	*(*uint16)(unsafe.Pointer(&cmd[cmdQIDOff])) = e.qid
+	if e.pool != nil {
+		// The slot of the ring's buffer table where the kernel lends
+		// this entry the client's pages; 0 means none.
+		*(*uint16)(unsafe.Pointer(&cmd[cmdZCIndexOff])) = uint16(e.idx + 1)
+	}
 	e.state.Store(entKernel)
 	r.inKernel++
+}
+
+// setUpZeroCopy gives the ring a buffer table with a slot per entry, and
+// makes each of its queues a zero-copy queue with the entries' buffer
+// pool, before any entry registers.
+func (r *ring) setUpZeroCopy() error {
+	if err := r.ring.RegisterSparseBuffers(uint32(len(r.ents) + 1)); err != nil {
+		return unsupported("zero-copy: %v", err)
+	}
+	for i := 0; i < len(r.ents); i += r.t.opts.Depth {
+		e := r.ents[i]
+		s := r.sqe()
+		s.SetOpcode(iouring.OpURingCmd)
+		s.SetFlags(iouring.SQEFixedFile)
+		s.SetCmdOp(cmdAddQueue)
+		s.SetUserData(setupUserData)
+		cmd := s.Cmd()
+		*(*uint64)(unsafe.Pointer(&cmd[0])) = uringZeroCopy
+		*(*uint16)(unsafe.Pointer(&cmd[cmdQIDOff])) = e.qid
+		if err := r.setupCommand("ADD_QUEUE", e.qid); err != nil {
+			return err
+		}
+		s = r.sqe()
+		s.SetOpcode(iouring.OpURingCmd)
+		s.SetFlags(iouring.SQEFixedFile)
+		s.SetCmdOp(cmdAddBufpool)
+		s.SetUserData(setupUserData)
+		cmd = s.Cmd()
+		*(*uint16)(unsafe.Pointer(&cmd[cmdQIDOff])) = e.qid
+		*(*uint64)(unsafe.Pointer(&cmd[cmdPoolAddrOff])) = uint64(uintptr(unsafe.Pointer(&e.pool[0])))
+		*(*uint32)(unsafe.Pointer(&cmd[cmdPoolLenOff])) = uint32(len(e.pool))
+		if err := r.setupCommand("ADD_BUFPOOL", e.qid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setupCommand submits the one command prepared and returns its result.
+// Nothing else is in flight yet.
+func (r *ring) setupCommand(name string, qid uint16) error {
+	if _, err := r.ring.Submit(1); err != nil {
+		return err
+	}
+	cqe, err := r.ring.WaitCQE()
+	if err != nil {
+		return err
+	}
+	switch {
+	case cqe.Res == -int32(unix.EPERM):
+		return fmt.Errorf("zero-copy: %s for queue %d: %w (zero-copy queues need CAP_SYS_ADMIN)", name, qid, unix.EPERM)
+	case cqe.Res == -int32(unix.EINVAL) || cqe.Res == -int32(unix.EOPNOTSUPP):
+		return unsupported("zero-copy: %s for queue %d: %v", name, qid, unix.Errno(-cqe.Res))
+	case cqe.Res < 0:
+		return fmt.Errorf("zero-copy: %s for queue %d: %w", name, qid, unix.Errno(-cqe.Res))
+	}
+	return nil
+}
+
+// readFixed reads size bytes at off of fd into buffer slot buf, where the
+// kernel put the client's pages, and waits for the read: the request is
+// answered once the data are there. Completions of other commands reaped
+// meanwhile wait in r.deferred.
+func (r *ring) readFixed(fd int, off int64, size int, buf uint16) (int, syscall.Errno, error) {
+	s := r.sqe()
+	s.SetOpcode(iouring.OpReadFixed)
+	s.SetFd(int32(fd))
+	s.SetOff(uint64(off))
+	s.SetLen(uint32(size))
+	s.SetBufIndex(buf)
+	s.SetUserData(zcReadUserData)
+	for {
+		if _, err := r.ring.Submit(1); err != nil {
+			return 0, 0, err
+		}
+		for {
+			cqe, ok := r.ring.PeekCQE()
+			if !ok {
+				break
+			}
+			if cqe.UserData != zcReadUserData {
+				r.deferred = append(r.deferred, cqe)
+				continue
+			}
+			if cqe.Res < 0 {
+				return 0, syscall.Errno(-cqe.Res), nil
+			}
+			return int(cqe.Res), 0, nil
+		}
+	}
 }
 
 func (r *ring) commit(e *entry) {
@@ -656,7 +807,7 @@ func (r *ring) loop(c *dispatch.Conn) error {
 			r.parkIdleSiblings(now)
 		}
 		wait := uint32(1)
-		if len(r.reRegs) > 0 || !r.readyDone {
+		if len(r.reRegs) > 0 || !r.readyDone || len(r.deferred) > 0 {
 			// Registering: collect the REGISTERs' immediate failures
 			// without waiting for a request.
 			wait = 0
@@ -685,6 +836,13 @@ func (r *ring) loop(c *dispatch.Conn) error {
 		if err != nil {
 			return err
 		}
+		// Completions reaped during a zero-copy read came first.
+		for i := 0; i < len(r.deferred); i++ {
+			if err := r.complete(c, r.deferred[i]); err != nil {
+				return err
+			}
+		}
+		r.deferred = r.deferred[:0]
 		for {
 			cqe, ok := r.ring.PeekCQE()
 			if !ok {
@@ -804,6 +962,16 @@ func (r *ring) dispatch(c *dispatch.Conn, e *entry) error {
 	h := abi.View[abi.InHeader](e.hdr)
 	payloadSz := int(*(*uint32)(unsafe.Pointer(&e.hdr[entPayloadSz])))
 	opSz := int(h.Len) - abi.InHeaderSize - payloadSz
+	if e.pool != nil {
+		if err := e.poolPayload(h.Opcode, payloadSz); err != nil {
+			return err
+		}
+		if e.zc {
+			// The READ's data go to the client's pages: nothing of
+			// its length is in a buffer.
+			payloadSz = 0
+		}
+	}
 	if opSz < 0 || opSz > opInMax || payloadSz > len(e.payload) {
 		return fmt.Errorf("ringfuse: malformed request %s: len %d, payload %d", h.Opcode, h.Len, payloadSz)
 	}
@@ -817,7 +985,9 @@ func (r *ring) dispatch(c *dispatch.Conn, e *entry) error {
 	case abi.OpRead, abi.OpReaddir, abi.OpReaddirplus, abi.OpReadlink:
 		// These carry nothing in the payload: the reply is built in it
 		// directly, and WriteReply finds it in place.
-		scratch = e.payload
+		if !e.zc {
+			scratch = e.payload
+		}
 	}
 	e.wrote = false
 	e.state.Store(entDispatch)
@@ -830,6 +1000,35 @@ func (r *ring) dispatch(c *dispatch.Conn, e *entry) error {
 	}
 	// Replied (and finished) during Dispatch.
 	r.commit(e)
+	return nil
+}
+
+// poolPayload points e.payload at the pool buffer the kernel chose for
+// the request (zero-copy queues), and copies a request payload behind the
+// headroom, where the request is rebuilt. A zero-copy READ has no pool
+// buffer: e.zc is set and e.payload is empty.
+func (e *entry) poolPayload(op abi.Opcode, payloadSz int) error {
+	flags := *(*uint64)(unsafe.Pointer(&e.hdr[entOff]))
+	e.zc = flags&entZeroCopy != 0
+	if e.zc {
+		if op != abi.OpRead {
+			// Only read-only opens ask for zero-copy, so a zero-copy
+			// WRITE would mean data this server cannot see.
+			return fmt.Errorf("ringfuse: zero-copy %s request: only READs are served zero-copy", op)
+		}
+		e.payload = nil
+		return nil
+	}
+	off := int(*(*uint32)(unsafe.Pointer(&e.hdr[entBufOffset])))
+	size := e.r.t.payload
+	if off+size > len(e.pool) {
+		size = len(e.pool) - off
+	}
+	if off < 0 || size <= 0 || payloadSz > size {
+		return fmt.Errorf("ringfuse: request %s in pool buffer at %d (payload %d) is outside the %d-byte pool", op, off, payloadSz, len(e.pool))
+	}
+	e.payload = e.pool[off : off+size : off+size]
+	copy(e.buf[headroom:], e.payload[:payloadSz])
 	return nil
 }
 
@@ -846,6 +1045,13 @@ func (e *entry) writeHeader(errno int32, unique uint64, payloadSz int) {
 // when the request is done (ReplyDone). It implements dispatch.Replier.
 func (e *entry) WriteReply(hdr abi.OutHeader, out, data []byte) error {
 	n := len(out) + len(data)
+	if e.zc && n > 0 {
+		// The kernel takes a zero-copy READ's data from the client's
+		// pages only (WriteReplyFd fills them).
+		e.writeHeader(-int32(syscall.EIO), hdr.Unique, 0)
+		e.wrote = true
+		return fmt.Errorf("a %d-byte reply to a zero-copy READ cannot be sent: %w", n, syscall.EIO)
+	}
 	if n > len(e.payload) {
 		e.writeHeader(-int32(syscall.EIO), hdr.Unique, 0)
 		e.wrote = true
@@ -870,6 +1076,9 @@ func (e *entry) WriteReply(hdr abi.OutHeader, out, data []byte) error {
 // buffer, where the kernel copies them from. It implements
 // dispatch.FdReplier.
 func (e *entry) WriteReplyFd(unique uint64, fd int, off int64, size int) (bool, int, syscall.Errno, error) {
+	if e.zc {
+		return e.zeroCopyRead(unique, fd, off, size)
+	}
 	if size > len(e.payload) {
 		return false, 0, 0, nil
 	}
@@ -892,6 +1101,31 @@ func (e *entry) WriteReplyFd(unique uint64, fd int, off int64, size int) (bool, 
 		}
 		return true, n, 0, nil
 	}
+}
+
+// zeroCopyRead serves a zero-copy READ: the ring thread reads the backing
+// file into the client's pages and replies with the length read.
+func (e *entry) zeroCopyRead(unique uint64, fd int, off int64, size int) (bool, int, syscall.Errno, error) {
+	if e.state.Load() != entDispatch {
+		// Only the ring thread may use its ring; a handler that
+		// replies later cannot reach the client's pages.
+		return true, 0, syscall.EIO, nil
+	}
+	r := e.r
+	n, errno, err := r.readFixed(fd, off, size, uint16(e.idx+1))
+	if err != nil {
+		return true, 0, 0, err
+	}
+	if errno != 0 {
+		return true, 0, errno, nil
+	}
+	bump(&r.stats.zeroCopyReads, 1)
+	e.writeHeader(0, unique, n)
+	e.wrote = true
+	if r.t.stopping.Load() {
+		return true, n, 0, syscall.ENOTCONN
+	}
+	return true, n, 0, nil
 }
 
 // ReplyDone hands the entry back: the ring thread commits it, at once when
