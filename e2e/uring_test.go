@@ -22,8 +22,9 @@ import (
 
 // ringTests are the guest/fuse tests run in the guest over io_uring: the
 // POSIX conformance pass, data integrity, namespace operations, large
-// directories and the stress run (10 s with -short).
-const ringTests = "^(TestPOSIX|TestDataIntegrity|TestNamespaceOps|TestReaddirMany|TestStress)$/^uring"
+// directories and the stress run (10 s with -short), each over every ring
+// variant (zero-copy queues included), and the zero-copy reads.
+const ringTests = "^(TestPOSIX|TestDataIntegrity|TestNamespaceOps|TestReaddirMany|TestStress|TestURingZeroCopyReads)$/^uring"
 
 // TestFUSEURingInGuest boots debian:7.3 once and exercises the
 // FUSE-over-io_uring transport in it:
@@ -157,7 +158,9 @@ func TestFUSEURingInGuest(t *testing.T) {
 		t.Errorf("guest/fuse tests over io_uring in the guest: exit %d %s\n%s", d.ExitCode, d.Error, tail(tests, 60))
 	}
 	passed := strings.Count(tests, "--- PASS: ")
-	for _, want := range []string{"--- PASS: TestPOSIX/uring ", "--- PASS: TestDataIntegrity/uring ", "--- PASS: TestStress/uring "} {
+	for _, want := range []string{"--- PASS: TestPOSIX/uring ", "--- PASS: TestDataIntegrity/uring ", "--- PASS: TestStress/uring ",
+		// debian:7.3 has zero-copy queues (FUSE 7.46).
+		"--- PASS: TestPOSIX/uring-zerocopy ", "--- PASS: TestDataIntegrity/uring-zerocopy ", "--- PASS: TestURingZeroCopyReads "} {
 		if !strings.Contains(tests, want) {
 			t.Errorf("guest/fuse tests: no %q in the output:\n%s", strings.TrimSpace(want), tail(tests, 60))
 		}

@@ -33,7 +33,10 @@ func newFuseServeCommand(g *globalOptions) *cobra.Command {
 		Short: "Mount a FUSE server in the foreground until Ctrl-C",
 		Long: `Mount one of klab's FUSE servers at MOUNTPOINT, mirroring --backing DIR, and
 serve it in the foreground. Ctrl-C (or SIGTERM) unmounts it cleanly; if the
-mount is busy, the connection is aborted and the mount detached.
+mount is busy, the connection is aborted and the mount detached. An umount
+of MOUNTPOINT from elsewhere ends it too (exit status 0); an aborted
+connection is an error. Either way, a file system that was mounted at
+MOUNTPOINT before is left alone.
 
 Servers:
   passthrough             loopback over DIR (passthrough_ll's knobs, plus --kernel-passthrough)
