@@ -123,29 +123,9 @@ func TestServeProfiles(t *testing.T) {
 			}
 			dir := t.TempDir()
 			mnt, cpu, mem := filepath.Join(dir, "mnt"), filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mem.pprof")
-			o := ServeOptions{}
-			f := pflag.NewFlagSet("t", pflag.ContinueOnError)
-			o.AddFlags(f)
-			if err := f.Parse([]string{"--backing", filepath.Join(dir, "b"), "--transport", transport, "--cpuprofile", cpu, "--memprofile", mem}); err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var stdout, stderr lockedBuffer
-			res := make(chan error, 1)
-			go func() { res <- Serve(ctx, &o, mnt, &stdout, &stderr) }()
-			deadline := time.Now().Add(20 * time.Second)
-			for !strings.Contains(stderr.String(), "mounted on") {
-				select {
-				case err := <-res:
-					t.Fatalf("serve ended before mounting: %v\n%s", err, stderr.String())
-				case <-time.After(10 * time.Millisecond):
-				}
-				if time.Now().After(deadline) {
-					cancel()
-					t.Fatalf("not mounted after 20 s:\n%s", stderr.String())
-				}
-			}
+			res, stderr := serveMounted(ctx, t, mnt, "--backing", filepath.Join(dir, "b"), "--transport", transport, "--cpuprofile", cpu, "--memprofile", mem)
 			// Some work for the profiles: writes and reads of 64 KiB.
 			data := bytes.Repeat([]byte("klab"), 16<<10)
 			for i := 0; i < 200; i++ {
@@ -276,27 +256,9 @@ func TestServeEndings(t *testing.T) {
 			if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			o := ServeOptions{}
-			f := pflag.NewFlagSet("t", pflag.ContinueOnError)
-			o.AddFlags(f)
-			if err := f.Parse([]string{"--backing", filepath.Join(dir, "b")}); err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var stdout, stderr lockedBuffer
-			res := make(chan error, 1)
-			go func() { res <- Serve(ctx, &o, mnt, &stdout, &stderr) }()
-			for deadline := time.Now().Add(20 * time.Second); !strings.Contains(stderr.String(), "mounted on"); {
-				select {
-				case err := <-res:
-					t.Fatalf("serve ended before mounting: %v\n%s", err, stderr.String())
-				case <-time.After(10 * time.Millisecond):
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("not mounted after 20 s:\n%s", stderr.String())
-				}
-			}
+			res, stderr := serveMounted(ctx, t, mnt, "--backing", filepath.Join(dir, "b"))
 			if _, err := os.Stat(keep); err == nil {
 				t.Fatalf("%s is visible: the FUSE mount is not on top", keep)
 			}
@@ -320,4 +282,30 @@ func TestServeEndings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serveMounted runs Serve with args until ctx ends, in the background, and
+// returns once it mounted mnt: its result channel and its stderr.
+func serveMounted(ctx context.Context, t *testing.T, mnt string, args ...string) (<-chan error, *lockedBuffer) {
+	t.Helper()
+	o := ServeOptions{}
+	f := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	o.AddFlags(f)
+	if err := f.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr lockedBuffer
+	res := make(chan error, 1)
+	go func() { res <- Serve(ctx, &o, mnt, &stdout, &stderr) }()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(stderr.String(), "mounted on"); {
+		select {
+		case err := <-res:
+			t.Fatalf("serve ended before mounting: %v\n%s", err, stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not mounted after 20 s:\n%s", stderr.String())
+		}
+	}
+	return res, &stderr
 }
