@@ -31,6 +31,15 @@
 // 20 us for a millisecond or more; in a TCG guest that polling cost more
 // CPU than serving the requests.
 //
+// With Options.ZeroCopy (FUSE 7.46, Linux 7.3) every queue is a zero-copy
+// queue with a buffer pool: the kernel puts each request's payload in a
+// pool buffer of its choice, and for a READ of a file opened with
+// FOPEN_IO_URING_ZERO_COPY it registers the client's pages in the ring's
+// buffer table instead, at the entry's slot. The ring thread then reads
+// the backing file into them with IORING_OP_READ_FIXED, waits for that
+// read (completions reaped meanwhile are served after it) and commits
+// the length read: the data cross memory once instead of three times.
+//
 // Teardown follows the kernel: on unmount or abort, entries waiting in
 // the kernel complete with ENOTCONN and entries held by the server are
 // released without a completion. The transport stops committing once the
