@@ -38,7 +38,8 @@
 // buffer table instead, at the entry's slot. The ring thread then reads
 // the backing file into them with IORING_OP_READ_FIXED, waits for that
 // read (completions reaped meanwhile are served after it) and commits
-// the length read: the data cross memory once instead of three times.
+// the length read: the data are copied once (backing file to client)
+// instead of twice (into the server's buffer, then out of it).
 //
 // Teardown follows the kernel: on unmount or abort, entries waiting in
 // the kernel complete with ENOTCONN and entries held by the server are
