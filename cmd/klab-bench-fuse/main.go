@@ -126,6 +126,7 @@ type options struct {
 	queueDepth  int
 	hostCreates int
 	dropCaches  bool
+	noCache     bool
 	cacheDir    string
 	runsDir     string
 	verbose     bool
@@ -174,6 +175,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.queueDepth, "queue-depth", 8, "klab's io_uring entries per queue (and passthrough_hp's io_uring_q_depth)")
 	fs.IntVar(&o.hostCreates, "host-creates", 200000, "most files one create cell makes on the host, over all jobs")
 	fs.BoolVar(&o.dropCaches, "drop-caches", true, "write 3 to /proc/sys/vm/drop_caches before every cell")
+	fs.BoolVar(&o.noCache, "nocache", false, "no attribute or entry cache on either side (klab's timeouts 0, passthrough_hp --nocache), so that both servers answer the same requests, as experiments/fuse-bench-hp.yaml does; by default each keeps its own caching")
 	fs.StringVar(&o.cacheDir, "cache-dir", paths.CacheDir(), "klab's cache directory")
 	fs.StringVar(&o.runsDir, "runs-dir", paths.RunsDir(), "where runs are saved")
 	fs.StringVar(&o.fromJSON, "from-json", "", "print the tables of an earlier run's JSON file and exit")
@@ -233,6 +235,9 @@ func parseFlags(args []string) (options, error) {
 		}
 	}
 	o.libfuseArgs = strings.Fields(*hpArgs)
+	if o.noCache && !slices.Contains(o.libfuseArgs, "--nocache") {
+		o.libfuseArgs = append(o.libfuseArgs, "--nocache")
+	}
 	if o.devThreads == 0 {
 		// The largest job count of any workload (seed 000 ran 4 jobs on 4
 		// server threads).
@@ -683,7 +688,7 @@ func run(ctx context.Context, o options) error {
 		"where": o.where, "seconds": o.seconds, "rounds": o.rounds, "jobs": o.jobs,
 		"workloads": workloadKeys(o.workloads), "host_size": o.hostSize, "dev_threads": o.devThreads,
 		"queue_depth": o.queueDepth, "libfuse_hp": o.libfuseHP,
-		"libfuse_hp_args": o.libfuseArgs, "drop_caches": o.dropCaches,
+		"libfuse_hp_args": o.libfuseArgs, "drop_caches": o.dropCaches, "nocache": o.noCache,
 		"host_creates": o.hostCreates,
 	}}
 	jsonPath := o.jsonPath
@@ -819,6 +824,9 @@ func partHeader(where string, in *PartInfo, o options) string {
 		fmt.Fprintf(&b, ", backing %s; took %s\n", in.Backing, fmtDur(in.Wall))
 		fmt.Fprintf(&b, "klab passthrough: /dev/fuse with %d worker threads; io_uring with %d queue(s) of depth %d, one ring thread per queue\n",
 			o.devThreads, in.Queues, o.queueDepth)
+		if o.noCache {
+			fmt.Fprintln(&b, "caches: none on either side (--nocache)")
+		}
 	}
 	if in.Note != "" {
 		fmt.Fprintln(&b, in.Note)
@@ -1515,6 +1523,9 @@ func startServer(ctx context.Context, o options, v variant, mnt, backing string,
 		cfg.Threads = 0
 		cfg.QueueDepth = o.queueDepth
 	}
+	if o.noCache {
+		cfg.AttrTimeout, cfg.EntryTimeout = 0, 0
+	}
 	if o.verbose {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -1586,6 +1597,9 @@ func startKlabProc(ctx context.Context, o options, v variant, mnt, backing strin
 		args = append(args, "--threads", strconv.Itoa(o.devThreads))
 	} else {
 		args = append(args, "--queue-depth", strconv.Itoa(o.queueDepth))
+	}
+	if o.noCache {
+		args = append(args, "--attr-timeout", "0", "--entry-timeout", "0")
 	}
 	args = append(args, mnt)
 	k := &klabProc{mnt: mnt, done: make(chan struct{})}
