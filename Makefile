@@ -141,7 +141,7 @@ bench-fidelity: deps build
 # experiments/fuse-uring.yaml (about 6 minutes under TCG; BENCH_FUSE_RUN
 # passes klab run's options), then on the host next to libfuse's
 # passthrough_hp (about 4 minutes, as root; BENCH_FUSE_FLAGS passes
-# --rounds, --seconds, --jobs, --libfuse-hp PATH|none: see
+# --rounds, --seconds, --jobs, --nocache, --libfuse-hp PATH|none: see
 # `go run ./cmd/klab-bench-fuse --help`).
 BENCH_FUSE_RUN ?=
 BENCH_FUSE_FLAGS ?=
