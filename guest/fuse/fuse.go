@@ -300,6 +300,10 @@ type Session struct {
 	tearErr  error
 }
 
+// onRingTimeout, when set (tests), runs when the rings did not register in
+// time, before the teardown: a goroutine dump there shows where they are.
+var onRingTimeout func()
+
 // Start mounts the server cfg describes and returns once the kernel's
 // INIT was answered (for passthrough_ll: once the mount appeared; for
 // passthrough_hp over uring: once it also holds its rings).
@@ -417,8 +421,12 @@ func (s *Session) start(ctx context.Context) error {
 					return fmt.Errorf("fuse: transport uring: %w", err)
 				}
 			case <-timer.C:
+				progress := s.ring.Progress()
+				if onRingTimeout != nil {
+					onRingTimeout()
+				}
 				_ = s.Teardown(context.Background(), true)
-				return fmt.Errorf("fuse: transport uring: the rings did not register within %v", cfg.InitTimeout)
+				return fmt.Errorf("fuse: transport uring: the rings did not register within %v (%s)", cfg.InitTimeout, progress)
 			}
 		}
 		if err := triggerPollHack(cfg.Mountpoint, 10*time.Second); err != nil {

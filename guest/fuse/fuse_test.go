@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +22,17 @@ func TestMain(m *testing.M) {
 	}
 	if spec := os.Getenv(permEnv); spec != "" {
 		os.Exit(permHelper(spec))
+	}
+	// A ring that does not register in time is rare and load-dependent:
+	// keep where every goroutine was.
+	onRingTimeout = func() {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		load, _ := os.ReadFile("/proc/loadavg")
+		fmt.Fprintf(os.Stderr, "fuse: the rings did not register in time; GC cycles %d, last GC %v ago, pauses %v in all, heap %d MiB, load %s; goroutines:\n%s\n",
+			ms.NumGC, time.Since(time.Unix(0, int64(ms.LastGC))).Round(time.Millisecond), time.Duration(ms.PauseTotalNs), ms.HeapAlloc>>20, bytes.TrimSpace(load), buf)
 	}
 	os.Exit(m.Run())
 }

@@ -326,6 +326,35 @@ func (t *Transport) closeRings() {
 // Queues returns the number of queues (possible CPUs).
 func (t *Transport) Queues() int { return t.nQueues }
 
+func (r *ring) setPhase(p uint32) {
+	r.phaseSince.Store(time.Now().UnixNano())
+	r.phase.Store(p)
+}
+
+// Progress says where each ring thread is in its start, for an error
+// when the rings do not register in time: "ring 0 (queues 0): serving;
+// ring 1 (queues 1): registering its entries (3 EAGAIN retries)".
+func (t *Transport) Progress() string {
+	var b strings.Builder
+	for i, r := range t.rings {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		p := r.phase.Load()
+		fmt.Fprintf(&b, "ring %d (queues %v): %s", r.id, r.qids, phaseNames[min(int(p), len(phaseNames)-1)])
+		if since := r.phaseSince.Load(); since != 0 {
+			fmt.Fprintf(&b, " for %v", time.Since(time.Unix(0, since)).Round(time.Millisecond))
+		}
+		if p == phaseSetup {
+			fmt.Fprintf(&b, ", %d of %d entries built", r.built.Load(), len(r.qids)*r.t.opts.Depth)
+		}
+		if n := r.regTriesSeen.Load(); n > 0 {
+			fmt.Fprintf(&b, " (%d EAGAIN retries)", n)
+		}
+	}
+	return b.String()
+}
+
 // Stats returns the transport's counters.
 func (t *Transport) Stats() Stats {
 	s := Stats{Queues: t.nQueues, Depth: t.opts.Depth, Threads: len(t.rings), ZeroCopy: t.opts.ZeroCopy}
@@ -519,12 +548,20 @@ type ring struct {
 	parkReq   atomic.Bool
 	noPark    atomic.Bool // parking failed once: always wait in the kernel
 
-	inKernel  int           // entries with a command the kernel has not completed
-	deferred  []iouring.CQE // reaped while waiting for a zero-copy read
-	reRegs    []*entry
-	regTries  int
-	readyDone bool
-	closed    bool
+	// phase is where the ring thread is in its start (ringPhase), for
+	// Transport.Progress; the thread writes it, anyone reads it.
+	phase      atomic.Uint32
+	phaseSince atomic.Int64 // when phase was entered (Unix nanoseconds)
+	built      atomic.Int32 // entries whose buffers exist
+
+	inKernel int           // entries with a command the kernel has not completed
+	deferred []iouring.CQE // reaped while waiting for a zero-copy read
+	reRegs   []*entry
+	regTries int
+	// regTriesSeen is regTries for other goroutines (Progress).
+	regTriesSeen atomic.Int32
+	readyDone    bool
+	closed       bool
 
 	// stats are written by the ring thread only; the padding keeps them
 	// off the cache lines of fields other threads touch (mu, async) and
@@ -533,6 +570,17 @@ type ring struct {
 	stats counters
 	_     [64]byte
 }
+
+// Ring thread phases, in order.
+const (
+	phaseWaiting     uint32 = iota // waiting for the INIT reply
+	phaseSetup                     // allocating buffers, zero-copy setup
+	phaseRegistering               // REGISTERs submitted, not all taken yet
+	phaseServing                   // every entry registered
+	phaseEnded                     // the thread returned
+)
+
+var phaseNames = [...]string{"waiting for the INIT reply", "setting up its buffers", "registering its entries", "serving", "ended"}
 
 // User data of the commands that are not an entry's.
 const (
@@ -573,6 +621,7 @@ func (r *ring) run(c *dispatch.Conn) {
 	// change while the ring serves, and it ends with the goroutine.
 	runtime.LockOSThread()
 	defer func() {
+		r.setPhase(phaseEnded)
 		r.mu.Lock()
 		r.dead = true
 		r.async = nil
@@ -585,6 +634,7 @@ func (r *ring) run(c *dispatch.Conn) {
 		r.t.ringReady(nil)
 		return
 	}
+	r.setPhase(phaseSetup)
 	size := r.t.payload
 	zc := r.t.opts.ZeroCopy
 	for _, q := range r.qids {
@@ -606,6 +656,7 @@ func (r *ring) run(c *dispatch.Conn) {
 				e.iov[1].SetLen(len(e.payload))
 			}
 			r.ents = append(r.ents, e)
+			r.built.Add(1)
 		}
 	}
 	if zc {
@@ -618,6 +669,7 @@ func (r *ring) run(c *dispatch.Conn) {
 	for _, e := range r.ents {
 		r.register(e)
 	}
+	r.setPhase(phaseRegistering)
 	if err := r.loop(c); err != nil {
 		r.t.fatal(err)
 	}
@@ -872,6 +924,7 @@ func (r *ring) loop(c *dispatch.Conn) error {
 		if len(r.reRegs) > 0 {
 			r.regTries++
 			bump(&r.stats.registerRetries, uint64(len(r.reRegs)))
+			r.regTriesSeen.Store(int32(r.regTries))
 			if r.regTries > 2000 {
 				return unsupported("REGISTER kept failing with EAGAIN for %d tries: the connection never became ready for io_uring", r.regTries)
 			}
@@ -885,6 +938,7 @@ func (r *ring) loop(c *dispatch.Conn) error {
 		}
 		if !r.readyDone {
 			r.readyDone = true
+			r.setPhase(phaseServing)
 			r.t.ringReady(nil)
 		}
 		if r.t.stopping.Load() {
