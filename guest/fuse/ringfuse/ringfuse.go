@@ -326,14 +326,10 @@ func (t *Transport) closeRings() {
 // Queues returns the number of queues (possible CPUs).
 func (t *Transport) Queues() int { return t.nQueues }
 
-func (r *ring) setPhase(p uint32) {
-	r.phaseSince.Store(time.Now().UnixNano())
-	r.phase.Store(p)
-}
-
 // Progress says where each ring thread is in its start, for an error
-// when the rings do not register in time: "ring 0 (queues 0): serving;
-// ring 1 (queues 1): registering its entries (3 EAGAIN retries)".
+// when the rings do not register in time: "ring 0 (queues [0]): serving
+// for 2ms; ring 1 (queues [1]): registering its entries for 9.8s (3 EAGAIN
+// retries)".
 func (t *Transport) Progress() string {
 	var b strings.Builder
 	for i, r := range t.rings {
@@ -348,7 +344,7 @@ func (t *Transport) Progress() string {
 		if p == phaseSetup {
 			fmt.Fprintf(&b, ", %d of %d entries built", r.built.Load(), len(r.qids)*r.t.opts.Depth)
 		}
-		if n := r.regTriesSeen.Load(); n > 0 {
+		if n := r.regTries.Load(); n > 0 {
 			fmt.Fprintf(&b, " (%d EAGAIN retries)", n)
 		}
 	}
@@ -548,8 +544,9 @@ type ring struct {
 	parkReq   atomic.Bool
 	noPark    atomic.Bool // parking failed once: always wait in the kernel
 
-	// phase is where the ring thread is in its start (ringPhase), for
-	// Transport.Progress; the thread writes it, anyone reads it.
+	// phase is where the ring thread is in its start (the phase
+	// constants), for Transport.Progress; the thread writes it, anyone
+	// reads it.
 	phase      atomic.Uint32
 	phaseSince atomic.Int64 // when phase was entered (Unix nanoseconds)
 	built      atomic.Int32 // entries whose buffers exist
@@ -557,11 +554,10 @@ type ring struct {
 	inKernel int           // entries with a command the kernel has not completed
 	deferred []iouring.CQE // reaped while waiting for a zero-copy read
 	reRegs   []*entry
-	regTries int
-	// regTriesSeen is regTries for other goroutines (Progress).
-	regTriesSeen atomic.Int32
-	readyDone    bool
-	closed       bool
+	// regTries counts the rounds of REGISTERs retried after EAGAIN
+	// (written by the ring thread, read by Progress).
+	regTries atomic.Int32
+	closed   bool
 
 	// stats are written by the ring thread only; the padding keeps them
 	// off the cache lines of fields other threads touch (mu, async) and
@@ -581,6 +577,11 @@ const (
 )
 
 var phaseNames = [...]string{"waiting for the INIT reply", "setting up its buffers", "registering its entries", "serving", "ended"}
+
+func (r *ring) setPhase(p uint32) {
+	r.phaseSince.Store(time.Now().UnixNano())
+	r.phase.Store(p)
+}
 
 // User data of the commands that are not an entry's.
 const (
@@ -869,7 +870,7 @@ func (r *ring) loop(c *dispatch.Conn) error {
 			r.parkIdleSiblings(now)
 		}
 		wait := uint32(1)
-		if len(r.reRegs) > 0 || !r.readyDone || len(r.deferred) > 0 {
+		if len(r.reRegs) > 0 || r.phase.Load() < phaseServing || len(r.deferred) > 0 {
 			// Registering: collect the REGISTERs' immediate failures
 			// without waiting for a request.
 			wait = 0
@@ -922,11 +923,10 @@ func (r *ring) loop(c *dispatch.Conn) error {
 			r.t.earlyOnce.Do(func() { close(r.t.registerEarly) })
 		}
 		if len(r.reRegs) > 0 {
-			r.regTries++
+			tries := r.regTries.Add(1)
 			bump(&r.stats.registerRetries, uint64(len(r.reRegs)))
-			r.regTriesSeen.Store(int32(r.regTries))
-			if r.regTries > 2000 {
-				return unsupported("REGISTER kept failing with EAGAIN for %d tries: the connection never became ready for io_uring", r.regTries)
+			if tries > 2000 {
+				return unsupported("REGISTER kept failing with EAGAIN for %d tries: the connection never became ready for io_uring", tries)
 			}
 			time.Sleep(time.Millisecond)
 			regs := r.reRegs
@@ -936,8 +936,7 @@ func (r *ring) loop(c *dispatch.Conn) error {
 			}
 			continue
 		}
-		if !r.readyDone {
-			r.readyDone = true
+		if r.phase.Load() < phaseServing {
 			r.setPhase(phaseServing)
 			r.t.ringReady(nil)
 		}
