@@ -39,6 +39,7 @@ import (
 	"klab/guest/fuse/ringfuse"
 	"klab/guest/fuse/stuck"
 	"klab/guest/proto"
+	"klab/internal/stwguard"
 )
 
 // Server kinds (the values of proto.FUSEStep.Server).
@@ -290,6 +291,7 @@ type Session struct {
 	pfs          *passthrough.FS
 	stuck        *stuck.Server
 	intr         *intr.Server
+	releaseGuard func() // ends the session's stwguard hold
 
 	// passthrough_ll, passthrough_hp
 	cmd *exec.Cmd
@@ -401,6 +403,9 @@ func (s *Session) start(ctx context.Context) error {
 	if s.mount, err = devfuse.FindMount(cfg.Mountpoint); err != nil {
 		s.log.Warn("fuse: cannot find the new mount in mountinfo", "err", err)
 	}
+	// The server's goroutines block in system calls: keep Go's
+	// stop-the-world pauses short while it runs (see stwguard).
+	s.releaseGuard = stwguard.Hold()
 	go s.serve(t)
 
 	timer := time.NewTimer(cfg.InitTimeout)
@@ -414,19 +419,8 @@ func (s *Session) start(ctx context.Context) error {
 		if s.ring != nil {
 			// Requests block until every queue has an entry; a ring that
 			// cannot register must fail the start, not hang the mount.
-			select {
-			case <-s.ring.Ready():
-				if err := s.ring.ReadyErr(); err != nil {
-					_ = s.Teardown(context.Background(), true)
-					return fmt.Errorf("fuse: transport uring: %w", err)
-				}
-			case <-timer.C:
-				progress := s.ring.Progress()
-				if onRingTimeout != nil {
-					onRingTimeout()
-				}
-				_ = s.Teardown(context.Background(), true)
-				return fmt.Errorf("fuse: transport uring: the rings did not register within %v (%s)", cfg.InitTimeout, progress)
+			if err := s.awaitRings(timer.C, cfg.InitTimeout); err != nil {
+				return err
 			}
 		}
 		if err := triggerPollHack(cfg.Mountpoint, 10*time.Second); err != nil {
@@ -441,6 +435,38 @@ func (s *Session) start(ctx context.Context) error {
 	case <-ctx.Done():
 		_ = s.Teardown(context.Background(), true)
 		return ctx.Err()
+	}
+}
+
+// awaitRings waits until every ring thread registered its entries, or
+// deadline fires. A start still waiting after a second is logged with
+// the rings' phases, so that a slow start shows before it fails.
+func (s *Session) awaitRings(deadline <-chan time.Time, limit time.Duration) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	begin := time.Now()
+	warned := false
+	for {
+		select {
+		case <-s.ring.Ready():
+			if err := s.ring.ReadyErr(); err != nil {
+				_ = s.Teardown(context.Background(), true)
+				return fmt.Errorf("fuse: transport uring: %w", err)
+			}
+			return nil
+		case <-tick.C:
+			if !warned && time.Since(begin) > time.Second {
+				warned = true
+				s.log.Warn("fuse: the io_uring rings are slow to register", "progress", s.ring.Progress())
+			}
+		case <-deadline:
+			progress := s.ring.Progress()
+			if onRingTimeout != nil {
+				onRingTimeout()
+			}
+			_ = s.Teardown(context.Background(), true)
+			return fmt.Errorf("fuse: transport uring: the rings did not register within %v (%s)", limit, progress)
+		}
 	}
 }
 
@@ -483,6 +509,7 @@ func (s *Session) serve(t dispatch.Transport) {
 	s.dev.Close()
 	s.pfs.Close()
 	s.err = err
+	s.releaseGuard()
 	close(s.done)
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"syscall"
 	"testing"
 	"time"
@@ -34,7 +35,36 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "fuse: the rings did not register in time; GC cycles %d, last GC %v ago, pauses %v in all, heap %d MiB, load %s; goroutines:\n%s\n",
 			ms.NumGC, time.Since(time.Unix(0, int64(ms.LastGC))).Round(time.Millisecond), time.Duration(ms.PauseTotalNs), ms.HeapAlloc>>20, bytes.TrimSpace(load), buf)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// Long stop-the-world pauses have held ring starts up (see
+	// stwguard): count them.
+	fmt.Fprintln(os.Stderr, "fuse:", gcPauses())
+	os.Exit(code)
+}
+
+// gcPauses sums up the process's stop-the-world pauses for GC.
+func gcPauses() string {
+	sample := []metrics.Sample{{Name: "/sched/pauses/total/gc:seconds"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return "GC pauses: not measured"
+	}
+	h := sample[0].Value.Float64Histogram()
+	var all, over10ms, over100ms, over1s uint64
+	for i, n := range h.Counts {
+		all += n
+		low := h.Buckets[i]
+		if low >= 0.01 {
+			over10ms += n
+		}
+		if low >= 0.1 {
+			over100ms += n
+		}
+		if low >= 1 {
+			over1s += n
+		}
+	}
+	return fmt.Sprintf("GC pauses: %d, %d of 10 ms or more, %d of 100 ms or more, %d of 1 s or more", all, over10ms, over100ms, over1s)
 }
 
 // requireFUSE skips unless the test can mount FUSE file systems.
@@ -79,6 +109,10 @@ func mount(t testing.TB, cfg Config) *Session {
 			// used: make sure it was.
 			if st := s.Stats(); st.Ring == nil || st.Ring.Requests == 0 {
 				t.Errorf("no request travelled over io_uring: %+v", st.Ring)
+			} else if st.Ring.StartMs <= 0 {
+				t.Errorf("the rings serve, but no start time was recorded: %+v", st.Ring)
+			} else if st.Ring.StartMs > 1000 {
+				t.Logf("slow ring start: %.0f ms from the INIT reply to every entry registered", st.Ring.StartMs)
 			}
 		}
 		if err := s.Close(); err != nil {

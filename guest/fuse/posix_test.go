@@ -22,6 +22,7 @@ func posixVariants() map[string]func(*Config) {
 		"uring-depth1-thread1":    func(c *Config) { c.Transport, c.QueueDepth, c.Threads = TransportURing, 1, 1 },
 		"uring-writeback":         func(c *Config) { c.Transport, c.Writeback = TransportURing, true },
 		"uring-kernelpassthrough": func(c *Config) { c.Transport, c.KernelPassthrough = TransportURing, true },
+		"uring-zerocopy":          func(c *Config) { c.Transport, c.ZeroCopy = TransportURing, true },
 	}
 }
 

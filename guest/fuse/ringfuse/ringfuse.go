@@ -195,7 +195,8 @@ type Transport struct {
 
 	start     chan struct{} // closed by Initialized
 	startOnce sync.Once
-	payload   int // payload buffer size, set before start is closed
+	payload   int       // payload buffer size, set before start is closed
+	startedAt time.Time // when start was closed
 
 	ready     chan struct{} // closed when every ring registered or failed
 	readyErr  error         // set before ready is closed
@@ -250,6 +251,9 @@ type Stats struct {
 	// READs served into the client's pages.
 	ZeroCopy      bool   `json:"zero_copy,omitempty"`
 	ZeroCopyReads uint64 `json:"zero_copy_reads,omitempty"`
+	// StartMs is how long the slowest ring took from the INIT reply to
+	// every entry registered, in milliseconds (0 before then).
+	StartMs float64 `json:"start_ms"`
 }
 
 // New sets up the rings for a connection on dev. It fails early, with an
@@ -363,6 +367,7 @@ func (t *Transport) Stats() Stats {
 		s.ENOTCONN += c.enotconn.Load()
 		s.Parks += c.parks.Load()
 		s.ZeroCopyReads += c.zeroCopyReads.Load()
+		s.StartMs = max(s.StartMs, float64(r.startTook.Load())/1e6)
 	}
 	return s
 }
@@ -409,6 +414,7 @@ func (t *Transport) setPayload(in *dispatch.Init) {
 			pages = 32
 		}
 		t.payload = max(8192, int(in.Out.MaxWrite), pages*os.Getpagesize())
+		t.startedAt = time.Now()
 		close(t.start)
 	})
 }
@@ -550,6 +556,7 @@ type ring struct {
 	phase      atomic.Uint32
 	phaseSince atomic.Int64 // when phase was entered (Unix nanoseconds)
 	built      atomic.Int32 // entries whose buffers exist
+	startTook  atomic.Int64 // nanoseconds from start to serving
 
 	inKernel int           // entries with a command the kernel has not completed
 	deferred []iouring.CQE // reaped while waiting for a zero-copy read
@@ -616,11 +623,11 @@ func (r *ring) wake() {
 	_, _ = unix.Write(r.efd, one[:])
 }
 
-// run is the ring thread.
+// run is the ring thread. It waits for the INIT reply and builds its
+// buffers as an ordinary goroutine, and locks its OS thread only to
+// register: the kernel ties every registered entry to the thread that
+// registered it, so from then on the thread must not change.
 func (r *ring) run(c *dispatch.Conn) {
-	// The kernel ties every registered entry to this thread: it must not
-	// change while the ring serves, and it ends with the goroutine.
-	runtime.LockOSThread()
 	defer func() {
 		r.setPhase(phaseEnded)
 		r.mu.Lock()
@@ -629,13 +636,36 @@ func (r *ring) run(c *dispatch.Conn) {
 		r.close()
 		r.mu.Unlock()
 	}()
-	r.pin()
 	<-r.t.start
 	if r.t.stopping.Load() {
 		r.t.ringReady(nil)
 		return
 	}
 	r.setPhase(phaseSetup)
+	r.build()
+	runtime.LockOSThread()
+	// The thread ends with the goroutine (no UnlockOSThread): it carries
+	// the CPU affinity set below.
+	r.pin()
+	if r.t.opts.ZeroCopy {
+		if err := r.setUpZeroCopy(); err != nil {
+			r.t.fatal(err)
+			return
+		}
+	}
+	r.armEventfd()
+	for _, e := range r.ents {
+		r.register(e)
+	}
+	r.setPhase(phaseRegistering)
+	if err := r.loop(c); err != nil {
+		r.t.fatal(err)
+	}
+}
+
+// build allocates the ring's entries and their buffers, sized from the
+// INIT reply.
+func (r *ring) build() {
 	size := r.t.payload
 	zc := r.t.opts.ZeroCopy
 	for _, q := range r.qids {
@@ -659,20 +689,6 @@ func (r *ring) run(c *dispatch.Conn) {
 			r.ents = append(r.ents, e)
 			r.built.Add(1)
 		}
-	}
-	if zc {
-		if err := r.setUpZeroCopy(); err != nil {
-			r.t.fatal(err)
-			return
-		}
-	}
-	r.armEventfd()
-	for _, e := range r.ents {
-		r.register(e)
-	}
-	r.setPhase(phaseRegistering)
-	if err := r.loop(c); err != nil {
-		r.t.fatal(err)
 	}
 }
 
@@ -938,6 +954,7 @@ func (r *ring) loop(c *dispatch.Conn) error {
 		}
 		if r.phase.Load() < phaseServing {
 			r.setPhase(phaseServing)
+			r.startTook.Store(max(int64(time.Since(r.t.startedAt)), 1))
 			r.t.ringReady(nil)
 		}
 		if r.t.stopping.Load() {
