@@ -7,10 +7,12 @@
 // stop but not yet marked itself as in a system call is missed; if its
 // call then blocks, the stop waits until the runtime's monitor (sysmon)
 // retakes that P. While the world is stopping, the monitor sleeps until
-// the process's next timer, or for up to a minute. A FUSE server with no
-// timer pending thus froze, whole, until its 10 s start deadline fired
-// (seen in 2-vCPU guests under TCG, about once in 2,000 to 6,000
-// mounts; the MemStats of such a run showed a 10.06 s pause).
+// the process's next timer, or for up to a minute. A FUSE server whose
+// only timer was its 10 s start deadline thus froze, whole, until that
+// deadline (seen in 2-vCPU guests under TCG, about once in 2,000 to
+// 6,000 mounts; the MemStats of such a run showed a 10.06 s pause). This
+// reading of the runtime fits that pause; a small program built to hit
+// the race has not reproduced it.
 //
 // Hold keeps a timer pending while a server runs, so that the monitor
 // wakes at least every Period and such a stop ends within about two
