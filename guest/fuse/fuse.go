@@ -442,10 +442,8 @@ func (s *Session) start(ctx context.Context) error {
 // deadline fires. A start still waiting after a second is logged with
 // the rings' phases, so that a slow start shows before it fails.
 func (s *Session) awaitRings(deadline <-chan time.Time, limit time.Duration) error {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	begin := time.Now()
-	warned := false
+	warn := time.NewTimer(time.Second)
+	defer warn.Stop()
 	for {
 		select {
 		case <-s.ring.Ready():
@@ -454,11 +452,8 @@ func (s *Session) awaitRings(deadline <-chan time.Time, limit time.Duration) err
 				return fmt.Errorf("fuse: transport uring: %w", err)
 			}
 			return nil
-		case <-tick.C:
-			if !warned && time.Since(begin) > time.Second {
-				warned = true
-				s.log.Warn("fuse: the io_uring rings are slow to register", "progress", s.ring.Progress())
-			}
+		case <-warn.C:
+			s.log.Warn("fuse: the io_uring rings are slow to register", "progress", s.ring.Progress())
 		case <-deadline:
 			progress := s.ring.Progress()
 			if onRingTimeout != nil {
