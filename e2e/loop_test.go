@@ -11,6 +11,7 @@ import (
 
 	"klab/internal/paths"
 	"klab/internal/testenv"
+	"klab/results"
 )
 
 // TestBootUserFilesAndStdin is the daily loop's guest side on a Debian
@@ -253,5 +254,43 @@ func TestBootShare(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(cloudRuns); len(ents) != 0 {
 		t.Errorf("a refused --share left %d run(s) behind", len(ents))
+	}
+}
+
+// TestBootIcount: --icount boots under single-threaded TCG with QEMU's
+// instruction counting, whatever auto would pick, and records it in the
+// manifest; options QEMU would read as more arguments, and KVM, are
+// refused before anything boots.
+func TestBootIcount(t *testing.T) {
+	testenv.E2E(t)
+	runs := t.TempDir()
+	for _, bad := range [][]string{
+		{"--icount", "shift=0 -d int"},
+		{"--icount", "shift=0", "--accel", "kvm"},
+		{"--icount", "shift=0", "--tcg-multithread"},
+	} {
+		args := append(append([]string{"boot", "--kernel", "debian:7.3"}, bad...), "--", "true")
+		r := run(t, runs, args...)
+		if r.code != 125 || !strings.Contains(r.stderr, "--icount") {
+			t.Errorf("klab %s: exit %d, stderr %q; want 125 naming --icount", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+	if ents, _ := os.ReadDir(runs); len(ents) != 0 {
+		t.Errorf("refused boots left %d run(s) behind", len(ents))
+	}
+	r := run(t, runs, "boot", "--kernel", "debian:7.3", "--icount", "shift=0,sleep=off", "--run-id", "icount", "--", "cat", "/proc/version")
+	if r.code != 0 || !strings.Contains(r.stdout, "Linux version") {
+		t.Fatalf("klab boot --icount: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	m, err := results.ReadManifest(filepath.Join(runs, "icount"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Accel != results.AccelTCG || !strings.Contains(m.AccelReason, "icount") {
+		t.Errorf("accel %q (%s), want tcg because of icount", m.Accel, m.AccelReason)
+	}
+	argv := strings.Join(m.QEMU.Argv, " ")
+	if !strings.Contains(argv, "-icount shift=0,sleep=off") || strings.Contains(argv, "thread=multi") {
+		t.Errorf("QEMU argv %q, want -icount shift=0,sleep=off under single-threaded TCG", argv)
 	}
 }

@@ -69,7 +69,7 @@ func TestWorkloadBothEngines(t *testing.T) {
 		// Guest time counts instructions, so that the load of the host
 		// (other tests, other work) does not move the two engines' rates
 		// apart: in real time one run saw go/fio 2.58 on a busy host.
-		QEMUArgs: []string{"-icount", "shift=0,sleep=off"},
+		Icount: "shift=0,sleep=off",
 		Steps: []proto.Step{
 			{Kind: proto.StepWorkload, Workload: &job},
 			{Kind: proto.StepFio, Fio: fio},

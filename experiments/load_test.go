@@ -401,6 +401,36 @@ checks:
 			want: []string{`t.yaml:3:29: requires.features: "warp-drive" is unknown, want one of fuse-io-uring, fuse-request-timeout, fuse-passthrough`},
 		},
 		{
+			name: "icount that is not QEMU's option list",
+			yaml: yml(`
+name: x
+vm: {icount: "shift=0 -d int"}
+checks:
+  - {name: c, run: "true"}
+`),
+			want: []string{`t.yaml:2:14: vm.icount: "shift=0 -d int", want QEMU's -icount options, e.g. shift=0,sleep=off`},
+		},
+		{
+			name: "icount with KVM",
+			yaml: yml(`
+name: x
+vm: {icount: "shift=0,sleep=off", accel: kvm}
+checks:
+  - {name: c, run: "true"}
+`),
+			want: []string{`t.yaml:2:14: vm.icount: QEMU counts instructions under TCG only, not with vm.accel: kvm (leave vm.accel out: icount then runs under TCG)`},
+		},
+		{
+			name: "icount with multi-threaded TCG",
+			yaml: yml(`
+name: x
+vm: {icount: "shift=0", tcg_multithread: true}
+checks:
+  - {name: c, run: "true"}
+`),
+			want: []string{`t.yaml:2:14: vm.icount: QEMU counts instructions under single-threaded TCG only, not with vm.tcg_multithread`},
+		},
+		{
 			name: "jobs out of range (the engine's validation)",
 			yaml: yml(`
 name: x

@@ -434,9 +434,7 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 		Command: o.Command, RunKind: "guest",
 	}
 	req.Cmdline = s.VM.Cmdline
-	if s.VM.Icount != "" {
-		req.QEMUArgs = []string{"-icount", s.VM.Icount}
-	}
+	req.Icount = s.VM.Icount
 	if s.VM.StepTimeoutS > 0 {
 		req.StepTimeout = time.Duration(s.VM.StepTimeoutS) * time.Second
 	}

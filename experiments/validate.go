@@ -11,6 +11,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/guest/workload"
+	"klab/lab"
 )
 
 // node finds the node at path (mapping keys and list indexes) under root,
@@ -115,8 +116,15 @@ func validate(ps *problems, root *yaml.Node, s *Spec, params Params, axis bool) 
 	if strings.ContainsAny(s.VM.Cmdline, "\"'`$;&|<>\\\n") {
 		ps.at(at("vm", "cmdline"), "vm.cmdline: %q, want plain kernel parameters (brd.rd_size=1048576 ...)", s.VM.Cmdline)
 	}
-	if s.VM.Icount != "" && !regexp.MustCompile(`^[a-z0-9=,]+$`).MatchString(s.VM.Icount) {
-		ps.at(at("vm", "icount"), "vm.icount: %q, want QEMU's -icount options, e.g. shift=0,sleep=off", s.VM.Icount)
+	if s.VM.Icount != "" {
+		switch {
+		case lab.CheckIcount(s.VM.Icount) != nil:
+			ps.at(at("vm", "icount"), "vm.icount: %q, want QEMU's -icount options, e.g. shift=0,sleep=off", s.VM.Icount)
+		case s.VM.Accel == "kvm":
+			ps.at(at("vm", "icount"), "vm.icount: QEMU counts instructions under TCG only, not with vm.accel: kvm (leave vm.accel out: icount then runs under TCG)")
+		case s.VM.TCGMultithread:
+			ps.at(at("vm", "icount"), "vm.icount: QEMU counts instructions under single-threaded TCG only, not with vm.tcg_multithread")
+		}
 	}
 	if s.VM.StepTimeoutS < 0 || s.VM.StepTimeoutS > 86400 {
 		ps.at(at("vm", "step_timeout_s"), "vm.step_timeout_s: %d is out of range, want 1..86400", s.VM.StepTimeoutS)

@@ -55,8 +55,13 @@ type BootRequest struct {
 	// output) as it arrives.
 	OnMessage func(*proto.Message)
 	// QEMUArgs are appended to QEMU's argv (and so recorded in the
-	// manifest), e.g. -icount for instruction-counted virtual time.
+	// manifest).
 	QEMUArgs []string
+	// Icount, when set, is QEMU's -icount options (shift=0,sleep=off):
+	// guest time then counts the guest's instructions, so that the host's
+	// load does not move what the guest measures. It needs single-threaded
+	// TCG: auto then picks TCG without probing KVM, and kvm is refused.
+	Icount string
 	// HostTools are host programs copied into the initramfs with their
 	// shared libraries (mke2fs, ...). fio is added by itself when a step
 	// runs fio.

@@ -134,7 +134,12 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 	if _, err := exec.LookPath(o.qemu()); err != nil {
 		return nil, &vm.QEMUMissingError{Binary: o.qemu()}
 	}
-	verdict, err := o.ChooseAccel(ctx, k, ir.Path)
+	var verdict vm.Verdict
+	if req.Icount != "" {
+		verdict, err = icountVerdict(o.Accel, req.Icount, req.MultiThreadTCG)
+	} else {
+		verdict, err = o.ChooseAccel(ctx, k, ir.Path)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +188,7 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 	cfg := vm.Config{
 		QEMU: o.QEMU, Kernel: k.Image, Initrd: ir.Path, Cmdline: req.Cmdline,
 		Accel: verdict.Accel, MemMB: req.MemMB, CPUs: req.CPUs,
-		ExtraArgs: append(append([]string(nil), req.QEMUArgs...), shareArgs...), MultiThreadTCG: req.MultiThreadTCG,
+		ExtraArgs: append(append(req.icountArgs(), req.QEMUArgs...), shareArgs...), MultiThreadTCG: req.MultiThreadTCG,
 	}
 	o.progressf("booting %s (%s) under %s...", k.Name, k.Version, verdict.Accel)
 	s.m, err = vm.Start(ctx, cfg, vm.StartOptions{Console: consoleOut, OnConsoleLine: s.consoleLine})
@@ -671,3 +676,11 @@ func (s *Session) Close() (*BootResult, error) {
 }
 
 var _ Opener = (*Options)(nil)
+
+// icountArgs are QEMU's arguments for req.Icount.
+func (req *BootRequest) icountArgs() []string {
+	if req.Icount == "" {
+		return nil
+	}
+	return []string{"-icount", req.Icount}
+}

@@ -30,6 +30,7 @@ type bootOptions struct {
 	allow       []string
 	noFail      bool
 	mttcg       bool
+	icount      string
 	files, dirs []string
 	modules     []string
 	shares      []string
@@ -86,7 +87,8 @@ started in the guest; 1 when another step failed.`,
   klab boot --kernel debian:7.3 --json --run-id ci-42 -- true
   klab boot --kernel debian:7.3 --console -- true
   klab boot --kernel ./arch/x86/boot/bzImage -- cat /proc/version
-  klab boot --kernel debian:7.3 --sysctl fs.fuse.default_request_timeout=30 -- cat /proc/sys/fs/fuse/default_request_timeout`,
+  klab boot --kernel debian:7.3 --sysctl fs.fuse.default_request_timeout=30 -- cat /proc/sys/fs/fuse/default_request_timeout
+  klab boot --kernel debian:7.3 --icount shift=0,sleep=off --file ./mybench -- ./mybench`,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			// boot's own statuses are the guest command's: bad input is
 			// 125, as its help says, not 2.
@@ -101,6 +103,17 @@ started in the guest; 1 when another step failed.`,
 			}
 			if err := checkAccel(o.accel); err != nil {
 				return err
+			}
+			if o.icount != "" {
+				if err := lab.CheckIcount(o.icount); err != nil {
+					return badInput(fmt.Errorf("--icount: %w", err))
+				}
+				if o.accel == "kvm" {
+					return badInput(fmt.Errorf("--icount needs TCG (QEMU counts instructions only there): drop --accel kvm"))
+				}
+				if o.mttcg {
+					return badInput(fmt.Errorf("--icount needs single-threaded TCG: drop --tcg-multithread"))
+				}
 			}
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
 				// Without "--", the guest command's own flags would be
@@ -178,6 +191,7 @@ started in the guest; 1 when another step failed.`,
 			}
 			req.IgnoreSplats = o.noFail
 			req.MultiThreadTCG = o.mttcg
+			req.Icount = o.icount
 			if len(o.allow) > 0 {
 				p, err := splat.NewPolicy(splat.PolicyConfig{Fail: splat.DefaultFail(), Allow: o.allow})
 				if err != nil {
@@ -215,6 +229,7 @@ started in the guest; 1 when another step failed.`,
 	f.IntVar(&o.timeout, "timeout", 0, "command timeout in seconds under KVM, scaled under TCG (default 600)")
 	f.IntVar(&o.bootTimeout, "boot-timeout", 0, "seconds from QEMU start to the agent under KVM, scaled under TCG (default 30)")
 	f.StringArrayVar(&o.allow, "allow-warning", nil, "a WARNING title substring (or /regexp/) that does not fail the run (repeatable)")
+	f.StringVar(&o.icount, "icount", "", "instruction-counted guest time: QEMU's -icount options, e.g. shift=0,sleep=off (TCG; the guest's clocks then count its instructions, so that host load does not move a measurement)")
 	f.BoolVar(&o.mttcg, "tcg-multithread", false, "under TCG, one host thread per vCPU (faster for parallel work; QEMU 7.2 then sometimes shows a false \"Oops: int3\")")
 	f.BoolVar(&o.noFail, "no-splat-fail", false, "report kernel splats but never fail the run because of them")
 	f.StringVar(&o.flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")
