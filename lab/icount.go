@@ -16,7 +16,7 @@ var icountOptions = regexp.MustCompile(`^[a-z0-9]+(=[a-z0-9]+)?(,[a-z0-9]+(=[a-z
 // them.
 func CheckIcount(s string) error {
 	if !icountOptions.MatchString(s) {
-		return fmt.Errorf("icount %q: want QEMU's -icount options, e.g. shift=0,sleep=off", s)
+		return fmt.Errorf("%q: want QEMU's -icount options, e.g. shift=0,sleep=off", s)
 	}
 	return nil
 }
@@ -27,7 +27,7 @@ func CheckIcount(s string) error {
 // without a KVM probe, and kvm is an error.
 func icountVerdict(accel, icount string, multiThread bool) (vm.Verdict, error) {
 	if err := CheckIcount(icount); err != nil {
-		return vm.Verdict{}, err
+		return vm.Verdict{}, fmt.Errorf("icount %w", err)
 	}
 	switch accel {
 	case "", "auto", "tcg":
