@@ -44,6 +44,11 @@ const (
 	// file and sets its times with futimens(2), alternating between two
 	// values, as fast as it can. It has no fio equivalent.
 	PatternFutimes Pattern = "futimes"
+	// PatternFstat opens each job's file (creating it empty) and calls
+	// fstat(2) on it as fast as it can: on a FUSE mount that caches no
+	// attributes, one GETATTR round trip per call, the smallest request a
+	// server answers. It has no fio equivalent.
+	PatternFstat Pattern = "fstat"
 )
 
 // Patterns lists every pattern, in documentation order.
@@ -51,7 +56,7 @@ func Patterns() []Pattern {
 	return []Pattern{
 		PatternSeqWrite, PatternRandWrite, PatternFtruncate,
 		PatternSeqRead, PatternRandRead, PatternDirectSeqRead, PatternDirectRandRead,
-		PatternMmapSeqRead, PatternMmapRandRead, PatternCreate, PatternFutimes,
+		PatternMmapSeqRead, PatternMmapRandRead, PatternCreate, PatternFutimes, PatternFstat,
 	}
 }
 

@@ -50,7 +50,7 @@ func TestPatternsListed(t *testing.T) {
 		}
 		seen[p] = true
 	}
-	if len(seen) != 11 {
-		t.Errorf("%d patterns, want 11", len(seen))
+	if len(seen) != 12 {
+		t.Errorf("%d patterns, want 12", len(seen))
 	}
 }

@@ -1,7 +1,7 @@
 // Package workload is klab's I/O workload engine for the guest: the
 // patterns of the seeds (sequential and random writes, fio's ftruncate
 // storm, buffered, O_DIRECT and mmap reads, file creates, a futimes storm)
-// in Go, and a runner for real fio whose JSON output it maps into the same
+// and an fstat storm in Go, and a runner for real fio whose JSON output it maps into the same
 // proto.Metrics. Both stream per-interval proto.Samples while they run.
 //
 // The Go engine mirrors fio's sync engines closely on purpose, so that the
@@ -294,7 +294,7 @@ func (j *job) loop(r *run) (err error) {
 		sizeBased        = !n.TimeBased
 		targetBytes      = j.targetBytes
 		targetOps        = j.targetOps
-		countOps         = !needsData(n.Pattern) // create, futimes
+		countOps         = !needsData(n.Pattern) // create, futimes, fstat
 		endNs            = r.endNs
 		op               = j.op
 		after            = j.after

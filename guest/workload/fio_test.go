@@ -237,6 +237,9 @@ func TestFioArgsRunOnHost(t *testing.T) {
 	if _, err := FioArgs(&proto.WorkloadStep{Pattern: proto.PatternFutimes, Dir: dir, Jobs: 1, RuntimeMs: 10, TimeBased: true}); err == nil {
 		t.Error("futimes has a fio equivalent?")
 	}
+	if _, err := FioArgs(&proto.WorkloadStep{Pattern: proto.PatternFstat, Dir: dir, Jobs: 1, RuntimeMs: 10, TimeBased: true}); err == nil {
+		t.Error("fstat has a fio equivalent?")
+	}
 }
 
 // TestRunFioSeedCommandLine runs the lazytime seed's command line,

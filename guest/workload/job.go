@@ -46,6 +46,8 @@ type job struct {
 	// futimes: the two times it alternates between.
 	times [2][2]unix.Timespec
 	flip  int
+	// fstat: where the attributes land.
+	stat unix.Stat_t
 
 	op func() (int64, error)
 	// now is the job's clock, in nanoseconds since the run's start: the
@@ -54,7 +56,7 @@ type job struct {
 	// after, when set, runs after each timed operation, untimed.
 	after func() error
 	// A size-based job ends after targetBytes measured bytes (data
-	// patterns) or targetOps measured operations (create, futimes).
+	// patterns) or targetOps measured operations (create, futimes, fstat).
 	targetBytes, targetOps int64
 
 	hist Histogram
@@ -104,6 +106,8 @@ func (j *job) setup() error {
 		err = j.setupCreate()
 	case proto.PatternFutimes:
 		err = j.setupFutimes()
+	case proto.PatternFstat:
+		err = j.setupFstat()
 	default:
 		err = fmt.Errorf("pattern %q has no implementation", n.Pattern)
 	}
@@ -475,6 +479,29 @@ func (j *job) nextName() {
 	b = append(b, j.pathSuffix...)
 	j.pathBuf = append(b, 0)
 	j.filenum++
+}
+
+// setupFstat opens the job's file, creating it empty.
+func (j *job) setupFstat() error {
+	if err := mkdirFor(j.path); err != nil {
+		return err
+	}
+	fd, err := unix.Open(j.path, unix.O_RDONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", j.path, err)
+	}
+	j.fd = fd
+	j.op = j.fstat
+	return nil
+}
+
+// fstat reads the file's attributes through its descriptor.
+func (j *job) fstat() (int64, error) {
+	_, _, errno := unix.Syscall(unix.SYS_FSTAT, uintptr(j.fd), uintptr(unsafe.Pointer(&j.stat)), 0)
+	if errno != 0 {
+		return 0, fmt.Errorf("fstat %s: %w", j.path, errno)
+	}
+	return 0, nil
 }
 
 // futimes sets the file's times through its descriptor, as glibc's

@@ -69,7 +69,7 @@ func FormatSize(n int64) string {
 // needsData reports whether the pattern moves data in BlockSize units
 // through FileSize-sized files.
 func needsData(p proto.Pattern) bool {
-	return p != proto.PatternCreate && p != proto.PatternFutimes
+	return p != proto.PatternCreate && p != proto.PatternFutimes && p != proto.PatternFstat
 }
 
 // isRead reports whether the pattern reads a laid-out file.
@@ -170,8 +170,8 @@ func Validate(s *proto.WorkloadStep) error {
 	if s.TimeBased && s.RuntimeMs == 0 {
 		add(&ParamError{Param: "runtime_ms", Msg: "is 0 but time_based needs a runtime"})
 	}
-	if s.Pattern == proto.PatternFutimes && s.RuntimeMs == 0 {
-		add(&ParamError{Param: "runtime_ms", Msg: "is 0 but futimes runs until its runtime is over"})
+	if (s.Pattern == proto.PatternFutimes || s.Pattern == proto.PatternFstat) && s.RuntimeMs == 0 {
+		add(&ParamError{Param: "runtime_ms", Msg: fmt.Sprintf("is 0 but %s runs until its runtime is over", s.Pattern)})
 	}
 	if s.SampleMs != 0 && (s.SampleMs < MinSampleMs || s.SampleMs > MaxSampleMs) {
 		add(outOfRange("sample_ms", s.SampleMs, MinSampleMs, MaxSampleMs, false))

@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -44,6 +45,10 @@ func TestValidateMessages(t *testing.T) {
 			s.Pattern = proto.PatternCreate
 			s.BlockSize, s.FileSize = 0, 0
 		}, []string{"files: 0 is out of range, want 1..10000000"}},
+		{"fstat needs runtime", func(s *proto.WorkloadStep) {
+			s.Pattern = proto.PatternFstat
+			s.BlockSize, s.FileSize, s.RuntimeMs = 0, 0, 0
+		}, []string{"runtime_ms: is 0 but fstat runs until its runtime is over"}},
 		{"futimes needs runtime", func(s *proto.WorkloadStep) {
 			s.Pattern = proto.PatternFutimes
 			s.BlockSize, s.FileSize = 0, 0
@@ -260,6 +265,22 @@ func TestCreates(t *testing.T) {
 	m2, _ := runStep(t, proto.WorkloadStep{Pattern: proto.PatternCreate, Dir: dir, Jobs: 3, Files: 500})
 	if m2.Ops != 1500 {
 		t.Errorf("second run: %d creates", m2.Ops)
+	}
+}
+
+// TestFstat: every job opens its own file, created empty, and counts
+// fstat calls as operations, moving no data.
+func TestFstat(t *testing.T) {
+	dir := t.TempDir()
+	m, _ := runStep(t, proto.WorkloadStep{Pattern: proto.PatternFstat, Dir: dir, Jobs: 3, RuntimeMs: 200, TimeBased: true})
+	if m.Bytes != 0 || m.Ops < 3 || m.Jobs != 3 {
+		t.Errorf("fstat: %d bytes, %d ops, %d jobs; want no data and an op per call", m.Bytes, m.Ops, m.Jobs)
+	}
+	for j := 0; j < 3; j++ {
+		fi, err := os.Stat(filepath.Join(dir, fmt.Sprintf("fstat.%d.0", j)))
+		if err != nil || fi.Size() != 0 {
+			t.Errorf("job %d's file: %v, %v", j, fi, err)
+		}
 	}
 }
 
