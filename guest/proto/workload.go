@@ -44,7 +44,7 @@ const (
 	// file and sets its times with futimens(2), alternating between two
 	// values, as fast as it can. It has no fio equivalent.
 	PatternFutimes Pattern = "futimes"
-	// PatternFstat opens each job's file (creating it empty) and calls
+	// PatternFstat opens each job's file (created empty when missing) and calls
 	// fstat(2) on it as fast as it can: on a FUSE mount that caches no
 	// attributes, one GETATTR round trip per call, the smallest request a
 	// server answers. It has no fio equivalent.

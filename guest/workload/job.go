@@ -481,7 +481,7 @@ func (j *job) nextName() {
 	j.filenum++
 }
 
-// setupFstat opens the job's file, creating it empty.
+// setupFstat opens the job's file, created empty when it is missing.
 func (j *job) setupFstat() error {
 	if err := mkdirFor(j.path); err != nil {
 		return err
