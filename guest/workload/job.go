@@ -350,15 +350,24 @@ func (j *job) setupCreate() error {
 	return nil
 }
 
-func (j *job) setupFutimes() error {
+// openOwn opens the job's file with flags, creating it (and its
+// directory) when it is missing.
+func (j *job) openOwn(flags int) error {
 	if err := mkdirFor(j.path); err != nil {
 		return err
 	}
-	fd, err := unix.Open(j.path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+	fd, err := unix.Open(j.path, flags|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", j.path, err)
 	}
 	j.fd = fd
+	return nil
+}
+
+func (j *job) setupFutimes() error {
+	if err := j.openOwn(unix.O_RDWR); err != nil {
+		return err
+	}
 	// Two distinct (atime, mtime) pairs, so every call changes the inode.
 	j.times[0] = [2]unix.Timespec{{Sec: 1_000_000_000}, {Sec: 1_000_000_000}}
 	j.times[1] = [2]unix.Timespec{{Sec: 1_500_000_000, Nsec: 1}, {Sec: 1_500_000_000, Nsec: 1}}
@@ -483,14 +492,9 @@ func (j *job) nextName() {
 
 // setupFstat opens the job's file, created empty when it is missing.
 func (j *job) setupFstat() error {
-	if err := mkdirFor(j.path); err != nil {
+	if err := j.openOwn(unix.O_RDONLY); err != nil {
 		return err
 	}
-	fd, err := unix.Open(j.path, unix.O_RDONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", j.path, err)
-	}
-	j.fd = fd
 	j.op = j.fstat
 	return nil
 }
