@@ -155,9 +155,8 @@ type RunOptions struct {
 	Accel       string
 	// RunsDir is where the run directory is made.
 	RunsDir string
-	// Opener boots guests; Resolve resolves kernel references.
-	Opener  lab.Opener
-	Resolve func(ctx context.Context, ref string) (*images.Kernel, error)
+	// Opener resolves kernel references and boots guests.
+	Opener lab.Opener
 	// Progress receives one line per guest and unit; with Terminal, a
 	// progress bar too.
 	Progress io.Writer
@@ -202,7 +201,7 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 	skipped := make([]string, len(plan.Kernels))
 	var errs []error
 	for i, ref := range plan.Kernels {
-		k, err := o.Resolve(ctx, ref)
+		k, err := o.Opener.ResolveKernel(ctx, ref)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--kernel %s: %w", ref, err))
 			continue
@@ -431,7 +430,7 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 	req := lab.BootRequest{
 		Kernel: plan.Kernels[gp.Kernel], Resolved: kernels[gp.Kernel], MemMB: mem, CPUs: cpus, Prepare: all,
 		HostTools: hostTools(&s.Setup), MultiThreadTCG: s.VM.TCGMultithread, IgnoreSplats: true, Policy: policy,
-		Command: o.Command, RunKind: "guest",
+		Command: o.Command, RunKind: "guest", RunsDir: filepath.Join(dir, GuestsDirName), Accel: accel, Progress: disp,
 	}
 	req.Cmdline = s.VM.Cmdline
 	req.Icount = s.VM.Icount
@@ -445,8 +444,7 @@ func runGuest(ctx context.Context, f *File, plan *Plan, kernels []*images.Kernel
 			}
 		}
 	}
-	guestDir := filepath.Join(dir, GuestsDirName)
-	opener := withRunsDir(o.Opener, guestDir, accel, disp)
+	opener := o.Opener
 	var faults []string
 	g, err := opener.Open(ctx, req)
 	for attempt := 1; err != nil && attempt < 3 && req.MultiThreadTCG && emulatorFault(err); attempt++ {
@@ -714,21 +712,6 @@ func guestText(s string) string {
 		s = strings.ToValidUTF8(s[:maxGuestText], "") + " [cut]"
 	}
 	return s
-}
-
-// runsDirOpener is an Opener that saves guests under a directory.
-type runsDirOpener interface {
-	lab.Opener
-	// WithRunsDir returns an Opener saving guests in dir, with the
-	// accelerator policy accel, printing its progress to progress.
-	WithRunsDir(dir, accel string, progress io.Writer) lab.Opener
-}
-
-func withRunsDir(o lab.Opener, dir, accel string, progress io.Writer) lab.Opener {
-	if r, ok := o.(runsDirOpener); ok {
-		return r.WithRunsDir(dir, accel, progress)
-	}
-	return o
 }
 
 // Unmet says what k lacks of r ("needs fuse-io-uring"), or "" when it

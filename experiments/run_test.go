@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -86,26 +85,33 @@ type fakeOpener struct {
 	step func(g *fakeGuest, st proto.Step, d *proto.Done) error
 	// closed, when set, is called when a guest closes.
 	closed func(g *fakeGuest)
+	// kernels are the kernels it resolves; nil means kernelK.
+	kernels map[string]*images.Kernel
 
 	mu       sync.Mutex
-	runsDir  string // the last WithRunsDir
-	accel    string
+	runsDir  string // the last request's RunsDir
+	accel    string // and its Accel
 	guests   []*fakeGuest
 	requests []lab.BootRequest
 }
 
-func (o *fakeOpener) WithRunsDir(dir, accel string, _ io.Writer) lab.Opener {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.runsDir, o.accel = dir, accel
-	return o
+func (o *fakeOpener) ResolveKernel(_ context.Context, ref string) (*images.Kernel, error) {
+	kernels := o.kernels
+	if kernels == nil {
+		kernels = kernelK
+	}
+	if k, ok := kernels[ref]; ok {
+		return k, nil
+	}
+	return nil, fmt.Errorf("no kernel %q", ref)
 }
 
 func (o *fakeOpener) Open(ctx context.Context, req lab.BootRequest) (lab.Guest, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.runsDir, o.accel = req.RunsDir, req.Accel
 	if o.runsDir == "" {
-		o.t.Errorf("Open without WithRunsDir")
+		o.t.Errorf("Open without a runs directory")
 	}
 	g := &fakeGuest{o: o, index: len(o.guests), req: req}
 	g.dir = filepath.Join(o.runsDir, fmt.Sprintf("g-%d", g.index+1))
@@ -211,15 +217,6 @@ func loadRunSpec(t *testing.T, spec string) *File {
 	return f
 }
 
-func resolver(kernels map[string]*images.Kernel) func(context.Context, string) (*images.Kernel, error) {
-	return func(_ context.Context, ref string) (*images.Kernel, error) {
-		if k, ok := kernels[ref]; ok {
-			return k, nil
-		}
-		return nil, fmt.Errorf("no kernel %q", ref)
-	}
-}
-
 var kernelK = map[string]*images.Kernel{"k": {Name: "k", ID: "k-1", Version: "7.3.0", Config: ""}}
 
 func runOptions(t *testing.T, o *fakeOpener, kernels ...string) RunOptions {
@@ -230,7 +227,6 @@ func runOptions(t *testing.T, o *fakeOpener, kernels ...string) RunOptions {
 		PlanOptions: PlanOptions{Kernels: kernels},
 		RunsDir:     t.TempDir(),
 		Opener:      o,
-		Resolve:     resolver(kernelK),
 	}
 }
 
@@ -304,7 +300,7 @@ func TestRun(t *testing.T) {
 				t.Fatalf("%d guests, want 4", len(fake.guests))
 			}
 			if fake.runsDir != filepath.Join(res.Dir, GuestsDirName) || fake.accel != "auto" {
-				t.Errorf("WithRunsDir(%s, %s), want %s, auto", fake.runsDir, fake.accel, filepath.Join(res.Dir, GuestsDirName))
+				t.Errorf("runs directory %s, accel %s, want %s, auto", fake.runsDir, fake.accel, filepath.Join(res.Dir, GuestsDirName))
 			}
 			for gi, g := range fake.guests {
 				if g.closes != 1 {
@@ -617,9 +613,9 @@ func TestRunRequires(t *testing.T) {
 	}
 
 	t.Run("no kernel meets them", func(t *testing.T) {
-		fake := &fakeOpener{t: t}
+		fake := &fakeOpener{t: t, kernels: kernels}
 		o := runOptions(t, fake)
-		o.Kernels, o.Compare, o.Resolve = []string{"old", "old2"}, "kernel", resolver(kernels)
+		o.Kernels, o.Compare = []string{"old", "old2"}, "kernel"
 		res, err := Run(context.Background(), f, o)
 		var bad *BadInputError
 		if !errors.As(err, &bad) || res != nil {
@@ -636,9 +632,8 @@ func TestRunRequires(t *testing.T) {
 
 	t.Run("the only kernel lacks them", func(t *testing.T) {
 		pf := loadRunSpec(t, strings.Replace(runSpec, "name: runtest\n", "name: runtest\nrequires:\n  features: [fuse-io-uring]\n", 1))
-		fake := &fakeOpener{t: t}
+		fake := &fakeOpener{t: t, kernels: map[string]*images.Kernel{"k": {Name: "k", ID: "k-1", Version: "7.3.0", Config: without}}}
 		o := runOptions(t, fake)
-		o.Resolve = resolver(map[string]*images.Kernel{"k": {Name: "k", ID: "k-1", Version: "7.3.0", Config: without}})
 		_, err := Run(context.Background(), pf, o)
 		var bad *BadInputError
 		if !errors.As(err, &bad) {
@@ -651,9 +646,9 @@ func TestRunRequires(t *testing.T) {
 	})
 
 	t.Run("one of two kernels lacks them", func(t *testing.T) {
-		fake := &fakeOpener{t: t}
+		fake := &fakeOpener{t: t, kernels: kernels}
 		o := runOptions(t, fake)
-		o.Kernels, o.Resolve = []string{"new", "old"}, resolver(kernels)
+		o.Kernels = []string{"new", "old"}
 		res, err := Run(context.Background(), f, o)
 		if err != nil {
 			t.Fatalf("Run: %v", err)

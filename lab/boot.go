@@ -99,10 +99,21 @@ type BootRequest struct {
 	// RunID, when set, names the run directory under the runs directory
 	// instead of a generated name; it must not exist yet.
 	RunID string
-	// Resolved, when set, is Kernel already resolved: every guest of an
-	// experiment boots the very kernel resolved at its start, even when
-	// an alias such as debian:7.3 moves meanwhile.
+	// Resolved, when set, is Kernel already resolved (by
+	// Opener.ResolveKernel): every guest of an experiment boots the very
+	// kernel resolved at its start, even when an alias such as debian:7.3
+	// moves meanwhile.
 	Resolved *images.Kernel
+	// RunsDir, when set, is where the run directory is made instead of
+	// the Opener's runs directory: an experiment keeps its guests' runs
+	// inside its own.
+	RunsDir string
+	// Accel, when set, is the accelerator policy ("auto", "kvm" or
+	// "tcg") instead of the Opener's.
+	Accel string
+	// Progress, when set, receives the run's progress lines (initramfs,
+	// accelerator, boot, agent) instead of the Opener's.
+	Progress io.Writer
 }
 
 // StepResult is one finished step.

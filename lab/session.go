@@ -32,11 +32,19 @@ type Guest interface {
 	Close() (*BootResult, error)
 }
 
-// Opener boots guests.
+// Opener boots guests: the seam between run policy (experiments,
+// matrices) and what runs the guest. *Options boots QEMU; tests use a
+// fake. An Opener may be used from several goroutines at once.
 type Opener interface {
-	// Open boots req's kernel and waits for its agent. On a kernel
-	// failure it returns the error and a Guest already closed, whose
-	// Close returns the saved run.
+	// ResolveKernel turns a kernel reference (debian:7.3, build:NAME, a
+	// path to a bzImage) into the kernel Open boots for it, fetching it
+	// when needed. A caller that boots a reference several times
+	// resolves it once and passes the result as BootRequest.Resolved.
+	ResolveKernel(ctx context.Context, ref string) (*images.Kernel, error)
+	// Open boots req's kernel, saves the run in a new directory under
+	// req.RunsDir (the Opener's own runs directory when empty) and waits
+	// for the agent. On a kernel failure it returns the error and a Guest
+	// already closed, whose Close returns the saved run.
 	Open(ctx context.Context, req BootRequest) (Guest, error)
 }
 
@@ -51,18 +59,20 @@ func (o *Options) Open(ctx context.Context, req BootRequest) (Guest, error) {
 	return s, err
 }
 
-// WithRunsDir returns a copy of o that saves runs in dir, with the
-// accelerator policy accel ("" keeps o's) and its progress lines going to
-// progress (nil keeps o's).
-func (o *Options) WithRunsDir(dir, accel string, progress io.Writer) Opener {
+// forRequest is o with its defaults and the settings req overrides: the
+// runs directory, the accelerator policy and where progress goes.
+func (o *Options) forRequest(req *BootRequest) *Options {
 	c := *o
-	c.RunsDir = dir
-	if accel != "" {
-		c.Accel = accel
+	if req.RunsDir != "" {
+		c.RunsDir = req.RunsDir
 	}
-	if progress != nil {
-		c.Progress = progress
+	if req.Accel != "" {
+		c.Accel = req.Accel
 	}
+	if req.Progress != nil {
+		c.Progress = req.Progress
+	}
+	c = c.withDefaults()
 	return &c
 }
 
@@ -102,8 +112,7 @@ type Session struct {
 
 // OpenSession is Open returning the concrete *Session.
 func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, error) {
-	opt := o.withDefaults()
-	o = &opt
+	o = o.forRequest(&req)
 	start := time.Now()
 	k := req.Resolved
 	if k == nil {

@@ -90,17 +90,15 @@ func testFile(t *testing.T, matrix string) *File {
 // fakeOpener boots fake guests that measure a value per kernel: 6.12
 // 100, 7.3 130, the fix 90, plus the round, uring 50 above dev.
 type fakeOpener struct {
-	dir string
-	mu  *sync.Mutex
+	mu *sync.Mutex
 	// opened counts boots; block, when set, holds every Run until
 	// closed.
 	opened *int
 	block  chan struct{}
 }
 
-func (o fakeOpener) WithRunsDir(dir, _ string, _ io.Writer) lab.Opener {
-	o.dir = dir
-	return o
+func (o fakeOpener) ResolveKernel(ctx context.Context, ref string) (*images.Kernel, error) {
+	return resolve(ctx, ref)
 }
 
 func (o fakeOpener) Open(ctx context.Context, req lab.BootRequest) (lab.Guest, error) {
@@ -108,7 +106,7 @@ func (o fakeOpener) Open(ctx context.Context, req lab.BootRequest) (lab.Guest, e
 	*o.opened++
 	n := *o.opened
 	o.mu.Unlock()
-	g := &fakeGuest{o: o, req: req, dir: filepath.Join(o.dir, fmt.Sprintf("g-%d", n))}
+	g := &fakeGuest{o: o, req: req, dir: filepath.Join(req.RunsDir, fmt.Sprintf("g-%d", n))}
 	return g, os.MkdirAll(g.dir, 0o755)
 }
 
@@ -161,7 +159,7 @@ func resolve(_ context.Context, ref string) (*images.Kernel, error) {
 
 func options(out string, jobs int, shard Shard) (Options, *int) {
 	opened := new(int)
-	return Options{Out: out, Jobs: jobs, Shard: shard, Opener: fakeOpener{mu: &sync.Mutex{}, opened: opened}, Resolve: resolve,
+	return Options{Out: out, Jobs: jobs, Shard: shard, Opener: fakeOpener{mu: &sync.Mutex{}, opened: opened},
 		Build: func(context.Context, *Recipe) error { return nil }}, opened
 }
 

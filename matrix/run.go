@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"klab/experiments"
-	"klab/images"
 	"klab/lab"
 	"klab/results"
 )
@@ -97,11 +96,10 @@ type Options struct {
 	// a VM then keeps one host CPU busy, not one per vCPU, unless an
 	// experiment asks for multi-threaded TCG.
 	TCG bool
-	// Opener boots guests (used from several goroutines); Resolve
-	// resolves kernel references; Build builds a recipe's kernel.
-	Opener  lab.Opener
-	Resolve func(ctx context.Context, ref string) (*images.Kernel, error)
-	Build   func(ctx context.Context, r *Recipe) error
+	// Opener resolves kernel references and boots guests (from several
+	// goroutines); Build builds a recipe's kernel.
+	Opener lab.Opener
+	Build  func(ctx context.Context, r *Recipe) error
 	// Progress receives a line per cell event; with Terminal, a bar per
 	// running cell and one for the whole matrix.
 	Progress io.Writer
@@ -208,7 +206,7 @@ func Run(ctx context.Context, f *File, o Options) (*Tree, error) {
 				continue
 			}
 		}
-		if _, err := o.Resolve(ctx, k.Ref); err != nil {
+		if _, err := o.Opener.ResolveKernel(ctx, k.Ref); err != nil {
 			kernelErr[k.Ref] = fmt.Errorf("kernel %s: %w", k.Ref, err)
 		}
 		if ctx.Err() != nil {
@@ -357,7 +355,7 @@ func (t *Tree) runCell(ctx context.Context, f *File, o *Options, c Cell, kernelE
 	res, err := experiments.Run(ctx, e.Spec, experiments.RunOptions{
 		PlanOptions: experiments.PlanOptions{Kernels: []string{c.Kernel}, Rounds: e.Rounds, Single: single},
 		CPUs:        o.CPUs, MemMB: o.MemMB, Accel: o.Accel, RunsDir: dir,
-		Opener: o.Opener, Resolve: o.Resolve, Progress: log, Command: o.Command,
+		Opener: o.Opener, Progress: log, Command: o.Command,
 	})
 	if res != nil {
 		if rel, rerr := filepath.Rel(t.Dir, res.Dir); rerr == nil {

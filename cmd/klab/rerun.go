@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"klab/experiments"
-	"klab/images"
 	"klab/results/report"
 )
 
@@ -43,7 +41,6 @@ the comparison of the two runs.`,
 			lo := g.labOptions()
 			base := experiments.RunOptions{
 				RunsDir: g.runsDir, Opener: &lo, Command: os.Args,
-				Resolve: func(ctx context.Context, ref string) (*images.Kernel, error) { return lo.ResolveKernel(ctx, ref) },
 			}
 			if !quiet {
 				base.Progress = os.Stderr

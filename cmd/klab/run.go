@@ -13,7 +13,6 @@ import (
 	"golang.org/x/term"
 
 	"klab/experiments"
-	"klab/images"
 	"klab/results/report"
 )
 
@@ -106,7 +105,6 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 		PlanOptions: experiments.PlanOptions{Kernels: o.kernels, Compare: o.compare, Rounds: o.rounds, Order: o.order},
 		Sets:        sets, CPUs: o.cpus, MemMB: o.memMB, Accel: o.accel, RunsDir: g.runsDir,
 		Opener: &lo, Command: os.Args,
-		Resolve: func(ctx context.Context, ref string) (*images.Kernel, error) { return lo.ResolveKernel(ctx, ref) },
 	}
 	if o.order == "random" || o.seed != 0 {
 		ro.Seed = &o.seed
