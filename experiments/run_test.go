@@ -85,6 +85,12 @@ type fakeOpener struct {
 	step func(g *fakeGuest, st proto.Step, d *proto.Done) error
 	// closed, when set, is called when a guest closes.
 	closed func(g *fakeGuest)
+	// open, when set, may fail a boot: the guest is then returned
+	// already closed, as lab's Session returns a kernel failure.
+	open func(g *fakeGuest) error
+	// nilGuest returns no guest with open's error, as lab does for a
+	// failure before the boot.
+	nilGuest bool
 	// kernels are the kernels it resolves; nil means kernelK.
 	kernels map[string]*images.Kernel
 
@@ -120,6 +126,16 @@ func (o *fakeOpener) Open(ctx context.Context, req lab.BootRequest) (lab.Guest, 
 	}
 	o.guests = append(o.guests, g)
 	o.requests = append(o.requests, req)
+	if o.open != nil {
+		if err := o.open(g); err != nil {
+			if o.nilGuest {
+				return nil, err
+			}
+			g.err = err
+			_, _ = g.Close()
+			return g, err
+		}
+	}
 	return g, nil
 }
 
