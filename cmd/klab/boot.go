@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 	"klab/results/splat"
 )
 
+// bootOptions are klab boot's flags, bound to its fields, and the rest of
+// its command line.
 type bootOptions struct {
 	kernel      string
 	accel       string
@@ -41,10 +44,27 @@ type bootOptions struct {
 	runID       string
 	runDir      string
 	maxOutput   int // MiB
+	// maxOutputSet is set when --max-output was given: it then caps
+	// console.log too.
+	maxOutputSet bool
+
+	// argv is the guest command, given after "--".
+	argv []string
+	// in, out and errOut are klab's standard streams; command is klab's
+	// own argv, for the manifest.
+	in          io.Reader
+	out, errOut io.Writer
+	command     []string
 }
 
-func newBootCommand(g *globalOptions) *cobra.Command {
+// newBootCommand returns klab boot. Once the flags are checked, the
+// command calls runF, or runBoot when runF is nil: tests pass their own,
+// so that flag handling is tested without QEMU.
+func newBootCommand(g *globalOptions, runF func(context.Context, *bootOptions) error) *cobra.Command {
 	o := &bootOptions{}
+	if runF == nil {
+		runF = func(ctx context.Context, o *bootOptions) error { return runBoot(ctx, g, o) }
+	}
 	cmd := &cobra.Command{
 		Use:   "boot --kernel REF [flags] [-- COMMAND [ARG...]]",
 		Short: "Boot a kernel and run one command in the guest",
@@ -98,124 +118,18 @@ started in the guest; 1 when another step failed.`,
 					ee.code = lab.ExitInfra
 				}
 			}()
-			if o.kernel == "" {
-				return fmt.Errorf("--kernel is required, e.g. --kernel debian:7.3 or --kernel ./arch/x86/boot/bzImage")
-			}
-			if err := checkAccel(o.accel); err != nil {
-				return err
-			}
-			if o.icount != "" {
-				if err := lab.CheckIcount(o.icount); err != nil {
-					return badInput(fmt.Errorf("--icount: %w", err))
-				}
-				if o.accel == "kvm" {
-					return badInput(fmt.Errorf("--icount needs TCG (QEMU counts instructions only there): drop --accel kvm"))
-				}
-				if o.mttcg {
-					return badInput(fmt.Errorf("--icount needs single-threaded TCG: drop --tcg-multithread"))
-				}
-			}
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
 				// Without "--", the guest command's own flags would be
 				// taken as klab's (klab boot ... ls -v is --verbose).
-				return badInput(fmt.Errorf("the guest command goes after --, e.g. %s", withDash(cmd, os.Args[1:], "boot")))
+				return badInput(fmt.Errorf("the guest command goes after --, e.g. %s", withDash(cmd, g.args, "boot")))
 			}
-			if o.runDir != "" {
-				if o.runID != "" {
-					return badInput(fmt.Errorf("give --run-dir or --run-id, not both"))
-				}
-				abs, err := filepath.Abs(o.runDir)
-				if err != nil {
-					return badInput(fmt.Errorf("--run-dir %s: %w", o.runDir, err))
-				}
-				g.runsDir, o.runID = filepath.Dir(abs), filepath.Base(abs)
-			}
-			lo := g.labOptions()
-			lo.Accel = o.accel
-			lo.Flavour = o.flavour
-			stdout := io.Writer(os.Stdout)
-			if o.asJSON {
-				stdout = os.Stderr
-			}
-			req := lab.BootRequest{
-				Kernel: o.kernel, Argv: args, MemMB: o.memMB, CPUs: o.cpus, Cmdline: o.cmdline,
-				Stdout: stdout, Stderr: os.Stderr, Command: os.Args,
-				Modules: o.modules, RunID: o.runID,
-			}
-			if !o.noStdin && len(args) > 0 {
-				req.Stdin = os.Stdin
-			}
-			files, err := userFiles(o.files, o.dirs)
-			if err != nil {
+			o.argv = args
+			o.maxOutputSet = cmd.Flags().Changed("max-output")
+			o.in, o.out, o.errOut, o.command = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), os.Args
+			if err := o.check(); err != nil {
 				return badInput(err)
 			}
-			req.Files = files
-			for _, v := range o.shares {
-				sh, err := lab.ParseShare(v)
-				if err != nil {
-					return badInput(err)
-				}
-				req.Shares = append(req.Shares, sh)
-			}
-			if len(args) > 0 && inWorkDir(files) {
-				req.Dir = images.UserWorkDir
-			}
-			if o.build {
-				k, err := buildTree(cmd, g, o.kernel, o.config)
-				if err != nil {
-					return err
-				}
-				req.Kernel, req.Resolved = k.Name, k
-			} else if len(o.config) > 0 {
-				return badInput(fmt.Errorf("--config goes with --build (the config klab builds the tree with)"))
-			}
-			for _, s := range o.sysctls {
-				k, v, ok := strings.Cut(s, "=")
-				if !ok || k == "" {
-					return fmt.Errorf("--sysctl %q: want KEY=VALUE, e.g. fs.fuse.default_request_timeout=30", s)
-				}
-				req.Sysctls = append(req.Sysctls, lab.Sysctl{Key: k, Value: v})
-			}
-			if o.timeout > 0 {
-				req.StepTimeout = secs(o.timeout)
-			}
-			if o.bootTimeout > 0 {
-				req.BootTimeout = secs(o.bootTimeout)
-			}
-			if o.maxOutput < 1 {
-				return badInput(fmt.Errorf("--max-output %s: want at least 1M", fmtMiB(o.maxOutput)))
-			}
-			req.MaxOutput = int64(o.maxOutput) << 20
-			if cmd.Flags().Changed("max-output") {
-				req.MaxConsole = req.MaxOutput
-			}
-			req.IgnoreSplats = o.noFail
-			req.MultiThreadTCG = o.mttcg
-			req.Icount = o.icount
-			if len(o.allow) > 0 {
-				p, err := splat.NewPolicy(splat.PolicyConfig{Fail: splat.DefaultFail(), Allow: o.allow})
-				if err != nil {
-					return fmt.Errorf("--allow-warning: %w", err)
-				}
-				req.Policy = p
-			}
-			if o.console {
-				req.Console = os.Stderr
-			}
-			res, err := lo.Boot(cmd.Context(), req)
-			if o.asJSON && res != nil {
-				if jerr := printJSON(bootJSON(res, err)); jerr != nil {
-					return jerr
-				}
-			}
-			if err != nil {
-				return err
-			}
-			summary(res)
-			if res.ExitCode != 0 {
-				return &exitError{code: res.ExitCode}
-			}
-			return nil
+			return runF(cmd.Context(), o)
 		},
 	}
 	f := cmd.Flags()
@@ -245,6 +159,142 @@ started in the guest; 1 when another step failed.`,
 	f.Var(newMiBValue(1024, &o.maxOutput), "max-output", "how much of the command's stdout and of its stderr the run keeps (stdout.log, stderr.log; the output still streams whole); given, it caps console.log too (else 64MiB)")
 	f.StringVar(&o.runDir, "run-dir", "", "the run directory itself (must not exist): sets --runs-dir and --run-id")
 	return cmd
+}
+
+// check reports every flag that klab boot refuses before it does any
+// work: a missing kernel, values out of their range, and flags that do
+// not go together.
+func (o *bootOptions) check() error {
+	var errs []error
+	if o.kernel == "" {
+		errs = append(errs, errors.New("--kernel is required, e.g. --kernel debian:7.3 or --kernel ./arch/x86/boot/bzImage"))
+	}
+	if err := checkAccel(o.accel); err != nil {
+		errs = append(errs, err)
+	}
+	if o.icount != "" {
+		if err := lab.CheckIcount(o.icount); err != nil {
+			errs = append(errs, fmt.Errorf("--icount %w", err))
+		}
+		if o.accel == "kvm" {
+			errs = append(errs, errors.New("--icount needs TCG (QEMU counts instructions only there): drop --accel kvm"))
+		}
+		if o.mttcg {
+			errs = append(errs, errors.New("--icount needs single-threaded TCG: drop --tcg-multithread"))
+		}
+	}
+	if o.runDir != "" && o.runID != "" {
+		errs = append(errs, errors.New("give --run-dir or --run-id, not both"))
+	}
+	if !o.build && len(o.config) > 0 {
+		errs = append(errs, errors.New("--config goes with --build (the config klab builds the tree with)"))
+	}
+	if o.maxOutput < 1 {
+		errs = append(errs, fmt.Errorf("--max-output %s: want at least 1M", fmtMiB(o.maxOutput)))
+	}
+	return errors.Join(errs...)
+}
+
+// request returns the lab options and the boot request that o describes,
+// g's options with o's accelerator, flavour and run directory. The
+// kernel of --build is not built yet: runBoot builds it.
+func (o *bootOptions) request(g *globalOptions) (lab.Options, lab.BootRequest, error) {
+	lo := g.labOptions()
+	lo.Accel = o.accel
+	lo.Flavour = o.flavour
+	stdout := o.out
+	if o.asJSON {
+		stdout = o.errOut
+	}
+	req := lab.BootRequest{
+		Kernel: o.kernel, Argv: o.argv, MemMB: o.memMB, CPUs: o.cpus, Cmdline: o.cmdline,
+		Stdout: stdout, Stderr: o.errOut, Command: o.command,
+		Modules: o.modules, RunID: o.runID,
+		IgnoreSplats: o.noFail, MultiThreadTCG: o.mttcg, Icount: o.icount,
+		MaxOutput: int64(o.maxOutput) << 20,
+	}
+	if o.runDir != "" {
+		abs, err := filepath.Abs(o.runDir)
+		if err != nil {
+			return lo, req, fmt.Errorf("--run-dir %s: %w", o.runDir, err)
+		}
+		lo.RunsDir, req.RunID = filepath.Dir(abs), filepath.Base(abs)
+	}
+	if !o.noStdin && len(o.argv) > 0 {
+		req.Stdin = o.in
+	}
+	files, err := userFiles(o.files, o.dirs)
+	if err != nil {
+		return lo, req, err
+	}
+	req.Files = files
+	for _, v := range o.shares {
+		sh, err := lab.ParseShare(v)
+		if err != nil {
+			return lo, req, err
+		}
+		req.Shares = append(req.Shares, sh)
+	}
+	if len(o.argv) > 0 && inWorkDir(files) {
+		req.Dir = images.UserWorkDir
+	}
+	for _, s := range o.sysctls {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return lo, req, fmt.Errorf("--sysctl %q: want KEY=VALUE, e.g. fs.fuse.default_request_timeout=30", s)
+		}
+		req.Sysctls = append(req.Sysctls, lab.Sysctl{Key: k, Value: v})
+	}
+	if o.timeout > 0 {
+		req.StepTimeout = secs(o.timeout)
+	}
+	if o.bootTimeout > 0 {
+		req.BootTimeout = secs(o.bootTimeout)
+	}
+	if o.maxOutputSet {
+		req.MaxConsole = req.MaxOutput
+	}
+	if len(o.allow) > 0 {
+		p, err := splat.NewPolicy(splat.PolicyConfig{Fail: splat.DefaultFail(), Allow: o.allow})
+		if err != nil {
+			return lo, req, fmt.Errorf("--allow-warning: %w", err)
+		}
+		req.Policy = p
+	}
+	if o.console {
+		req.Console = o.errOut
+	}
+	return lo, req, nil
+}
+
+// runBoot boots the kernel of o (built first with --build), runs the
+// guest command and reports the run.
+func runBoot(ctx context.Context, g *globalOptions, o *bootOptions) error {
+	lo, req, err := o.request(g)
+	if err != nil {
+		return badInput(err)
+	}
+	if o.build {
+		k, err := buildTree(ctx, g, o.kernel, o.config)
+		if err != nil {
+			return err
+		}
+		req.Kernel, req.Resolved = k.Name, k
+	}
+	res, err := lo.Boot(ctx, req)
+	if o.asJSON && res != nil {
+		if jerr := writeJSON(o.out, bootJSON(res, err)); jerr != nil {
+			return jerr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	summary(o.errOut, res)
+	if res.ExitCode != 0 {
+		return &exitError{code: res.ExitCode}
+	}
+	return nil
 }
 
 // userFiles turns --file and --dir values into overlay files.
@@ -326,11 +376,11 @@ func bootJSON(res *lab.BootResult, err error) bootSummary {
 	return s
 }
 
-func summary(res *lab.BootResult) {
+func summary(w io.Writer, res *lab.BootResult) {
 	m := res.Manifest
-	fmt.Fprintf(os.Stderr, "klab: %s %s under %s: boot-to-agent %.2fs, wall %.2fs, exit %d, %d splat(s); run saved to %s\n",
+	fmt.Fprintf(w, "klab: %s %s under %s: boot-to-agent %.2fs, wall %.2fs, exit %d, %d splat(s); run saved to %s\n",
 		shown(m.Kernel.Name), shown(m.Kernel.Version), m.Accel, res.BootToAgent.Seconds(), res.Wall.Seconds(), res.ExitCode, len(res.Splats), res.RunDir)
 	for _, s := range res.Splats {
-		fmt.Fprintf(os.Stderr, "klab:   splat: %s\n", shown(s.Title))
+		fmt.Fprintf(w, "klab:   splat: %s\n", shown(s.Title))
 	}
 }

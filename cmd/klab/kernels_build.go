@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -284,7 +285,7 @@ func buildExit(err error) error {
 // it is, uncommitted changes included, for klab boot --build: in klab's
 // cache, incrementally, named build:tree-<directory name>. config are
 // --config values: fragments, or "tree" for the tree's own .config.
-func buildTree(cmd *cobra.Command, g *globalOptions, ref string, config []string) (*images.Kernel, error) {
+func buildTree(ctx context.Context, g *globalOptions, ref string, config []string) (*images.Kernel, error) {
 	dir := strings.TrimPrefix(ref, "tree:")
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, badInput(fmt.Errorf("--build needs a kernel tree as --kernel (. or tree:DIR), and %s is not a directory", ref))
@@ -317,7 +318,7 @@ func buildTree(cmd *cobra.Command, g *globalOptions, ref string, config []string
 	if images.CheckBuildName(name) == nil {
 		o.Name = name
 	}
-	res, err := build.Build(cmd.Context(), o)
+	res, err := build.Build(ctx, o)
 	if err != nil {
 		return nil, buildExit(err)
 	}

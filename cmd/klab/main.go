@@ -80,7 +80,7 @@ to repeat it.`,
 	root.AddCommand(
 		newKernelsCommand(g),
 		newCacheCommand(g),
-		newBootCommand(g),
+		newBootCommand(g, nil),
 		newShellCommand(g),
 		newDoctorCommand(g),
 		newInitramfsCommand(g),
