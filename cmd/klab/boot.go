@@ -17,19 +17,45 @@ import (
 	"klab/results/splat"
 )
 
+// guestOptions are the flags klab boot and klab shell share: the kernel,
+// the accelerator and the guest's shape.
+type guestOptions struct {
+	kernel  string
+	accel   string
+	memMB   int
+	cpus    int
+	cmdline string
+	flavour string
+}
+
+// checkGuest returns the problems of o's flags; example shows a --kernel.
+func (o *guestOptions) checkGuest(example string) []error {
+	var errs []error
+	if o.kernel == "" {
+		errs = append(errs, fmt.Errorf("--kernel is required, e.g. %s", example))
+	}
+	if err := checkAccel(o.accel); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// labOptions are g's lab options with o's accelerator and flavour.
+func (o *guestOptions) labOptions(g *globalOptions) lab.Options {
+	lo := g.labOptions()
+	lo.Accel = o.accel
+	lo.Flavour = o.flavour
+	return lo
+}
+
 // bootOptions are klab boot's flags, bound to its fields, and the rest of
 // its command line.
 type bootOptions struct {
-	kernel      string
-	accel       string
-	memMB       int
-	cpus        int
+	guestOptions
 	console     bool
-	cmdline     string
 	sysctls     []string
 	timeout     int
 	bootTimeout int
-	flavour     string
 	allow       []string
 	noFail      bool
 	mttcg       bool
@@ -165,13 +191,7 @@ started in the guest; 1 when another step failed.`,
 // work: a missing kernel, values out of their range, and flags that do
 // not go together.
 func (o *bootOptions) check() error {
-	var errs []error
-	if o.kernel == "" {
-		errs = append(errs, errors.New("--kernel is required, e.g. --kernel debian:7.3 or --kernel ./arch/x86/boot/bzImage"))
-	}
-	if err := checkAccel(o.accel); err != nil {
-		errs = append(errs, err)
-	}
+	errs := o.checkGuest("--kernel debian:7.3 or --kernel ./arch/x86/boot/bzImage")
 	if o.icount != "" {
 		if err := lab.CheckIcount(o.icount); err != nil {
 			errs = append(errs, fmt.Errorf("--icount %w", err))
@@ -199,9 +219,7 @@ func (o *bootOptions) check() error {
 // g's options with o's accelerator, flavour and run directory. The
 // kernel of --build is not built yet: runBoot builds it.
 func (o *bootOptions) request(g *globalOptions) (lab.Options, lab.BootRequest, error) {
-	lo := g.labOptions()
-	lo.Accel = o.accel
-	lo.Flavour = o.flavour
+	lo := o.labOptions(g)
 	stdout := o.out
 	if o.asJSON {
 		stdout = o.errOut

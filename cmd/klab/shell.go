@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -9,17 +12,22 @@ import (
 	"klab/lab"
 )
 
+// shellOptions are klab shell's flags, bound to its fields.
 type shellOptions struct {
-	kernel  string
-	accel   string
-	memMB   int
-	cpus    int
-	cmdline string
-	flavour string
+	guestOptions
+	// errOut is klab's standard error; command is klab's own argv, for
+	// the manifest.
+	errOut  io.Writer
+	command []string
 }
 
-func newShellCommand(g *globalOptions) *cobra.Command {
+// newShellCommand returns klab shell. Once the flags are checked, the
+// command calls runF, or runShell when runF is nil.
+func newShellCommand(g *globalOptions, runF func(context.Context, *shellOptions) error) *cobra.Command {
 	o := &shellOptions{}
+	if runF == nil {
+		runF = func(ctx context.Context, o *shellOptions) error { return runShell(ctx, g, o) }
+	}
 	cmd := &cobra.Command{
 		Use:   "shell --kernel REF",
 		Short: "Boot a kernel with an interactive shell on the console",
@@ -30,21 +38,12 @@ console is saved in the run directory.`,
 		Example: `  klab shell --kernel debian:7.3
   klab shell --kernel ./arch/x86/boot/bzImage --memory 2048`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.kernel == "" {
-				return fmt.Errorf("--kernel is required, e.g. --kernel debian:7.3")
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.errOut, o.command = cmd.ErrOrStderr(), os.Args
+			if err := errors.Join(o.checkGuest("--kernel debian:7.3")...); err != nil {
+				return badInput(err)
 			}
-			if err := checkAccel(o.accel); err != nil {
-				return err
-			}
-			lo := g.labOptions()
-			lo.Accel = o.accel
-			lo.Flavour = o.flavour
-			dir, err := lo.Shell(cmd.Context(), lab.ShellRequest{Kernel: o.kernel, MemMB: o.memMB, CPUs: o.cpus, Cmdline: o.cmdline, Command: os.Args})
-			if dir != "" {
-				fmt.Fprintf(os.Stderr, "klab: run saved to %s\n", dir)
-			}
-			return err
+			return runF(cmd.Context(), o)
 		},
 	}
 	f := cmd.Flags()
@@ -55,4 +54,20 @@ console is saved in the run directory.`,
 	f.StringVar(&o.cmdline, "append", "", "extra kernel command line")
 	f.StringVar(&o.flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")
 	return cmd
+}
+
+// request returns the lab options and the shell request that o
+// describes.
+func (o *shellOptions) request(g *globalOptions) (lab.Options, lab.ShellRequest) {
+	return o.labOptions(g), lab.ShellRequest{Kernel: o.kernel, MemMB: o.memMB, CPUs: o.cpus, Cmdline: o.cmdline, Command: o.command}
+}
+
+// runShell boots the kernel of o with the terminal on its console.
+func runShell(ctx context.Context, g *globalOptions, o *shellOptions) error {
+	lo, req := o.request(g)
+	dir, err := lo.Shell(ctx, req)
+	if dir != "" {
+		fmt.Fprintf(o.errOut, "klab: run saved to %s\n", dir)
+	}
+	return err
 }
