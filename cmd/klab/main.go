@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"klab/images/apt"
 	"klab/internal/paths"
 	"klab/lab"
 	"klab/results/report"
@@ -59,18 +60,10 @@ to repeat it.`,
 	pf.StringVar(&g.runsDir, "runs-dir", paths.RunsDir(), "where runs are saved (env KLAB_RUNS_DIR)")
 	pf.StringVar(&g.mirror, "debian-mirror", "", "Debian archive URI (env KLAB_DEBIAN_MIRROR; default: the host's apt sources)")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "print more progress")
-	// The cache and runs directories are checked before any command that
-	// may write into them: klab never uses one another user could have
-	// made (see internal/paths).
+	// Global flags are checked before any command does any work.
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		if !usesDirs(cmd) {
-			return nil
-		}
-		if err := paths.Check("cache directory", g.cacheDir, "--cache-dir", "KLAB_CACHE_DIR"); err != nil {
-			return badInput(err)
-		}
-		if err := paths.Check("runs directory", g.runsDir, "--runs-dir", "KLAB_RUNS_DIR"); err != nil {
-			return badInput(err)
+		if err := g.check(cmd); err != nil {
+			return &exitError{code: badInputCode(cmd), msg: err.Error()}
 		}
 		return nil
 	}
@@ -105,19 +98,57 @@ to repeat it.`,
 	return root
 }
 
+// check returns every problem of the global flags for cmd, before cmd
+// does any work: a Debian mirror that is not a usable URI (from
+// --debian-mirror, else $KLAB_DEBIAN_MIRROR), even when the command
+// turns out not to need the archive; and a cache or runs directory that
+// another user could have made (see internal/paths), for the commands
+// that may write into them. Help and completion run whatever the flags.
+func (g *globalOptions) check(cmd *cobra.Command) error {
+	if aboutKlab(cmd) {
+		return nil
+	}
+	var errs []error
+	if m := strings.TrimSpace(g.mirror); m != "" {
+		if _, err := apt.CheckMirrorURI(m); err != nil {
+			errs = append(errs, fmt.Errorf("--debian-mirror %w", err))
+		}
+	} else if m := strings.TrimSpace(os.Getenv(apt.MirrorEnv)); m != "" {
+		if _, err := apt.CheckMirrorURI(m); err != nil {
+			errs = append(errs, fmt.Errorf("%s %w", apt.MirrorEnv, err))
+		}
+	}
+	if usesDirs(cmd) {
+		if err := paths.Check("cache directory", g.cacheDir, "--cache-dir", "KLAB_CACHE_DIR"); err != nil {
+			errs = append(errs, err)
+		}
+		if err := paths.Check("runs directory", g.runsDir, "--runs-dir", "KLAB_RUNS_DIR"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// aboutKlab reports whether cmd is one of the commands about klab itself
+// (version, help, completion), which run even when the global flags are
+// wrong.
+func aboutKlab(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		switch c.Name() {
+		case "version", "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
+			return true
+		}
+	}
+	return false
+}
+
 // usesDirs reports whether cmd may write into the cache or runs
 // directory. Command groups, help, version, completion and the commands
 // that only read experiment or matrix files run even when those
 // directories are unsafe.
 func usesDirs(cmd *cobra.Command) bool {
-	if cmd.Annotations[groupAnnotation] != "" {
-		return false // a group only prints its help or fails
-	}
-	for c := cmd; c != nil; c = c.Parent() {
-		switch c.Name() {
-		case "version", "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
-			return false
-		}
+	if cmd.Annotations[groupAnnotation] != "" || aboutKlab(cmd) {
+		return false // a group only prints its help or fails; help needs neither
 	}
 	switch cmd.Name() {
 	case "experiments", "validate", "plan", "emit", "cache-key":
@@ -340,9 +371,13 @@ func runRoot(root *cobra.Command, g *globalOptions, args []string, stderr io.Wri
 			}
 			return ee.code
 		}
+		msg := err.Error()
+		if errors.Is(err, apt.ErrNoMirror) {
+			msg += "; or give --debian-mirror URI"
+		}
 		// Errors may quote the guest or a kernel image: no escape
 		// sequences reach the terminal.
-		fmt.Fprintln(stderr, "klab:", report.Clean(err.Error()))
+		fmt.Fprintln(stderr, "klab:", report.Clean(msg))
 		return lab.ExitCode(err)
 	}
 	return 0

@@ -16,6 +16,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images"
+	"klab/images/apt"
 	"klab/lab"
 )
 
@@ -88,6 +89,80 @@ func TestSharedDirsRefused(t *testing.T) {
 		if code := runRoot(root, g, append(args, "--cache-dir", shared), &stderr); code != 0 {
 			t.Errorf("%v: status %d, %q", args, code, stderr.String())
 		}
+	}
+}
+
+// TestGlobalFlagsChecked: a malformed Debian mirror, from --debian-mirror
+// or else $KLAB_DEBIAN_MIRROR, and an unsafe cache or runs directory are
+// bad input before any command does any work (status 2, 125 for klab
+// boot), all of them at once; help and version run anyway.
+func TestGlobalFlagsChecked(t *testing.T) {
+	shared := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	badMirror := "file:/x\vsid"
+	for _, tc := range []struct {
+		env  string // $KLAB_DEBIAN_MIRROR
+		args []string
+		code int
+		want []string
+	}{
+		{args: []string{"kernels", "fetch", "debian:7.3", "--debian-mirror", badMirror}, code: exitBadInput,
+			want: []string{`--debian-mirror "file:/x\vsid" is not a usable mirror URI: want scheme://host/path with scheme http, https, file`}},
+		{args: []string{"--debian-mirror", "ftp://mirror.example/debian", "boot", "--kernel", "/nonexistent/bzImage", "--", "true"}, code: lab.ExitInfra,
+			want: []string{`--debian-mirror "ftp://mirror.example/debian" is not a usable mirror URI`}},
+		{env: "http://m.example/debian stable", args: []string{"runs", "list"}, code: exitBadInput,
+			want: []string{`KLAB_DEBIAN_MIRROR "http://m.example/debian stable" is not a usable mirror URI`}},
+		{env: "http://m.example/debian stable", args: []string{"runs", "list", "--debian-mirror", "http://m.example/debian"}},
+		{args: []string{"runs", "list", "--debian-mirror", "file:///srv/debian/"}},
+		{args: []string{"boot", "--kernel", "/nonexistent/bzImage", "--cache-dir", shared, "--", "true"}, code: lab.ExitInfra,
+			want: []string{"cache directory " + shared + " is writable by every user"}},
+		{args: []string{"kernels", "list", "--debian-mirror", badMirror, "--runs-dir", shared}, code: exitBadInput,
+			want: []string{"--debian-mirror", "runs directory " + shared + " is writable by every user"}},
+		{args: []string{"version", "--debian-mirror", badMirror, "--cache-dir", shared}},
+		{args: []string{"help", "boot", "--debian-mirror", badMirror}},
+	} {
+		t.Setenv(apt.MirrorEnv, tc.env)
+		g := &globalOptions{}
+		root := newRootCommandWith(g)
+		root.SetOut(&strings.Builder{})
+		cache, runs := t.TempDir(), t.TempDir()
+		var stderr strings.Builder
+		code := runRoot(root, g, append([]string{"--cache-dir", cache, "--runs-dir", runs}, tc.args...), &stderr)
+		if code != tc.code {
+			t.Errorf("klab %q: status %d, want %d; stderr %q", tc.args, code, tc.code, stderr.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr.String(), w) {
+				t.Errorf("klab %q: stderr %q, want %q in it", tc.args, stderr.String(), w)
+			}
+		}
+		if tc.code != 0 {
+			for _, d := range []string{cache, runs} {
+				if ents, _ := os.ReadDir(d); len(ents) != 0 {
+					t.Errorf("klab %q: refused, but %s holds %d entries", tc.args, d, len(ents))
+				}
+			}
+		}
+	}
+}
+
+// TestNoMirrorHint: when nothing names a Debian mirror, klab says which
+// flag names one.
+func TestNoMirrorHint(t *testing.T) {
+	g := &globalOptions{}
+	root := newRootCommandWith(g)
+	root.AddCommand(&cobra.Command{Use: "fetch", RunE: func(*cobra.Command, []string) error {
+		return fmt.Errorf("fetch debian:7.3: %w: set KLAB_DEBIAN_MIRROR", apt.ErrNoMirror)
+	}})
+	var stderr strings.Builder
+	code := runRoot(root, g, []string{"fetch", "--cache-dir", t.TempDir(), "--runs-dir", t.TempDir()}, &stderr)
+	if code != lab.ExitInfra || !strings.HasSuffix(stderr.String(), "set KLAB_DEBIAN_MIRROR; or give --debian-mirror URI\n") {
+		t.Errorf("status %d, stderr %q", code, stderr.String())
 	}
 }
 

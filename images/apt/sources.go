@@ -23,16 +23,16 @@ import (
 // read from the host's apt sources.
 const MirrorEnv = "KLAB_DEBIAN_MIRROR"
 
-const noMirrorMsg = "no Debian mirror configured: none of /etc/apt/sources.list, " +
-	"/etc/apt/sources.list.d/*.{list,sources} names a Debian archive; " +
-	"pass --debian-mirror URI or set " + MirrorEnv
+// ErrNoMirror is ResolveMirror's error when nothing names a Debian
+// mirror.
+var ErrNoMirror = errors.New("no Debian mirror configured")
 
-// ResolveMirror returns the Debian archive URI klab should use: flag when
+// ResolveMirror returns the Debian archive URI klab should use: uri when
 // it is non-empty, else $KLAB_DEBIAN_MIRROR, else the mirror named by the
 // apt sources under root ("" means "/", the host's own; see debianMirror).
-func ResolveMirror(flag, root string) (string, error) {
-	if flag = strings.TrimSpace(flag); flag != "" {
-		return checkMirrorURI(flag, "--debian-mirror")
+func ResolveMirror(uri, root string) (string, error) {
+	if uri = strings.TrimSpace(uri); uri != "" {
+		return checkMirrorURI(uri, "mirror")
 	}
 	if env := strings.TrimSpace(os.Getenv(MirrorEnv)); env != "" {
 		return checkMirrorURI(env, MirrorEnv)
@@ -46,14 +46,26 @@ func ResolveMirror(flag, root string) (string, error) {
 // mirrorSchemes are the URI schemes a Debian mirror may have.
 var mirrorSchemes = []string{"http", "https", "file", "mirror+http", "mirror+https", "mirror+file"}
 
-// checkMirrorURI accepts a mirror URI with a known scheme and nothing that
+// checkMirrorURI is CheckMirrorURI with an error that starts with from,
+// where uri came from.
+func checkMirrorURI(uri, from string) (string, error) {
+	u, err := CheckMirrorURI(uri)
+	if err != nil {
+		return "", fmt.Errorf("%s %w", from, err)
+	}
+	return u, nil
+}
+
+// CheckMirrorURI accepts a mirror URI with a known scheme and nothing that
 // could end it or start another field where klab writes it (a sources
 // line, apt's configuration): no white space of any kind, no control
-// character, no quote, bracket or '#'. from names where it came from.
-func checkMirrorURI(uri, from string) (string, error) {
+// character, no quote, bracket or '#'. It returns uri without a trailing
+// slash; its error starts with uri quoted, for the caller to say where it
+// came from.
+func CheckMirrorURI(uri string) (string, error) {
 	bad := func() (string, error) {
-		return "", fmt.Errorf("%s %q is not a usable mirror URI: want scheme://host/path with scheme %s, and no spaces, control characters, quotes, brackets or '#'",
-			from, uri, strings.Join(mirrorSchemes, ", "))
+		return "", fmt.Errorf("%q is not a usable mirror URI: want scheme://host/path with scheme %s, and no spaces, control characters, quotes, brackets or '#'",
+			uri, strings.Join(mirrorSchemes, ", "))
 	}
 	scheme, rest, ok := strings.Cut(uri, ":")
 	switch {
@@ -93,7 +105,8 @@ func debianMirror(root string) (string, error) {
 		// the URI into its own sources list.
 		return checkMirrorURI(e.URIs[0], e.File)
 	}
-	return "", errors.New(noMirrorMsg)
+	return "", fmt.Errorf("%w: none of /etc/apt/sources.list, /etc/apt/sources.list.d/*.{list,sources} names a Debian archive; set %s to a mirror URI",
+		ErrNoMirror, MirrorEnv)
 }
 
 // aptSource is one apt source entry: a one-line "deb" line or a deb822

@@ -1,6 +1,7 @@
 package apt
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,7 +105,10 @@ deb http://second.example/debian trixie main
 				if err == nil {
 					t.Fatalf("got %q, want an error", got)
 				}
-				for _, s := range []string{"no Debian mirror configured", "--debian-mirror", "KLAB_DEBIAN_MIRROR"} {
+				if !errors.Is(err, ErrNoMirror) {
+					t.Errorf("error %q is not ErrNoMirror", err)
+				}
+				for _, s := range []string{"no Debian mirror configured", "KLAB_DEBIAN_MIRROR"} {
 					if !strings.Contains(err.Error(), s) {
 						t.Errorf("error %q does not mention %q", err, s)
 					}
@@ -170,7 +174,7 @@ func TestCheckMirrorURI(t *testing.T) {
 		"http://mirror.example/debian", "https://mirror.example/debian/", "file:/srv/debian", "file:///srv/debian",
 		"mirror+file:/etc/apt/mirrors/debian.list", "mirror+https://mirror.example/list",
 	} {
-		if _, err := checkMirrorURI(ok, "--debian-mirror"); err != nil {
+		if _, err := CheckMirrorURI(ok); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
 		}
 	}
@@ -179,7 +183,7 @@ func TestCheckMirrorURI(t *testing.T) {
 		"http://mirror.example/debian stable main", "http://m.example/d\vx", "http://m.example/d\fx", "http://m.example/d\rx",
 		"http://m.example/debian#comment", "http://m.example/[x]", "http://m.example/\"x", "http://m.example/\x1b[2J",
 	} {
-		if _, err := checkMirrorURI(bad, "--debian-mirror"); err == nil || !strings.Contains(err.Error(), "not a usable mirror URI") {
+		if _, err := CheckMirrorURI(bad); err == nil || !strings.Contains(err.Error(), "not a usable mirror URI") {
 			t.Errorf("%q accepted (%v)", bad, err)
 		}
 	}
