@@ -249,7 +249,7 @@ func TestBootShare(t *testing.T) {
 
 	cloudRuns := t.TempDir()
 	r = run(t, cloudRuns, "boot", "--kernel", "debian:7.3", "--share", src+":/src", "--", "true")
-	if r.code != 125 || !strings.Contains(r.stderr, "lacks CONFIG_NET_9P") || !strings.Contains(r.stderr, "--flavour amd64") {
+	if r.code != 125 || !strings.Contains(r.stderr, "lacks CONFIG_NET_9P") || !strings.Contains(r.stderr, "flavour amd64") {
 		t.Errorf("a cloud kernel with --share: exit %d, stderr %q; want 125 naming the options and the flavour", r.code, cliTail(r.stderr, 3))
 	}
 	if ents, _ := os.ReadDir(cloudRuns); len(ents) != 0 {

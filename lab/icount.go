@@ -32,9 +32,9 @@ func icountVerdict(accel, icount string, multiThread bool) (vm.Verdict, error) {
 	switch accel {
 	case "", "auto", "tcg":
 	case "kvm":
-		return vm.Verdict{}, fmt.Errorf("icount %s needs TCG, QEMU counts instructions only there: use --accel tcg or auto, not kvm", icount)
+		return vm.Verdict{}, fmt.Errorf("icount %s needs TCG, QEMU counts instructions only there: use the accelerator tcg or auto, not kvm", icount)
 	default:
-		return vm.Verdict{}, fmt.Errorf("--accel %q: want auto, kvm or tcg", accel)
+		return vm.Verdict{}, fmt.Errorf("accelerator %q: want auto, kvm or tcg", accel)
 	}
 	if multiThread {
 		return vm.Verdict{}, fmt.Errorf("icount %s needs single-threaded TCG: QEMU refuses it with multi-threaded TCG", icount)

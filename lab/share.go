@@ -50,16 +50,16 @@ func (r *BootRequest) shares(k *images.Kernel) (qemuArgs, modules []string, step
 	for _, s := range r.Shares {
 		fi, err := os.Stat(s.Host)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--share %s: %w", s, err)
+			return nil, nil, nil, fmt.Errorf("share %s: %w", s, err)
 		}
 		if !fi.IsDir() {
-			return nil, nil, nil, fmt.Errorf("--share %s: %s is not a directory (--file copies a file in)", s, s.Host)
+			return nil, nil, nil, fmt.Errorf("share %s: %s is not a directory (a file is copied in, not shared)", s, s.Host)
 		}
 	}
 	if k.Config != "" {
 		cfg, err := images.ReadConfig(k.Config)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--share: kernel %s: %w", k.Name, err)
+			return nil, nil, nil, fmt.Errorf("share: kernel %s: %w", k.Name, err)
 		}
 		var missing []string
 		modular := false
@@ -75,9 +75,9 @@ func (r *BootRequest) shares(k *images.Kernel) (qemuArgs, modules []string, step
 		if len(missing) > 0 {
 			hint := "build the kernel with them"
 			if k.Source == "debian" {
-				hint = "use --flavour amd64 (Debian's generic kernels have 9p, its cloud kernels do not)"
+				hint = "use the flavour amd64 (Debian's generic kernels have 9p, its cloud kernels do not)"
 			}
-			return nil, nil, nil, fmt.Errorf("--share: kernel %s (%s) lacks %s, which a share over virtio-9p needs: %s, or copy the directory in with --dir",
+			return nil, nil, nil, fmt.Errorf("share: kernel %s (%s) lacks %s, which a share over virtio-9p needs: %s, or copy the directory into the guest",
 				k.Name, k.Version, strings.Join(missing, ", "), hint)
 		}
 		if modular {
@@ -87,7 +87,7 @@ func (r *BootRequest) shares(k *images.Kernel) (qemuArgs, modules []string, step
 	for i, s := range r.Shares {
 		abs, err := filepath.Abs(s.Host)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--share %s: %w", s, err)
+			return nil, nil, nil, fmt.Errorf("share %s: %w", s, err)
 		}
 		tag := ShareTag(i)
 		fsdev := "local,id=" + tag + ",path=" + strings.ReplaceAll(abs, ",", ",,") + ",security_model=none"
@@ -100,8 +100,10 @@ func (r *BootRequest) shares(k *images.Kernel) (qemuArgs, modules []string, step
 	return qemuArgs, modules, steps, nil
 }
 
-// ParseShare parses a --share value, HOST:GUEST[:rw]: an existing host
+// ParseShare parses a share, HOST:GUEST[:rw] (klab boot --share): a host
 // directory and an absolute guest path outside /, /proc, /sys and /dev.
+// Its error starts with the value quoted, for the caller to name where it
+// came from.
 func ParseShare(v string) (Share, error) {
 	var s Share
 	parts := strings.Split(v, ":")
@@ -110,19 +112,19 @@ func ParseShare(v string) (Share, error) {
 		parts = parts[:2]
 	}
 	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
-		return s, fmt.Errorf("--share %q: want HOST:GUEST or HOST:GUEST:rw (a host directory, the absolute guest path to mount it on; read-only unless :rw), e.g. --share .:/src", v)
+		return s, fmt.Errorf("%q: want HOST:GUEST or HOST:GUEST:rw (a host directory, the absolute guest path to mount it on; read-only unless :rw), e.g. .:/src", v)
 	}
 	s.Host, s.Guest = parts[0], parts[1]
 	if !filepath.IsAbs(s.Guest) {
-		return s, fmt.Errorf("--share %q: the guest path %q is not absolute", v, s.Guest)
+		return s, fmt.Errorf("%q: the guest path %q is not absolute", v, s.Guest)
 	}
 	s.Guest = filepath.Clean(s.Guest)
 	if s.Guest == "/" {
-		return s, fmt.Errorf("--share %q: the guest's root cannot be a share", v)
+		return s, fmt.Errorf("%q: the guest's root cannot be a share", v)
 	}
 	for _, d := range []string{"/proc", "/sys", "/dev"} {
 		if s.Guest == d || strings.HasPrefix(s.Guest, d+"/") {
-			return s, fmt.Errorf("--share %q: the guest path cannot be under %s", v, d)
+			return s, fmt.Errorf("%q: the guest path cannot be under %s", v, d)
 		}
 	}
 	return s, nil

@@ -87,7 +87,7 @@ func TestShares(t *testing.T) {
 	if _, _, _, err := r.shares(&images.Kernel{Name: "bzImage"}); err != nil {
 		t.Errorf("a kernel without a known config: %v (the guest tells)", err)
 	}
-	if _, _, _, err := r.shares(cloud); err == nil || !strings.Contains(err.Error(), "lacks CONFIG_NET_9P_VIRTIO, CONFIG_9P_FS") || !strings.Contains(err.Error(), "--flavour amd64") {
+	if _, _, _, err := r.shares(cloud); err == nil || !strings.Contains(err.Error(), "lacks CONFIG_NET_9P_VIRTIO, CONFIG_9P_FS") || !strings.Contains(err.Error(), "flavour amd64") {
 		t.Errorf("cloud kernel: %v", err)
 	}
 	bad := &BootRequest{Shares: []Share{{Host: file, Guest: "/x"}}}

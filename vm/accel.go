@@ -108,12 +108,12 @@ func ChooseAccel(ctx context.Context, o AccelOptions) (Verdict, error) {
 		return Verdict{Accel: TCG, Reason: "asked for tcg"}, nil
 	case "kvm":
 		if err := kvmUsable(dev); err != nil {
-			return Verdict{}, fmt.Errorf("--accel kvm: %w", err)
+			return Verdict{}, fmt.Errorf("accelerator kvm: %w", err)
 		}
 		return Verdict{Accel: KVM, Reason: "asked for kvm"}, nil
 	case "", "auto":
 	default:
-		return Verdict{}, fmt.Errorf("--accel %q: want auto, kvm or tcg", o.Want)
+		return Verdict{}, fmt.Errorf("accelerator %q: want auto, kvm or tcg", o.Want)
 	}
 	if err := kvmUsable(dev); err != nil {
 		// No need to cache: this check is free.

@@ -249,7 +249,7 @@ func (o *bootOptions) request(g *globalOptions) (lab.Options, lab.BootRequest, e
 	for _, v := range o.shares {
 		sh, err := lab.ParseShare(v)
 		if err != nil {
-			return lo, req, err
+			return lo, req, fmt.Errorf("--share %w", err)
 		}
 		req.Shares = append(req.Shares, sh)
 	}
