@@ -749,7 +749,7 @@ func (f *File) WithSets(sets map[string]string) (*File, error) {
 			for _, p := range params {
 				names = append(names, p.Name)
 			}
-			errs = append(errs, fmt.Errorf("--set %s: %s has no such parameter, want one of: %s", name, f.Path, strings.Join(names, ", ")))
+			errs = append(errs, &OptionError{"set", fmt.Errorf("%s: %s has no such parameter, want one of: %s", name, f.Path, strings.Join(names, ", "))})
 			continue
 		}
 		var vals []string
@@ -759,7 +759,7 @@ func (f *File) WithSets(sets map[string]string) (*File, error) {
 			}
 		}
 		if len(vals) == 0 {
-			errs = append(errs, fmt.Errorf("--set %s: no values, want --set %s=V1[,V2...]", name, name))
+			errs = append(errs, &OptionError{"set", fmt.Errorf("%s: no values, want %s=V1[,V2...]", name, name)})
 			continue
 		}
 		params[i].Values = vals
@@ -768,7 +768,7 @@ func (f *File) WithSets(sets map[string]string) (*File, error) {
 		return nil, err
 	}
 	c.Spec.Params = params
-	ps := &problems{file: f.Path + " (with --set)"}
+	ps := &problems{file: f.Path + " (with parameters set)"}
 	for _, pt := range c.Points() {
 		s, err := c.substitute(pt)
 		if err != nil {

@@ -768,23 +768,23 @@ func TestWithSets(t *testing.T) {
 	}
 
 	_, err = f.WithSets(map[string]string{"colour": "red"})
-	if want := "--set colour: t.yaml has no such parameter, want one of: transport, jobs"; err == nil || err.Error() != want {
+	if want := "set colour: t.yaml has no such parameter, want one of: transport, jobs"; err == nil || err.Error() != want {
 		t.Errorf("WithSets(colour): %v, want %s", err, want)
 	}
 	_, err = f.WithSets(map[string]string{"jobs": " , "})
-	if want := "--set jobs: no values, want --set jobs=V1[,V2...]"; err == nil || err.Error() != want {
+	if want := "set jobs: no values, want jobs=V1[,V2...]"; err == nil || err.Error() != want {
 		t.Errorf("WithSets(jobs= , ): %v, want %s", err, want)
 	}
 	_, err = f.WithSets(map[string]string{"jobs": "2,0"})
-	if want := "t.yaml (with --set):12:5: workloads[0]: jobs: 0 is out of range, want 1..1024"; err == nil || err.Error() != want {
+	if want := "t.yaml (with parameters set):12:5: workloads[0]: jobs: 0 is out of range, want 1..1024"; err == nil || err.Error() != want {
 		t.Errorf("WithSets(jobs=2,0): %v, want %s", err, want)
 	}
 	_, err = f.WithSets(map[string]string{"jobs": "two"})
-	if want := `t.yaml (with --set):15:11: found "two", want an integer`; err == nil || err.Error() != want {
+	if want := `t.yaml (with parameters set):15:11: found "two", want an integer`; err == nil || err.Error() != want {
 		t.Errorf("WithSets(jobs=two): %v, want %s", err, want)
 	}
 	_, err = f.WithSets(map[string]string{"transport": "dev,carrier-pigeon"})
-	if want := `t.yaml (with --set):8:14: server.transport: "carrier-pigeon" is not allowed, want one of dev, uring`; err == nil || err.Error() != want {
+	if want := `t.yaml (with parameters set):8:14: server.transport: "carrier-pigeon" is not allowed, want one of dev, uring`; err == nil || err.Error() != want {
 		t.Errorf("WithSets(transport): %v, want %s", err, want)
 	}
 }

@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -63,6 +64,16 @@ type Unit struct {
 	Round int    `json:"round"`
 }
 
+// OptionError is a run option (PlanOptions, RunOptions) that cannot be
+// used. Option names it: rounds, order, compare, kernel or set.
+type OptionError struct {
+	Option string
+	Err    error
+}
+
+func (e *OptionError) Error() string { return e.Option + " " + e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }
+
 // PlanOptions are the run's choices that override the spec.
 type PlanOptions struct {
 	// Kernels are the kernel references (at least one).
@@ -91,7 +102,7 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 		p.Rounds = 3
 	}
 	if p.Rounds < 1 || p.Rounds > 1000 {
-		return nil, fmt.Errorf("--rounds %d is out of range, want 1..1000", p.Rounds)
+		return nil, &OptionError{"rounds", fmt.Errorf("%d is out of range, want 1..1000", p.Rounds)}
 	}
 	if o.Order != "" {
 		p.Order = o.Order
@@ -100,7 +111,7 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 		p.Order = "abba"
 	}
 	if p.Order != "abba" && p.Order != "random" {
-		return nil, fmt.Errorf("--order %q is not allowed, want abba or random", p.Order)
+		return nil, &OptionError{"order", fmt.Errorf("%q is not allowed, want abba or random", p.Order)}
 	}
 	if o.Seed != nil {
 		p.Seed = *o.Seed
@@ -115,7 +126,7 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 		p.Axis = "kernel"
 	}
 	if len(p.Kernels) == 0 {
-		return nil, fmt.Errorf("no kernel: give --kernel A (and --kernel B to compare kernels)")
+		return nil, errors.New("no kernel: give kernel A (and kernel B to compare kernels)")
 	}
 	var axis *Param
 	if p.Axis != "kernel" {
@@ -129,11 +140,11 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 			for _, q := range s.Params {
 				names = append(names, q.Name)
 			}
-			return nil, fmt.Errorf("--compare %q is neither kernel nor a parameter of %s, want kernel%s", p.Axis, s.Name, prefixed(", ", names))
+			return nil, &OptionError{"compare", fmt.Errorf("%q is neither kernel nor a parameter of %s, want kernel%s", p.Axis, s.Name, prefixed(", ", names))}
 		}
 		if len(axis.Values) != 2 {
-			return nil, fmt.Errorf("--compare %s: it has %d values (%s), want exactly 2; narrow it with --set %s=A,B",
-				axis.Name, len(axis.Values), strings.Join(axis.Values, ", "), axis.Name)
+			return nil, &OptionError{"compare", fmt.Errorf("%s: it has %d values (%s), want exactly 2; set it to two, %s=A,B",
+				axis.Name, len(axis.Values), strings.Join(axis.Values, ", "), axis.Name)}
 		}
 		for _, e := range f.exclude {
 			if _, ok := e[axis.Name]; ok {
@@ -141,7 +152,7 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 			}
 		}
 		if len(p.Kernels) != 1 {
-			return nil, fmt.Errorf("comparing %s runs on one kernel, got %d --kernel; to compare kernels, use --compare kernel", axis.Name, len(p.Kernels))
+			return nil, fmt.Errorf("comparing %s runs on one kernel, got %d; to compare kernels, compare kernel", axis.Name, len(p.Kernels))
 		}
 		p.AValue, p.BValue = axis.Values[0], axis.Values[1]
 		p.A, p.B = axis.Name+"="+p.AValue, axis.Name+"="+p.BValue
@@ -153,10 +164,10 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 		p.A = p.Kernels[0]
 	} else {
 		if len(p.Kernels) != 2 {
-			return nil, fmt.Errorf("comparing kernels needs exactly two --kernel (A and B), got %d; or compare a parameter with --compare NAME", len(p.Kernels))
+			return nil, fmt.Errorf("comparing kernels needs exactly two kernels (A and B), got %d; or compare a parameter", len(p.Kernels))
 		}
 		if p.Kernels[0] == p.Kernels[1] {
-			return nil, fmt.Errorf("--kernel %s is given twice; A and B must differ", p.Kernels[0])
+			return nil, &OptionError{"kernel", fmt.Errorf("%s is given twice; A and B must differ", p.Kernels[0])}
 		}
 		p.A, p.B = p.Kernels[0], p.Kernels[1]
 	}

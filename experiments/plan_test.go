@@ -260,21 +260,21 @@ checks:
 		o    PlanOptions
 		want string
 	}{
-		{"no kernel", f, PlanOptions{}, "no kernel: give --kernel A (and --kernel B to compare kernels)"},
+		{"no kernel", f, PlanOptions{}, "no kernel: give kernel A (and kernel B to compare kernels)"},
 		{"kernel axis, one kernel", f, PlanOptions{Kernels: []string{"k"}},
-			"comparing kernels needs exactly two --kernel (A and B), got 1; or compare a parameter with --compare NAME"},
+			"comparing kernels needs exactly two kernels (A and B), got 1; or compare a parameter"},
 		{"kernel axis, three kernels", f, PlanOptions{Kernels: []string{"a", "b", "c"}},
-			"comparing kernels needs exactly two --kernel (A and B), got 3; or compare a parameter with --compare NAME"},
-		{"same kernel twice", f, PlanOptions{Kernels: []string{"k", "k"}}, "--kernel k is given twice; A and B must differ"},
+			"comparing kernels needs exactly two kernels (A and B), got 3; or compare a parameter"},
+		{"same kernel twice", f, PlanOptions{Kernels: []string{"k", "k"}}, "kernel k is given twice; A and B must differ"},
 		{"param axis, two kernels", f, PlanOptions{Kernels: []string{"ka", "kb"}, Compare: "transport"},
-			"comparing transport runs on one kernel, got 2 --kernel; to compare kernels, use --compare kernel"},
+			"comparing transport runs on one kernel, got 2; to compare kernels, compare kernel"},
 		{"unknown param", f, PlanOptions{Kernels: []string{"k"}, Compare: "colour"},
-			`--compare "colour" is neither kernel nor a parameter of plan, want kernel, transport, jobs`},
+			`compare "colour" is neither kernel nor a parameter of plan, want kernel, transport, jobs`},
 		{"three values", three, PlanOptions{Kernels: []string{"k"}, Compare: "transport"},
-			"--compare transport: it has 3 values (dev, uring, other), want exactly 2; narrow it with --set transport=A,B"},
-		{"rounds 0 is the default, -1 is not", f, PlanOptions{Kernels: []string{"ka", "kb"}, Rounds: -1}, "--rounds -1 is out of range, want 1..1000"},
-		{"rounds too many", f, PlanOptions{Kernels: []string{"ka", "kb"}, Rounds: 1001}, "--rounds 1001 is out of range, want 1..1000"},
-		{"bad order", f, PlanOptions{Kernels: []string{"ka", "kb"}, Order: "zigzag"}, `--order "zigzag" is not allowed, want abba or random`},
+			"compare transport: it has 3 values (dev, uring, other), want exactly 2; set it to two, transport=A,B"},
+		{"rounds 0 is the default, -1 is not", f, PlanOptions{Kernels: []string{"ka", "kb"}, Rounds: -1}, "rounds -1 is out of range, want 1..1000"},
+		{"rounds too many", f, PlanOptions{Kernels: []string{"ka", "kb"}, Rounds: 1001}, "rounds 1001 is out of range, want 1..1000"},
+		{"bad order", f, PlanOptions{Kernels: []string{"ka", "kb"}, Order: "zigzag"}, `order "zigzag" is not allowed, want abba or random`},
 	} {
 		p, err := MakePlan(tc.f, tc.o)
 		if err == nil || err.Error() != tc.want {

@@ -202,7 +202,7 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 	for i, ref := range plan.Kernels {
 		k, err := o.Opener.ResolveKernel(ctx, ref)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("--kernel %s: %w", ref, err))
+			errs = append(errs, &OptionError{"kernel", fmt.Errorf("%s: %w", ref, err)})
 			continue
 		}
 		kernels[i] = k

@@ -757,13 +757,13 @@ func TestRunBadInput(t *testing.T) {
 		edit func(*RunOptions)
 		want string
 	}{
-		{"unknown kernel", func(o *RunOptions) { o.Kernels = []string{"nope"} }, `--kernel nope: no kernel "nope"`},
+		{"unknown kernel", func(o *RunOptions) { o.Kernels = []string{"nope"} }, `kernel nope: no kernel "nope"`},
 		{"two kernels on a param axis", func(o *RunOptions) { o.Kernels = []string{"k", "nope"} },
-			"comparing transport runs on one kernel, got 2 --kernel; to compare kernels, use --compare kernel"},
+			"comparing transport runs on one kernel, got 2; to compare kernels, compare kernel"},
 		{"a bad --set", func(o *RunOptions) { o.Sets = map[string]string{"colour": "red"} },
-			"--set colour: runtest.yaml has no such parameter, want one of: transport"},
+			"set colour: runtest.yaml has no such parameter, want one of: transport"},
 		{"both kernels unknown", func(o *RunOptions) { o.Kernels, o.Compare = []string{"x", "y"}, "kernel" },
-			"--kernel x: no kernel \"x\"\n--kernel y: no kernel \"y\""},
+			"kernel x: no kernel \"x\"\nkernel y: no kernel \"y\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := &fakeOpener{t: t}

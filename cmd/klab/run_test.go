@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"klab/experiments"
+)
+
+// TestRunFlagErrors: klab run's bad flags are bad input (status 2) that
+// names the flag, before any guest boots; experiments' own errors name
+// options, not flags.
+func TestRunFlagErrors(t *testing.T) {
+	// Kernels that are never resolved unless the plan holds: a bzImage
+	// that does not exist fails at once, without the network.
+	a, b := "/nonexistent/a/bzImage", "/nonexistent/b/bzImage"
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"fuse-transport"}, []string{"no kernel: give --kernel A (and --kernel B to compare kernels)"}},
+		{[]string{"fuse-transport", "-k", a, "--rounds", "1001"}, []string{"--rounds 1001 is out of range, want 1..1000"}},
+		{[]string{"fuse-transport", "-k", a, "--order", "zigzag"}, []string{`--order "zigzag" is not allowed, want abba or random`}},
+		{[]string{"fuse-transport", "-k", a, "--compare", "colour"}, []string{`--compare "colour" is neither kernel nor a parameter of fuse-transport`}},
+		{[]string{"fuse-transport", "-k", a, "-k", a, "--compare", "kernel"}, []string{"--kernel " + a + " is given twice"}},
+		{[]string{"fuse-transport", "-k", a, "--set", "colour=red", "--set", "transport="},
+			[]string{"--set colour: ", "has no such parameter, want one of: transport", "--set transport: no values, want transport=V1[,V2...]"}},
+		{[]string{"fuse-transport", "-k", a, "-k", b, "--compare", "kernel"}, []string{"--kernel " + a + ": ", "--kernel " + b + ": "}},
+		{[]string{"fuse-transport", "-k", a, "--accel", "hvf"}, []string{`--accel "hvf": want auto, kvm or tcg`}},
+		{[]string{"fuse-transport", "-k", a, "--set", "transport"}, []string{`--set "transport": want NAME=V1[,V2...]`}},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"run"}, tc.args...)...)
+		if code != exitBadInput {
+			t.Errorf("klab run %q: status %d, want %d; stderr %q", tc.args, code, exitBadInput, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("klab run %q: stderr %q, want %q in it", tc.args, stderr, w)
+			}
+		}
+	}
+}
+
+// TestRunFlags: runFlags names the flag of every option error it finds,
+// joined or not, and leaves other errors as they are.
+func TestRunFlags(t *testing.T) {
+	other := os.ErrNotExist
+	err := &experiments.BadInputError{Err: errors.Join(
+		&experiments.OptionError{Option: "set", Err: errors.New("x: no values")},
+		other,
+		&experiments.OptionError{Option: "kernel", Err: fmt.Errorf("k: %w", other)},
+	)}
+	got := runFlags(err)
+	if want := "--set x: no values\n" + other.Error() + "\n--kernel k: " + other.Error(); got.Error() != want {
+		t.Errorf("runFlags = %q, want %q", got, want)
+	}
+	if !errors.Is(got, other) {
+		t.Error("runFlags lost the wrapped errors")
+	}
+	if got := runFlags(other); got != other {
+		t.Errorf("runFlags(%v) = %v", other, got)
+	}
+}
