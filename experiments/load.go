@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"klab/internal/option"
 )
 
 // maxSpecSize bounds an experiment file.
@@ -749,7 +751,7 @@ func (f *File) WithSets(sets map[string]string) (*File, error) {
 			for _, p := range params {
 				names = append(names, p.Name)
 			}
-			errs = append(errs, &OptionError{"set", fmt.Errorf("%s: %s has no such parameter, want one of: %s", name, f.Path, strings.Join(names, ", "))})
+			errs = append(errs, option.Errorf("set", "%s: %s has no such parameter, want one of: %s", name, f.Path, strings.Join(names, ", ")))
 			continue
 		}
 		var vals []string
@@ -759,7 +761,7 @@ func (f *File) WithSets(sets map[string]string) (*File, error) {
 			}
 		}
 		if len(vals) == 0 {
-			errs = append(errs, &OptionError{"set", fmt.Errorf("%s: no values, want %s=V1[,V2...]", name, name)})
+			errs = append(errs, option.Errorf("set", "%s: no values, want %s=V1[,V2...]", name, name))
 			continue
 		}
 		params[i].Values = vals

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+
+	"klab/internal/option"
 )
 
 // Side names the two sides of a comparison.
@@ -64,16 +66,6 @@ type Unit struct {
 	Round int    `json:"round"`
 }
 
-// OptionError is a run option (PlanOptions, RunOptions) that cannot be
-// used. Option names it: rounds, order, compare, kernel or set.
-type OptionError struct {
-	Option string
-	Err    error
-}
-
-func (e *OptionError) Error() string { return e.Option + " " + e.Err.Error() }
-func (e *OptionError) Unwrap() error { return e.Err }
-
 // PlanOptions are the run's choices that override the spec.
 type PlanOptions struct {
 	// Kernels are the kernel references (at least one).
@@ -102,7 +94,7 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 		p.Rounds = 3
 	}
 	if p.Rounds < 1 || p.Rounds > 1000 {
-		return nil, &OptionError{"rounds", fmt.Errorf("%d is out of range, want 1..1000", p.Rounds)}
+		return nil, option.Errorf("rounds", "%d is out of range, want 1..1000", p.Rounds)
 	}
 	if o.Order != "" {
 		p.Order = o.Order
@@ -111,7 +103,7 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 		p.Order = "abba"
 	}
 	if p.Order != "abba" && p.Order != "random" {
-		return nil, &OptionError{"order", fmt.Errorf("%q is not allowed, want abba or random", p.Order)}
+		return nil, option.Errorf("order", "%q is not allowed, want abba or random", p.Order)
 	}
 	if o.Seed != nil {
 		p.Seed = *o.Seed
@@ -140,11 +132,11 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 			for _, q := range s.Params {
 				names = append(names, q.Name)
 			}
-			return nil, &OptionError{"compare", fmt.Errorf("%q is neither kernel nor a parameter of %s, want kernel%s", p.Axis, s.Name, prefixed(", ", names))}
+			return nil, option.Errorf("compare", "%q is neither kernel nor a parameter of %s, want kernel%s", p.Axis, s.Name, prefixed(", ", names))
 		}
 		if len(axis.Values) != 2 {
-			return nil, &OptionError{"compare", fmt.Errorf("%s: it has %d values (%s), want exactly 2; set it to two, %s=A,B",
-				axis.Name, len(axis.Values), strings.Join(axis.Values, ", "), axis.Name)}
+			return nil, option.Errorf("compare", "%s: it has %d values (%s), want exactly 2; set it to two, %s=A,B",
+				axis.Name, len(axis.Values), strings.Join(axis.Values, ", "), axis.Name)
 		}
 		for _, e := range f.exclude {
 			if _, ok := e[axis.Name]; ok {
@@ -167,7 +159,7 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 			return nil, fmt.Errorf("comparing kernels needs exactly two kernels (A and B), got %d; or compare a parameter", len(p.Kernels))
 		}
 		if p.Kernels[0] == p.Kernels[1] {
-			return nil, &OptionError{"kernel", fmt.Errorf("%s is given twice; A and B must differ", p.Kernels[0])}
+			return nil, option.Errorf("kernel", "%s is given twice; A and B must differ", p.Kernels[0])
 		}
 		p.A, p.B = p.Kernels[0], p.Kernels[1]
 	}

@@ -12,6 +12,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images"
+	"klab/internal/option"
 	"klab/lab"
 	"klab/results"
 	"klab/results/report"
@@ -202,7 +203,7 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 	for i, ref := range plan.Kernels {
 		k, err := o.Opener.ResolveKernel(ctx, ref)
 		if err != nil {
-			errs = append(errs, &OptionError{"kernel", fmt.Errorf("%s: %w", ref, err)})
+			errs = append(errs, option.Errorf("kernel", "%s: %w", ref, err))
 			continue
 		}
 		kernels[i] = k

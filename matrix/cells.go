@@ -52,7 +52,8 @@ type Shard struct {
 	I, N int
 }
 
-// ParseShard parses "i/n" (1 <= i <= n); "" is the whole matrix.
+// ParseShard parses "i/n" (1 <= i <= n); "" is the whole matrix. Its
+// error starts with s quoted, for the caller to name where it came from.
 func ParseShard(s string) (Shard, error) {
 	if s == "" {
 		return Shard{1, 1}, nil
@@ -61,7 +62,7 @@ func ParseShard(s string) (Shard, error) {
 	i, err1 := strconv.Atoi(a)
 	n, err2 := strconv.Atoi(b)
 	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n || n > 1000 {
-		return Shard{}, fmt.Errorf("--shard %q: want i/n with 1 <= i <= n <= 1000 (2/4 is the second of four shards)", s)
+		return Shard{}, fmt.Errorf("%q: want i/n with 1 <= i <= n <= 1000 (2/4 is the second of four shards)", s)
 	}
 	return Shard{i, n}, nil
 }

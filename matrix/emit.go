@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"klab/internal/option"
 )
 
 // Engines are the CI engines Emit writes for.
@@ -79,7 +81,7 @@ type EmitOptions struct {
 // results tree, and merges them into one report in a final job.
 func Emit(w io.Writer, o EmitOptions) error {
 	if o.Shards < 1 || o.Shards > 256 {
-		return fmt.Errorf("--shards %d: want 1..256", o.Shards)
+		return option.Errorf("shards", "%d: want 1..256", o.Shards)
 	}
 	if o.File == "" || strings.ContainsAny(o.File, "\"'`$\\\n ") || filepath.IsAbs(o.File) {
 		return fmt.Errorf("matrix file %q: want a plain path relative to the repository root", o.File)
@@ -90,7 +92,7 @@ func Emit(w io.Writer, o EmitOptions) error {
 	case "gitlab":
 		return emitGitLab(w, o)
 	}
-	return fmt.Errorf("--engine %q: want one of %s", o.Engine, strings.Join(Engines, ", "))
+	return option.Errorf("engine", "%q: want one of %s", o.Engine, strings.Join(Engines, ", "))
 }
 
 func emitGitHub(w io.Writer, o EmitOptions) error {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"klab/internal/option"
 	"klab/results"
 )
 
@@ -20,7 +21,7 @@ func Merge(dirs []string, out string) (*Tree, error) {
 		return nil, errors.New("nothing to merge: give the shards' results directories")
 	}
 	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
-		return nil, fmt.Errorf("--out %s exists and is not empty", out)
+		return nil, option.Errorf("out", "%s exists and is not empty", out)
 	}
 	trees := make([]*Tree, len(dirs))
 	from := map[string]int{} // cell ID -> tree index

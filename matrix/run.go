@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"klab/experiments"
+	"klab/internal/option"
 	"klab/lab"
 	"klab/results"
 )
@@ -282,19 +283,19 @@ func prepareTree(f *File, o *Options, cells []Cell) (*Tree, error) {
 	if o.Resume {
 		t, err := Open(o.Out)
 		if err != nil {
-			return nil, &BadInputError{fmt.Errorf("--resume %s: %w", o.Out, err)}
+			return nil, &BadInputError{option.Errorf("resume", "%s: %w", o.Out, err)}
 		}
 		switch {
 		case t.Manifest.SHA256 != f.SHA256:
-			return nil, &BadInputError{fmt.Errorf("--resume %s: it holds a run of %s (sha256 %.12s), not of %s as it is now (sha256 %.12s)",
+			return nil, &BadInputError{option.Errorf("resume", "%s: it holds a run of %s (sha256 %.12s), not of %s as it is now (sha256 %.12s)",
 				o.Out, t.Manifest.File, t.Manifest.SHA256, f.Path, f.SHA256)}
 		case t.Manifest.Shard != shardText(o.Shard):
-			return nil, &BadInputError{fmt.Errorf("--resume %s: it holds shard %q, not %q", o.Out, t.Manifest.Shard, shardText(o.Shard))}
+			return nil, &BadInputError{option.Errorf("resume", "%s: it holds shard %q, not %q", o.Out, t.Manifest.Shard, shardText(o.Shard))}
 		}
 		return t, nil
 	}
 	if entries, err := os.ReadDir(o.Out); err == nil && len(entries) > 0 {
-		return nil, &BadInputError{fmt.Errorf("%s exists and is not empty: resume it with --resume %s, or give another --out", o.Out, o.Out)}
+		return nil, &BadInputError{option.Errorf("out", "%s exists and is not empty: resume it, or choose another results directory", o.Out)}
 	}
 	m := &Manifest{Schema: ManifestSchema, Name: f.Name, File: f.Path, SHA256: f.SHA256, Baseline: f.Baseline,
 		Shard: shardText(o.Shard), Cells: cells, Total: len(f.Cells()), Start: time.Now().UTC(), Command: o.Command}

@@ -137,7 +137,7 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 	}
 	shard, err := matrix.ParseShard(o.shard)
 	if err != nil {
-		return badInput(err)
+		return badInput(fmt.Errorf("--shard %w", err))
 	}
 	f, err := loadMatrix(path)
 	if err != nil {
@@ -178,7 +178,7 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 	t, err := matrix.Run(ctx, f, mo)
 	var bad *matrix.BadInputError
 	if errors.As(err, &bad) {
-		return badInput(err)
+		return badInput(flagNames(err))
 	}
 	if t == nil {
 		return err
@@ -227,7 +227,7 @@ func newMatrixPlanCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := matrix.ParseShard(shard)
 			if err != nil {
-				return badInput(err)
+				return badInput(fmt.Errorf("--shard %w", err))
 			}
 			f, err := loadMatrix(args[0])
 			if err != nil {
@@ -296,7 +296,7 @@ merge. FILE is the matrix file's path relative to the repository root.`,
 				return err
 			}
 			if err := matrix.Emit(os.Stdout, matrix.EmitOptions{Engine: engine, Shards: shards, File: filepath.ToSlash(filepath.Clean(args[0]))}); err != nil {
-				return badInput(err)
+				return badInput(flagNames(err))
 			}
 			return nil
 		},
@@ -357,7 +357,7 @@ be run afterwards with klab matrix run FILE --resume OUT.`,
 			}
 			t, err := matrix.Merge(args, out)
 			if err != nil {
-				return badInput(err)
+				return badInput(flagNames(err))
 			}
 			code, err := finishMatrix(t, format, os.Stdout, os.Stderr)
 			if err == nil && code != 0 {

@@ -119,7 +119,7 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 	res, err := experiments.Run(ctx, f, ro)
 	var bad *experiments.BadInputError
 	if errors.As(err, &bad) {
-		return badInput(runFlags(err))
+		return badInput(flagNames(err))
 	}
 	if res == nil {
 		return err
@@ -139,25 +139,6 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 		return &exitError{code: code}
 	}
 	return nil
-}
-
-// runFlags names klab run's flags in the option errors of experiments
-// (each option's name is its flag's without the dashes), in err and in
-// the errors it joins.
-func runFlags(err error) error {
-	switch e := err.(type) {
-	case *experiments.OptionError:
-		return fmt.Errorf("--%s %w", e.Option, e.Err)
-	case *experiments.BadInputError:
-		return runFlags(e.Err)
-	case interface{ Unwrap() []error }:
-		var errs []error
-		for _, x := range e.Unwrap() {
-			errs = append(errs, runFlags(x))
-		}
-		return errors.Join(errs...)
-	}
-	return err
 }
 
 // finishRun writes a run's reports, prints one in format, and returns 1

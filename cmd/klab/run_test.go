@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"klab/experiments"
+	"klab/internal/option"
 )
 
 // TestRunFlagErrors: klab run's bad flags are bad input (status 2) that
@@ -44,23 +45,27 @@ func TestRunFlagErrors(t *testing.T) {
 	}
 }
 
-// TestRunFlags: runFlags names the flag of every option error it finds,
-// joined or not, and leaves other errors as they are.
-func TestRunFlags(t *testing.T) {
+// TestFlagNames: flagNames names the flag of every option error it
+// finds, joined or inside a bad-input marker, and leaves other errors as
+// they are.
+func TestFlagNames(t *testing.T) {
 	other := os.ErrNotExist
 	err := &experiments.BadInputError{Err: errors.Join(
-		&experiments.OptionError{Option: "set", Err: errors.New("x: no values")},
+		option.Errorf("set", "x: no values"),
 		other,
-		&experiments.OptionError{Option: "kernel", Err: fmt.Errorf("k: %w", other)},
+		option.Errorf("kernel", "k: %w", other),
 	)}
-	got := runFlags(err)
+	got := flagNames(err)
 	if want := "--set x: no values\n" + other.Error() + "\n--kernel k: " + other.Error(); got.Error() != want {
-		t.Errorf("runFlags = %q, want %q", got, want)
+		t.Errorf("flagNames = %q, want %q", got, want)
 	}
 	if !errors.Is(got, other) {
-		t.Error("runFlags lost the wrapped errors")
+		t.Error("flagNames lost the wrapped errors")
 	}
-	if got := runFlags(other); got != other {
-		t.Errorf("runFlags(%v) = %v", other, got)
+	// A wrapper that says more is left alone.
+	for _, e := range []error{other, fmt.Errorf("boot: %w", option.Errorf("rounds", "0"))} {
+		if got := flagNames(e); got != e {
+			t.Errorf("flagNames(%v) = %v", e, got)
+		}
 	}
 }

@@ -1,12 +1,36 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"klab/images"
+	"klab/internal/option"
 )
+
+// flagNames names the flag of each option error (*option.Error) in err:
+// err itself, the errors it joins, and the error inside a wrapper that
+// adds nothing to its message (a bad-input marker). The libraries' option
+// names are klab's flags without their dashes.
+func flagNames(err error) error {
+	switch e := err.(type) {
+	case *option.Error:
+		return fmt.Errorf("--%s %w", e.Name, e.Err)
+	case interface{ Unwrap() []error }:
+		var errs []error
+		for _, x := range e.Unwrap() {
+			errs = append(errs, flagNames(x))
+		}
+		return errors.Join(errs...)
+	case interface{ Unwrap() error }:
+		if inner := e.Unwrap(); inner != nil && inner.Error() == err.Error() {
+			return flagNames(inner)
+		}
+	}
+	return err
+}
 
 func secs(n int) time.Duration { return time.Duration(n) * time.Second }
 
