@@ -14,6 +14,7 @@ import (
 
 	"klab/images"
 	"klab/images/build"
+	"klab/internal/option"
 )
 
 type kernelsBuildOptions struct {
@@ -84,11 +85,11 @@ compiler errors and the log's path. --arch is x86_64 only for now.`,
 				}
 			}
 			if srcs != 1 {
-				return errors.New("give exactly one of --tree DIR, --tarball FILE and --source debian:<series>")
+				return badInput(errors.New("give exactly one of --tree DIR, --tarball FILE and --source debian:<series>"))
 			}
 			src := o.tree + o.tarball + o.source
 			if o.tree != "" && strings.HasPrefix(o.tree, "debian:") {
-				return fmt.Errorf("--tree %s: for Debian's kernel source use --source %s", o.tree, o.tree)
+				return badInput(fmt.Errorf("--tree %s: for Debian's kernel source use --source %s", o.tree, o.tree))
 			}
 			var config []string
 			for _, c := range o.config {
@@ -270,13 +271,18 @@ func showBuild(row func(k, v string), b *images.KernelBuild) {
 
 // buildExit gives failures caused by the inputs (a patch that does not
 // apply, a config option that does not land, code that does not compile)
-// exit status 1, apart from klab's own failures.
+// exit status 1, apart from klab's own failures, and options that cannot
+// be used the status of bad input, naming their flags.
 func buildExit(err error) error {
 	var pe *build.PatchError
 	var de *build.DroppedError
 	var be *build.BuildError
 	if errors.As(err, &pe) || errors.As(err, &de) || errors.As(err, &be) {
 		return &exitError{code: 1, msg: err.Error()}
+	}
+	var oe *option.Error
+	if errors.As(err, &oe) {
+		return badInput(flagNames(err))
 	}
 	return err
 }

@@ -39,6 +39,7 @@ import (
 
 	"klab/images"
 	"klab/internal/flock"
+	"klab/internal/option"
 	"klab/internal/proc"
 )
 
@@ -232,34 +233,34 @@ func (o *Options) check() error {
 		o.Arch = "x86_64"
 	}
 	if o.Arch != "x86_64" {
-		errs = append(errs, fmt.Errorf("--arch %s: only x86_64 is supported for now", o.Arch))
+		errs = append(errs, option.Errorf("arch", "%s: only x86_64 is supported for now", o.Arch))
 	}
 	if o.Jobs == 0 {
 		o.Jobs = runtime.NumCPU()
 	}
 	if o.Jobs < 0 || o.Jobs > 1024 {
-		errs = append(errs, fmt.Errorf("-j %d is out of range, want 1..1024", o.Jobs))
+		errs = append(errs, option.Errorf("jobs", "%d is out of range, want 1..1024", o.Jobs))
 	}
 	if o.Dirty && o.Rev != "" {
-		errs = append(errs, fmt.Errorf("--dirty builds the working tree as it is; it does not go with --rev %s", o.Rev))
+		errs = append(errs, option.Errorf("dirty", "builds the working tree as it is; it does not go with a revision (%s)", o.Rev))
 	}
 	if o.Dirty && o.Source != "" && !isDirPath(o.Source) {
-		errs = append(errs, fmt.Errorf("--dirty needs a git tree (--tree DIR), not %s", o.Source))
+		errs = append(errs, option.Errorf("dirty", "needs a git tree, not %s", o.Source))
 	}
 	if o.Source == "" {
-		errs = append(errs, errors.New("no source: give --tree DIR (a git tree), --tarball FILE or --source debian:<series>"))
+		errs = append(errs, errors.New("no source: give a git tree, a kernel tarball or debian:<series>"))
 	}
 	if o.Name != "" {
 		if err := images.CheckBuildName(o.Name); err != nil {
 			errs = append(errs, err)
 		} else if o.WithBaseline && images.CheckBuildName(o.Name+"-base") != nil {
-			errs = append(errs, fmt.Errorf("--name %s: too long for the baseline's name %s-base", o.Name, o.Name))
+			errs = append(errs, option.Errorf("name", "%s: too long for the baseline's name %s-base", o.Name, o.Name))
 		}
 	}
 	switch o.BaseConfig {
 	case "", "tinyconfig", "defconfig", "allnoconfig":
 	default:
-		errs = append(errs, fmt.Errorf("--base-config %s: want tinyconfig, defconfig or allnoconfig", o.BaseConfig))
+		errs = append(errs, option.Errorf("base-config", "%s: want tinyconfig, defconfig or allnoconfig", o.BaseConfig))
 	}
 	if len(o.Config) == 0 {
 		o.Config = []string{"lab"}
@@ -286,7 +287,7 @@ func loadFragments(names []string, baseCfg string) ([]Fragment, string, error) {
 		if !strings.ContainsRune(n, '/') && slices.Contains(images.ConfigFragmentNames(), n) {
 			data, err := images.ConfigFragment(n)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("--config %s: %w", n, err))
+				errs = append(errs, option.Errorf("config", "%s: %w", n, err))
 				continue
 			}
 			frags = append(frags, Fragment{Name: n, Data: data})
@@ -295,12 +296,12 @@ func loadFragments(names []string, baseCfg string) ([]Fragment, string, error) {
 		}
 		abs, err := filepath.Abs(n)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("--config %s: %w", n, err))
+			errs = append(errs, option.Errorf("config", "%s: %w", n, err))
 			continue
 		}
 		data, err := os.ReadFile(abs)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("--config %s: %w; want a fragment file or one of: %s", n, err,
+			errs = append(errs, option.Errorf("config", "%s: %w; want a fragment file or one of: %s", n, err,
 				strings.Join(images.ConfigFragmentNames(), ", ")))
 			continue
 		}

@@ -2,6 +2,7 @@ package build
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"klab/internal/option"
 	"klab/internal/testenv"
 )
 
@@ -108,8 +110,9 @@ func TestDirtyNeedsGitTree(t *testing.T) {
 		{Source: tarball, Dirty: true},
 		{Source: "debian:7.3", Dirty: true},
 	} {
-		if err := o.check(); err == nil || !strings.Contains(err.Error(), "--dirty") {
-			t.Errorf("check(%+v) = %v, want a --dirty error", o, err)
+		var oe *option.Error
+		if err := o.check(); !errors.As(err, &oe) || oe.Name != "dirty" {
+			t.Errorf("check(%+v) = %v, want an error of the option dirty", o, err)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"klab/images"
+	"klab/internal/option"
 	"klab/internal/proc"
 )
 
@@ -45,7 +46,7 @@ func resolveBase(ctx context.Context, o *Options, hashes *hashMemo) (*base, erro
 	src := o.Source
 	if strings.HasPrefix(src, "debian:") {
 		if o.Rev != "" {
-			return nil, fmt.Errorf("--rev %s: a revision needs a git tree (--tree), not %s", o.Rev, src)
+			return nil, option.Errorf("rev", "%s: a revision needs a git tree, not %s", o.Rev, src)
 		}
 		d, err := images.FetchDebianSource(ctx, src, o.Debian)
 		if err != nil {
@@ -67,7 +68,7 @@ func resolveBase(ctx context.Context, o *Options, hashes *hashMemo) (*base, erro
 		return resolveGit(ctx, abs, o.Rev)
 	}
 	if o.Rev != "" {
-		return nil, fmt.Errorf("--rev %s: a revision needs a git tree, and %s is a file", o.Rev, src)
+		return nil, option.Errorf("rev", "%s: a revision needs a git tree, and %s is a file", o.Rev, src)
 	}
 	sum, err := hashes.sum(abs, fi)
 	if err != nil {
@@ -93,7 +94,7 @@ func resolveGit(ctx context.Context, dir, rev string) (*base, error) {
 	}
 	out, err := proc.Run(ctx, proc.Opts{Dir: gitDir, Timeout: time.Minute}, "git", "rev-parse", "--verify", "--quiet", rev+"^{commit}")
 	if err != nil {
-		return nil, fmt.Errorf("--rev %s: no such commit in %s", rev, gitDir)
+		return nil, option.Errorf("rev", "%s: no such commit in %s", rev, gitDir)
 	}
 	commit := strings.TrimSpace(string(out))
 	if _, err := os.Stat(filepath.Join(gitDir, "Kconfig")); err != nil && rev == "HEAD" {
