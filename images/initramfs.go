@@ -217,7 +217,7 @@ func (o *InitramfsOptions) modules() ([]Module, error) {
 	}
 	if k.Modules == "" {
 		if len(o.ExtraModules) > 0 {
-			return nil, fmt.Errorf("kernel %s: --module %s: the kernel has no modules (built in or not built)", k.Name, strings.Join(o.ExtraModules, ", "))
+			return nil, fmt.Errorf("kernel %s: no modules to load %s from (they are built in, or not built)", k.Name, strings.Join(o.ExtraModules, ", "))
 		}
 		return nil, nil
 	}

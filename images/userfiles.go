@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"klab/internal/option"
 )
 
 // UserPath is one of the user's own files or trees for the guest
@@ -32,35 +34,48 @@ const UserWorkDir = "/work"
 // the guest holds in memory.
 const MaxUserFiles = 512 << 20
 
-// ParseUserPath parses a --file or --dir value: HOST, or HOST:GUEST with
-// GUEST absolute. Without GUEST the file or tree goes to
-// UserWorkDir/<base name of HOST>.
-func ParseUserPath(flag, v string, dir bool) (UserPath, error) {
+// ParseUserPath parses a file's (a tree's, with dir) HOST, or HOST:GUEST
+// with GUEST absolute. Without GUEST the file or tree goes to
+// UserWorkDir/<base name of HOST>. Its errors are *option.Error of the
+// option file, or dir.
+func ParseUserPath(v string, dir bool) (UserPath, error) {
+	name := userPathOption(dir)
 	host, guest, found := strings.Cut(v, ":")
 	if host == "" {
-		return UserPath{}, fmt.Errorf("%s %q: want HOST or HOST:GUEST, e.g. %s ./tools/testing/selftests/x/test:/root/test", flag, v, flag)
+		return UserPath{}, option.Errorf(name, "%q: want HOST or HOST:GUEST, e.g. ./tools/testing/selftests/x/test:/root/test", v)
 	}
 	if !found || guest == "" {
 		guest = UserWorkDir + "/" + filepath.Base(filepath.Clean(host))
 	}
 	if !strings.HasPrefix(guest, "/") {
-		return UserPath{}, fmt.Errorf("%s %q: the guest path %q must be absolute", flag, v, guest)
+		return UserPath{}, option.Errorf(name, "%q: the guest path %q must be absolute", v, guest)
 	}
 	guest = filepath.Clean(guest)
 	if guest == "/" || ownGuestPath(guest) {
-		return UserPath{}, fmt.Errorf("%s %q: %s is klab's own in the guest; choose another guest path", flag, v, guest)
+		return UserPath{}, option.Errorf(name, "%q: %s is klab's own in the guest; choose another guest path", v, guest)
 	}
 	fi, err := os.Stat(host)
 	if err != nil {
-		return UserPath{}, fmt.Errorf("%s %q: %w", flag, v, err)
+		return UserPath{}, option.Errorf(name, "%q: %w", v, err)
 	}
 	switch {
 	case dir && !fi.IsDir():
-		return UserPath{}, fmt.Errorf("%s %q: %s is not a directory (use --file for files)", flag, v, host)
+		return UserPath{}, option.Errorf(name, "%q: %s is not a directory but a file, which goes in as one", v, host)
+	case !dir && fi.IsDir():
+		return UserPath{}, option.Errorf(name, "%q: %s is not a regular file but a directory, which goes in as a tree", v, host)
 	case !dir && !fi.Mode().IsRegular():
-		return UserPath{}, fmt.Errorf("%s %q: %s is not a regular file (use --dir for trees)", flag, v, host)
+		return UserPath{}, option.Errorf(name, "%q: %s is not a regular file", v, host)
 	}
 	return UserPath{Host: host, Guest: guest, Dir: dir}, nil
+}
+
+// userPathOption is the option of a UserPath in errors: a file, or a
+// tree (dir).
+func userPathOption(dir bool) string {
+	if dir {
+		return "dir"
+	}
+	return "file"
 }
 
 // ownGuestPath reports whether p is one of the paths klab's initramfs
@@ -116,7 +131,7 @@ func UserFiles(paths []UserPath) ([]ExtraFile, error) {
 	for _, p := range paths {
 		if !p.Dir {
 			if err := add(p.Host, p.Guest); err != nil {
-				return nil, fmt.Errorf("--file %s: %w", p.Host, err)
+				return nil, option.Errorf(userPathOption(false), "%s: %w", p.Host, err)
 			}
 			continue
 		}
@@ -143,7 +158,7 @@ func UserFiles(paths []UserPath) ([]ExtraFile, error) {
 			return add(path, filepath.Join(p.Guest, rel))
 		})
 		if err != nil {
-			return nil, fmt.Errorf("--dir %s: %w", p.Host, err)
+			return nil, option.Errorf(userPathOption(true), "%s: %w", p.Host, err)
 		}
 	}
 	// One file per guest path: the last flag wins, and a library two

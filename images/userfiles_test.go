@@ -26,10 +26,10 @@ func TestParseUserPath(t *testing.T) {
 		{v: file + ":/", err: "klab's own"},
 		{v: ":/x", err: "want HOST or HOST:GUEST"},
 		{v: filepath.Join(dir, "nope"), err: "no such file"},
-		{v: dir, err: "not a regular file (use --dir"},
-		{v: file, isDir: true, err: "not a directory (use --file"},
+		{v: dir, err: "not a regular file but a directory"},
+		{v: file, isDir: true, err: "not a directory but a file"},
 	} {
-		p, err := ParseUserPath("--file", c.v, c.isDir)
+		p, err := ParseUserPath(c.v, c.isDir)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%s: err %v, want %q", c.v, err, c.err)

@@ -195,7 +195,7 @@ func (s Store) CreateNamed(id string) (*Run, error) {
 	dir := filepath.Join(s.Root, id)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("create run: %s exists already; choose another --run-id, or remove it (klab runs rm %s)", dir, id)
+			return nil, fmt.Errorf("create run: %s exists already; choose another run ID, or remove it (klab runs rm %s)", dir, id)
 		}
 		return nil, fmt.Errorf("create run: %w", err)
 	}

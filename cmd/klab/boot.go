@@ -319,23 +319,27 @@ func runBoot(ctx context.Context, g *globalOptions, o *bootOptions) error {
 func userFiles(files, dirs []string) ([]images.ExtraFile, error) {
 	var paths []images.UserPath
 	for _, v := range files {
-		p, err := images.ParseUserPath("--file", v, false)
+		p, err := images.ParseUserPath(v, false)
 		if err != nil {
-			return nil, err
+			return nil, flagNames(err)
 		}
 		paths = append(paths, p)
 	}
 	for _, v := range dirs {
-		p, err := images.ParseUserPath("--dir", v, true)
+		p, err := images.ParseUserPath(v, true)
 		if err != nil {
-			return nil, err
+			return nil, flagNames(err)
 		}
 		paths = append(paths, p)
 	}
 	if len(paths) == 0 {
 		return nil, nil
 	}
-	return images.UserFiles(paths)
+	extra, err := images.UserFiles(paths)
+	if err != nil {
+		return nil, flagNames(err)
+	}
+	return extra, nil
 }
 
 // inWorkDir reports whether any of files goes to images.UserWorkDir (a
