@@ -115,6 +115,10 @@ compiler errors and the log's path. --arch is x86_64 only for now.`,
 				Terminal: build.IsTerminal(os.Stderr),
 			})
 			if err != nil {
+				var de *build.DroppedError
+				if errors.As(err, &de) {
+					err = fmt.Errorf("%w\n  fix the fragment, or pass --allow-dropped to build anyway", err)
+				}
 				return buildExit(err)
 			}
 			if o.asJSON {

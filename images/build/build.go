@@ -837,7 +837,7 @@ func (w *work) configure(ctx context.Context, m *makeRun, in Inputs, patches []P
 			return nil, derr
 		}
 		bd.res.Dropped = dropped
-		bd.logf("warning: %s", strings.TrimSuffix(derr.Error(), "\n  fix the fragment, or pass --allow-dropped to build anyway"))
+		bd.logf("warning: %s", derr)
 	} else {
 		bd.logf("config: %s + %s; all %d requested options landed", bd.baseCfg, strings.Join(bd.o.Config, ","), len(bd.reqs))
 	}

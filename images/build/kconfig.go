@@ -124,7 +124,8 @@ func (d Dropped) String() string {
 	return s
 }
 
-// DroppedError reports the requested options that Kconfig dropped.
+// DroppedError reports the requested options that Kconfig dropped (a
+// build with Options.AllowDropped goes on without them).
 type DroppedError struct {
 	// Dropped are the options, sorted by name.
 	Dropped []Dropped
@@ -138,7 +139,6 @@ func (e *DroppedError) Error() string {
 		b.WriteString("\n  ")
 		b.WriteString(d.String())
 	}
-	b.WriteString("\n  fix the fragment, or pass --allow-dropped to build anyway")
 	return b.String()
 }
 
