@@ -59,9 +59,10 @@ func TestPanicBecomesError(t *testing.T) {
 	}
 }
 
-// TestSharedDirsRefused: a world-writable cache or runs directory is bad
-// input before any command runs; listing experiments needs neither.
-func TestSharedDirsRefused(t *testing.T) {
+// sharedDir returns a new directory that every user may write into, as
+// /tmp.
+func sharedDir(t *testing.T) string {
+	t.Helper()
 	shared := filepath.Join(t.TempDir(), "shared")
 	if err := os.Mkdir(shared, 0o755); err != nil {
 		t.Fatal(err)
@@ -69,6 +70,13 @@ func TestSharedDirsRefused(t *testing.T) {
 	if err := os.Chmod(shared, 0o1777); err != nil {
 		t.Fatal(err)
 	}
+	return shared
+}
+
+// TestSharedDirsRefused: a world-writable cache or runs directory is bad
+// input before any command runs; listing experiments needs neither.
+func TestSharedDirsRefused(t *testing.T) {
+	shared := sharedDir(t)
 	for _, args := range [][]string{
 		{"kernels", "list", "--cache-dir", shared},
 		{"runs", "list", "--runs-dir", shared},
@@ -97,13 +105,7 @@ func TestSharedDirsRefused(t *testing.T) {
 // bad input before any command does any work (status 2, 125 for klab
 // boot), all of them at once; help and version run anyway.
 func TestGlobalFlagsChecked(t *testing.T) {
-	shared := filepath.Join(t.TempDir(), "shared")
-	if err := os.Mkdir(shared, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(shared, 0o1777); err != nil {
-		t.Fatal(err)
-	}
+	shared := sharedDir(t)
 	badMirror := "file:/x\vsid"
 	for _, tc := range []struct {
 		env  string // $KLAB_DEBIAN_MIRROR
