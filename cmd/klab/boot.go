@@ -215,11 +215,10 @@ func (o *bootOptions) check() error {
 	return errors.Join(errs...)
 }
 
-// request returns the lab options and the boot request that o describes,
-// g's options with o's accelerator, flavour and run directory. The
-// kernel of --build is not built yet: runBoot builds it.
-func (o *bootOptions) request(g *globalOptions) (lab.Options, lab.BootRequest, error) {
-	lo := o.labOptions(g)
+// request returns the boot request that o describes, with its
+// accelerator and, for --run-dir, its runs directory. The kernel of
+// --build is not built yet: runBoot builds it.
+func (o *bootOptions) request() (lab.BootRequest, error) {
 	stdout := o.out
 	if o.asJSON {
 		stdout = o.errOut
@@ -227,29 +226,29 @@ func (o *bootOptions) request(g *globalOptions) (lab.Options, lab.BootRequest, e
 	req := lab.BootRequest{
 		Kernel: o.kernel, Argv: o.argv, MemMB: o.memMB, CPUs: o.cpus, Cmdline: o.cmdline,
 		Stdout: stdout, Stderr: o.errOut, Command: o.command,
-		Modules: o.modules, RunID: o.runID,
+		Modules: o.modules, RunID: o.runID, Accel: o.accel,
 		IgnoreSplats: o.noFail, MultiThreadTCG: o.mttcg, Icount: o.icount,
 		MaxOutput: int64(o.maxOutput) << 20,
 	}
 	if o.runDir != "" {
 		abs, err := filepath.Abs(o.runDir)
 		if err != nil {
-			return lo, req, fmt.Errorf("--run-dir %s: %w", o.runDir, err)
+			return req, fmt.Errorf("--run-dir %s: %w", o.runDir, err)
 		}
-		lo.RunsDir, req.RunID = filepath.Dir(abs), filepath.Base(abs)
+		req.RunsDir, req.RunID = filepath.Dir(abs), filepath.Base(abs)
 	}
 	if !o.noStdin && len(o.argv) > 0 {
 		req.Stdin = o.in
 	}
 	files, err := userFiles(o.files, o.dirs)
 	if err != nil {
-		return lo, req, err
+		return req, err
 	}
 	req.Files = files
 	for _, v := range o.shares {
 		sh, err := lab.ParseShare(v)
 		if err != nil {
-			return lo, req, fmt.Errorf("--share %w", err)
+			return req, fmt.Errorf("--share %w", err)
 		}
 		req.Shares = append(req.Shares, sh)
 	}
@@ -259,7 +258,7 @@ func (o *bootOptions) request(g *globalOptions) (lab.Options, lab.BootRequest, e
 	for _, s := range o.sysctls {
 		k, v, ok := strings.Cut(s, "=")
 		if !ok || k == "" {
-			return lo, req, fmt.Errorf("--sysctl %q: want KEY=VALUE, e.g. fs.fuse.default_request_timeout=30", s)
+			return req, fmt.Errorf("--sysctl %q: want KEY=VALUE, e.g. fs.fuse.default_request_timeout=30", s)
 		}
 		req.Sysctls = append(req.Sysctls, lab.Sysctl{Key: k, Value: v})
 	}
@@ -275,23 +274,24 @@ func (o *bootOptions) request(g *globalOptions) (lab.Options, lab.BootRequest, e
 	if len(o.allow) > 0 {
 		p, err := splat.NewPolicy(splat.PolicyConfig{Fail: splat.DefaultFail(), Allow: o.allow})
 		if err != nil {
-			return lo, req, fmt.Errorf("--allow-warning: %w", err)
+			return req, fmt.Errorf("--allow-warning: %w", err)
 		}
 		req.Policy = p
 	}
 	if o.console {
 		req.Console = o.errOut
 	}
-	return lo, req, nil
+	return req, nil
 }
 
 // runBoot boots the kernel of o (built first with --build), runs the
 // guest command and reports the run.
 func runBoot(ctx context.Context, g *globalOptions, o *bootOptions) error {
-	lo, req, err := o.request(g)
+	req, err := o.request()
 	if err != nil {
 		return badInput(err)
 	}
+	lo := o.labOptions(g)
 	if o.build {
 		k, err := buildTree(ctx, g, o.kernel, o.config)
 		if err != nil {

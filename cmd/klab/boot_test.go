@@ -23,9 +23,10 @@ func bootFlags(t *testing.T, args ...string) (lab.Options, lab.BootRequest, erro
 	var req lab.BootRequest
 	cmd := newBootCommand(g, func(_ context.Context, o *bootOptions) error {
 		var err error
-		if lo, req, err = o.request(g); err != nil {
+		if req, err = o.request(); err != nil {
 			return badInput(err)
 		}
+		lo = o.labOptions(g)
 		return nil
 	})
 	cmd.SetArgs(args)
@@ -103,8 +104,8 @@ func TestBootRequest(t *testing.T) {
 	}{
 		{append(k, "--", "uname", "-r"), func(lo lab.Options, r lab.BootRequest) string {
 			switch {
-			case lo.Accel != "auto" || lo.Flavour != "cloud-amd64":
-				return "want accel auto and flavour cloud-amd64"
+			case r.Accel != "auto" || lo.Flavour != "cloud-amd64" || r.RunsDir != "":
+				return "want accel auto, flavour cloud-amd64 and the runs directory of --runs-dir"
 			case r.Kernel != "debian:7.3" || strings.Join(r.Argv, " ") != "uname -r" || r.MemMB != 1024 || r.CPUs != 2:
 				return "want the kernel, the command, 1024 MiB and 2 CPUs"
 			case r.Stdin == nil || r.Dir != "":
@@ -129,7 +130,7 @@ func TestBootRequest(t *testing.T) {
 			return ""
 		}},
 		{append(k, "--run-dir", runDir), func(lo lab.Options, r lab.BootRequest) string {
-			if lo.RunsDir != filepath.Dir(runDir) || r.RunID != "r1" {
+			if r.RunsDir != filepath.Dir(runDir) || r.RunID != "r1" || lo.RunsDir == r.RunsDir {
 				return "--run-dir: want its parent as the runs directory and its name as the run ID"
 			}
 			return ""
@@ -153,7 +154,7 @@ func TestBootRequest(t *testing.T) {
 			return ""
 		}},
 		{append(k, "--icount", "shift=0,sleep=off", "--accel", "tcg"), func(lo lab.Options, r lab.BootRequest) string {
-			if r.Icount != "shift=0,sleep=off" || lo.Accel != "tcg" || r.MultiThreadTCG {
+			if r.Icount != "shift=0,sleep=off" || r.Accel != "tcg" || r.MultiThreadTCG {
 				return "want icount under single-threaded TCG"
 			}
 			return ""
