@@ -24,7 +24,8 @@ type Agent struct {
 	enc    *proto.Encoder
 	msgs   chan queued // closed when the channel ends
 	budget *byteBudget // bounds the bytes in msgs
-	virtio bool
+	// channel names the host side of the channel (Channel).
+	channel string
 
 	wmu    sync.Mutex // serialises send's deadline and write
 	mu     sync.Mutex // guards err and nextID
@@ -74,12 +75,7 @@ func (a *Agent) Err() error {
 }
 
 // Channel names the host side of the channel the agent chose.
-func (a *Agent) Channel() string {
-	if a.virtio {
-		return "virtio-serial"
-	}
-	return "ttyS1"
-}
+func (a *Agent) Channel() string { return a.channel }
 
 func (a *Agent) setErr(err error) {
 	a.mu.Lock()
@@ -286,7 +282,49 @@ func checkGuest(m *proto.Message) error {
 
 // newAgent returns the host's end of an agent channel on conn.
 func newAgent(conn net.Conn, virtio bool) *Agent {
-	return &Agent{conn: conn, enc: proto.NewEncoder(conn), msgs: make(chan queued, 256), virtio: virtio, budget: newByteBudget(maxQueuedBytes)}
+	name := "ttyS1"
+	if virtio {
+		name = "virtio-serial"
+	}
+	return newAgentOn(conn, name)
+}
+
+// newAgentOn returns the host's end of the agent channel conn, called
+// channel.
+func newAgentOn(conn net.Conn, channel string) *Agent {
+	return &Agent{conn: conn, enc: proto.NewEncoder(conn), msgs: make(chan queued, 256), channel: channel, budget: newByteBudget(maxQueuedBytes)}
+}
+
+// ConnectAgent is the host's end of an agent that talks over conn without
+// a VM (an agent in a child process on the host): it waits for the
+// agent's Hello until ctx ends, and returns the Agent once it came. The
+// channel is read as a guest's: a *ProtocolError ends it. channel names
+// it in messages. Closing conn ends the Agent.
+func ConnectAgent(ctx context.Context, conn net.Conn, channel string) (*Agent, error) {
+	a := newAgentOn(conn, channel)
+	ready := make(chan struct{})
+	bad := make(chan error, 1)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		a.read(func(*Agent) bool { close(ready); return true }, func(err error) { bad <- err })
+	}()
+	select {
+	case <-ready:
+		return a, nil
+	case err := <-bad:
+		return nil, err
+	case <-ended:
+		select {
+		case err := <-bad:
+			return nil, err
+		default:
+			return nil, fmt.Errorf("the agent on %s ended before its hello", channel)
+		}
+	case <-ctx.Done():
+		a.budget.close()
+		return nil, ctx.Err()
+	}
 }
 
 // readAgent reads one agent channel until it ends, QEMU exits, or the
