@@ -66,6 +66,11 @@ type Agent struct {
 	// Handlers run the step kinds beyond exec and sysctl (fuse, workload,
 	// fio, ...). A missing kind is answered as unknown.
 	Handlers map[proto.StepKind]Handler
+	// Libfuse maps a libfuse server kind (proto.FUSELibfusePassthroughLL,
+	// proto.FUSELibfusePassthroughHP) to its binary; a kind not in it is
+	// where the initramfs carries it (proto.LibfusePassthroughLLPath,
+	// proto.LibfusePassthroughHPPath).
+	Libfuse map[string]string
 
 	once  sync.Once
 	enc   *proto.Encoder

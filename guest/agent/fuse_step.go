@@ -30,6 +30,9 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 		return proto.Done{ExitCode: -1, Error: fmt.Sprintf("fuse step: %v", err)}
 	}
 	cfg.Log = slog.New(slog.NewTextHandler(logWriter{a}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if p := a.Libfuse[cfg.Server]; p != "" {
+		cfg.LibfusePath = p
+	}
 	// fuse is a spare module: load it here rather than through the
 	// kernel's modprobe (a second Go program to start).
 	if err := EnsureModule(ModulesDir, "fuse"); err != nil {
