@@ -75,8 +75,8 @@ type Kernel struct {
 	ID string `json:"id"`
 	// Version is the kernel release (uname -r), when known.
 	Version string `json:"version,omitempty"`
-	// Source says where the kernel came from: "debian", "local", "tree"
-	// or "build".
+	// Source says where the kernel came from: "debian", "local", "tree",
+	// "build", or "host" (the host's running kernel: no VM).
 	Source string `json:"source"`
 	// Package is the Debian package, for Source "debian".
 	Package string `json:"package,omitempty"`
@@ -156,13 +156,16 @@ type QEMU struct {
 	Argv []string `json:"argv"`
 }
 
-// Accel is a QEMU accelerator.
+// Accel is a QEMU accelerator, or AccelHost for a run without a VM.
 type Accel string
 
 // Accelerators klab uses.
 const (
 	AccelKVM Accel = "kvm"
 	AccelTCG Accel = "tcg"
+	// AccelHost is no VM at all: the agent ran on the host itself (an
+	// experiment run with --kernel host).
+	AccelHost Accel = "host"
 )
 
 // Host describes the machine that ran QEMU. HostInfo fills it.
@@ -292,9 +295,9 @@ func (m *Manifest) Validate() error {
 		errs = append(errs, fmt.Errorf("run_id: %q is not a plain name", m.RunID))
 	}
 	switch m.Accel {
-	case "", AccelKVM, AccelTCG:
+	case "", AccelKVM, AccelTCG, AccelHost:
 	default:
-		errs = append(errs, fmt.Errorf("accel: %q is not allowed, want %q or %q", m.Accel, AccelKVM, AccelTCG))
+		errs = append(errs, fmt.Errorf("accel: %q is not allowed, want %q, %q or %q", m.Accel, AccelKVM, AccelTCG, AccelHost))
 	}
 	if m.TimeoutFactor < 0 {
 		errs = append(errs, fmt.Errorf("timeout_factor: %v is negative", m.TimeoutFactor))

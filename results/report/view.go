@@ -175,9 +175,14 @@ func qemuVersion(r *Report) string {
 
 // envLine describes where and how the run ran: "accel tcg, host ...,
 // qemu ..., 2 vCPUs, 1024 MiB, 10 rounds (abba, fresh)".
+// A run on the host itself (accel host) had no VM: no QEMU, no guest
+// shape.
 func envLine(r *Report) string {
 	s := fmt.Sprintf("accel %s, host %s, qemu %s, %d vCPUs, %d MiB, %d rounds",
 		render.OneLine(r.Accel), render.OneLine(r.Host), qemuVersion(r), r.CPUs, r.MemMB, r.Rounds)
+	if r.Accel == "host" {
+		s = fmt.Sprintf("no VM (accel host), host %s, %d rounds", render.OneLine(r.Host), r.Rounds)
+	}
 	return render.JoinNonEmpty(" ", s, paren(render.JoinNonEmpty(", ", render.OneLine(r.Order), render.OneLine(r.Reuse))))
 }
 
