@@ -19,7 +19,7 @@ import (
 // not the data; a stream name from the guest never becomes a file name.
 func TestOutputLogs(t *testing.T) {
 	run := &results.Run{ID: "x", Dir: t.TempDir()}
-	o, err := openOutputLogs(run, 100)
+	o, err := OpenOutputLogs(run, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestOutputLogs(t *testing.T) {
 		{Step: 2, Stream: "../../x", Data: big},
 		{Step: 2, Stream: proto.Stdout, Data: big},
 	} {
-		recs = append(recs, o.add(&out, &stdout, &stderr))
+		recs = append(recs, o.Add(&out, &stdout, &stderr))
 	}
 	var opts Options
 	man := &results.Manifest{}

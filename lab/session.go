@@ -96,7 +96,7 @@ type Session struct {
 	console     *results.CappedFile
 	events      *results.EventLog
 	// output keeps the steps' output in stdout.log and stderr.log.
-	output *outputLogs
+	output *OutputLogs
 
 	scanMu  sync.Mutex // guards scanner
 	scanner *splat.Scanner
@@ -174,7 +174,7 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 	s.man = newManifest(s.run, req.Command, k, ir, verdict)
 	s.man.Times.Start = start
 	s.res.Manifest = s.man
-	if s.output, err = openOutputLogs(s.run, req.MaxOutput); err != nil {
+	if s.output, err = OpenOutputLogs(s.run, req.MaxOutput); err != nil {
 		return nil, err
 	}
 	maxConsole := req.MaxConsole
@@ -182,11 +182,11 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 		maxConsole = results.MaxConsoleLog
 	}
 	if s.console, err = s.run.LogWriter(results.ConsoleFile, maxConsole); err != nil {
-		s.output.close()
+		s.output.Close()
 		return nil, err
 	}
 	if s.events, err = s.run.Events(); err != nil {
-		s.output.close()
+		s.output.Close()
 		s.console.Close()
 		return nil, err
 	}
@@ -220,29 +220,29 @@ func (s *Session) logs() []*results.CappedFile {
 	return []*results.CappedFile{s.console, s.output.files[0], s.output.files[1]}
 }
 
-// outputLogs stores the steps' output: each stream in its own capped file
+// OutputLogs stores the steps' output: each stream in its own capped file
 // (stdout.log, stderr.log), all steps one after the other, while
 // events.jsonl records each chunk by step, size and offset only. The
 // guest's output is bulk data; base64 inside events.jsonl made it a third
 // larger and the events unreadable.
-type outputLogs struct {
+type OutputLogs struct {
 	// files are stdout.log and stderr.log, in that order.
 	files [2]*results.CappedFile
 	// off is how much each stream sent so far, stored or not.
 	off [2]int64
 }
 
-// openOutputLogs creates stdout.log and stderr.log in run, each capped at
+// OpenOutputLogs creates stdout.log and stderr.log in run, each capped at
 // max bytes (0: results.MaxOutputLog).
-func openOutputLogs(run *results.Run, max int64) (*outputLogs, error) {
+func OpenOutputLogs(run *results.Run, max int64) (*OutputLogs, error) {
 	if max <= 0 {
 		max = results.MaxOutputLog
 	}
-	o := &outputLogs{}
+	o := &OutputLogs{}
 	for i, name := range []string{results.StdoutFile, results.StderrFile} {
 		f, err := run.LogWriter(name, max)
 		if err != nil {
-			o.close()
+			o.Close()
 			return nil, err
 		}
 		o.files[i] = f
@@ -250,10 +250,10 @@ func openOutputLogs(run *results.Run, max int64) (*outputLogs, error) {
 	return o, nil
 }
 
-// add streams out to the user's stdout or stderr, keeps it in its file
+// Add streams out to the user's stdout or stderr, keeps it in its file
 // and returns the record for events.jsonl. A stream other than stderr is
 // stdout: the name the guest gave never reaches the file system.
-func (o *outputLogs) add(out *proto.Output, stdout, stderr io.Writer) results.OutputRecord {
+func (o *OutputLogs) Add(out *proto.Output, stdout, stderr io.Writer) results.OutputRecord {
 	i, user := 0, stdout
 	if out.Stream == proto.Stderr {
 		i, user = 1, stderr
@@ -266,8 +266,12 @@ func (o *outputLogs) add(out *proto.Output, stdout, stderr io.Writer) results.Ou
 	return rec
 }
 
-// close closes the files opened so far.
-func (o *outputLogs) close() {
+// Files are stdout.log and stderr.log, for closing with the run's other
+// capped logs.
+func (o *OutputLogs) Files() []*results.CappedFile { return o.files[:] }
+
+// Close closes the files opened so far.
+func (o *OutputLogs) Close() {
 	for _, f := range o.files {
 		if f != nil {
 			f.Close()
@@ -500,7 +504,7 @@ func (s *Session) step(ctx context.Context, st proto.Step, n int) (*StepResult, 
 			w.touch()
 			switch msg.Kind {
 			case proto.KindOutput:
-				rec := s.output.add(msg.Output, stdout, stderr)
+				rec := s.output.Add(msg.Output, stdout, stderr)
 				_ = s.events.Append(Event{Kind: "output", Output: &rec})
 			case proto.KindLog:
 				_ = s.events.Append(Event{Kind: "agent-log", Message: msg.Log.Msg})
