@@ -294,11 +294,14 @@ func bind(src, dst string, rec, ro bool) error {
 	if err := unix.Mount(src, dst, "", flags, ""); err != nil {
 		return fmt.Errorf("bind %s on %s: %w", src, dst, err)
 	}
-	if !ro {
-		return nil
+	// A bind keeps its source mount's read-only flag: set it either
+	// way (drop_caches is bound writable out of a read-only /proc/sys).
+	remount := flags | unix.MS_REMOUNT
+	if ro {
+		remount |= unix.MS_RDONLY
 	}
-	if err := unix.Mount("", dst, "", flags|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-		return fmt.Errorf("read-only %s: %w", dst, err)
+	if err := unix.Mount("", dst, "", remount, ""); err != nil {
+		return fmt.Errorf("remount %s: %w", dst, err)
 	}
 	return nil
 }

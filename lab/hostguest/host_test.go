@@ -49,7 +49,7 @@ func TestHostCellAsRoot(t *testing.T) {
 	// /usr, a sysctl, make a device node.
 	confined := proto.Step{ID: 2, Kind: proto.StepExec, Argv: []string{"sh", "-c",
 		"touch /usr/klab-hostguest-test 2>/dev/null && exit 3; cat /proc/sys/kernel/hostname > /proc/sys/kernel/hostname 2>/dev/null && exit 4; " +
-			"mknod /tmp/klab-null c 1 3 2>/dev/null && exit 5; test -e /dev/fuse || exit 6; exit 0"}}
+			"mknod /tmp/klab-null c 1 3 2>/dev/null && exit 5; test -e /dev/fuse || exit 6; echo 1 > /proc/sys/vm/drop_caches || exit 7"}}
 	out, err := g.Run(context.Background(), []proto.Step{setup, confined, cell})
 	if err != nil {
 		t.Fatal(err)
