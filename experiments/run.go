@@ -14,6 +14,7 @@ import (
 	"klab/images"
 	"klab/internal/option"
 	"klab/lab"
+	"klab/lab/hostguest"
 	"klab/results"
 	"klab/results/report"
 	"klab/results/splat"
@@ -208,6 +209,11 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 		}
 		kernels[i] = k
 		skipped[i] = Unmet(&s.Requires, k)
+		if k.Source == hostguest.Source {
+			if err := hostProblems(f); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, &BadInputError{err}
