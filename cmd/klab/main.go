@@ -19,6 +19,7 @@ import (
 	"klab/images/apt"
 	"klab/internal/paths"
 	"klab/lab"
+	"klab/lab/hostguest"
 	"klab/results/report"
 )
 
@@ -327,6 +328,11 @@ func shellJoin(args []string) string {
 }
 
 func main() {
+	// klab's executable is also the agent of a host run (--kernel host)
+	// and that agent's workload children.
+	if code, ok := hostguest.Main(os.Args); ok {
+		os.Exit(code)
+	}
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 

@@ -38,16 +38,16 @@ the comparison of the two runs.`,
 			if err != nil {
 				return err
 			}
-			lo := g.labOptions()
-			base := experiments.RunOptions{
-				RunsDir: g.runsDir, Opener: &lo, Command: os.Args,
-			}
+			base := experiments.RunOptions{RunsDir: g.runsDir, Command: os.Args}
 			if !quiet {
 				base.Progress = os.Stderr
 				base.Terminal = isTerminal(os.Stderr)
 			}
 			f, o, err := experiments.RerunOptions(old, base)
 			if err != nil {
+				return badInput(err)
+			}
+			if o.Opener, err = experimentOpener(g, o.Kernels); err != nil {
 				return badInput(err)
 			}
 			fmt.Fprintf(os.Stderr, "klab: rerunning %s with kernels %v\n", old.Manifest.RunID, o.Kernels)

@@ -7,12 +7,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"klab/experiments"
+	"klab/lab"
+	"klab/lab/hostguest"
 	"klab/results/report"
 )
 
@@ -103,11 +106,24 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 		}
 		sets[k] = v
 	}
-	lo := g.labOptions()
+	if slices.Contains(o.kernels, hostguest.Ref) {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"--cpus", o.cpus != 0}, {"--memory", o.memMB != 0}, {"--accel", o.accel != ""}} {
+			if f.set {
+				return badInput(fmt.Errorf("%s: --kernel %s runs on this host, without a VM", f.name, hostguest.Ref))
+			}
+		}
+	}
+	opener, err := experimentOpener(g, o.kernels)
+	if err != nil {
+		return badInput(err)
+	}
 	ro := experiments.RunOptions{
 		PlanOptions: experiments.PlanOptions{Kernels: o.kernels, Compare: o.compare, Rounds: o.rounds, Order: o.order},
 		Sets:        sets, CPUs: o.cpus, MemMB: o.memMB, Accel: o.accel, RunsDir: g.runsDir,
-		Opener: &lo, Command: os.Args,
+		Opener: opener, Command: os.Args,
 	}
 	if o.order == "random" || o.seed != 0 {
 		ro.Seed = &o.seed
@@ -139,6 +155,20 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// experimentOpener returns what runs an experiment's guests on kernels:
+// QEMU guests, or, for --kernel host (alone: its numbers come from another
+// machine than a guest's), the agent on this host.
+func experimentOpener(g *globalOptions, kernels []string) (lab.Opener, error) {
+	if !slices.Contains(kernels, hostguest.Ref) {
+		lo := g.labOptions()
+		return &lo, nil
+	}
+	if len(kernels) > 1 {
+		return nil, fmt.Errorf("--kernel %s runs on this host without a VM: its numbers do not compare with a guest's; give it alone, with --compare PARAM", hostguest.Ref)
+	}
+	return &hostguest.Opener{CacheDir: g.cacheDir, RunsDir: g.runsDir, Mirror: g.mirror, Progress: os.Stderr}, nil
 }
 
 // finishRun writes a run's reports, prints one in format, and returns 1
