@@ -15,7 +15,7 @@ BIN      := bin/klab
 BUILD_APT_PKGS := build-essential flex bison bc libelf-dev libssl-dev cpio kmod git patch
 APT_PKGS := qemu-system-x86 dpkg apt ca-certificates xz-utils libfuse3-dev gcc pkg-config fio e2fsprogs $(BUILD_APT_PKGS)
 # What make bench-fuse needs to build libfuse 3.18's passthrough_hp with
-# io_uring for the side-by-side comparison.
+# io_uring for the side-by-side comparison (in a guest and on the host).
 BENCH_APT_PKGS := meson ninja-build g++ pkg-config liburing-dev libnuma-dev
 # What only the tests need: headless Chromium renders the HTML report.
 TEST_APT_PKGS := chromium
@@ -139,18 +139,26 @@ bench-fidelity: deps build
 # klab's passthrough server over /dev/fuse against FUSE-over-io_uring, in
 # the shape of the seed's tables: in a guest, the experiment
 # experiments/fuse-uring.yaml (about 6 minutes under TCG; BENCH_FUSE_RUN
-# passes klab run's options), then on the host next to libfuse's
-# passthrough_hp (about 4 minutes, as root; BENCH_FUSE_FLAGS passes
-# --rounds, --seconds, --jobs, --nocache, --libfuse-hp PATH|none: see
-# `go run ./cmd/klab-bench-fuse --help`).
+# passes klab run's options), then on the host (as root, no VM) next to
+# libfuse's passthrough_hp, the experiment experiments/fuse-bench-host.yaml
+# run with --kernel host (about 12 minutes; BENCH_FUSE_HOST passes klab
+# run's options, e.g. --set jobs=2 --rounds 3 or --compare transport).
+# A host run changes no module parameter: the io_uring cells need fuse's
+# enable_uring, which this target turns on, and says so.
 BENCH_FUSE_RUN ?=
-BENCH_FUSE_FLAGS ?=
+BENCH_FUSE_HOST ?=
+ENABLE_URING := /sys/module/fuse/parameters/enable_uring
 bench-fuse: deps bench-deps build
 	./$(BIN) run fuse-uring --kernel $(KERNEL) $(BENCH_FUSE_RUN)
-	@if [ "$$(id -u)" = 0 ]; then $(GO) run ./cmd/klab-bench-fuse $(BENCH_FUSE_FLAGS); else echo "klab: the host part of bench-fuse needs root (it mounts FUSE); skipped"; fi
+	@if [ "$$(id -u)" != 0 ]; then echo "klab: the host part of bench-fuse needs root (it mounts FUSE); skipped"; exit 0; fi; \
+	if [ -e $(ENABLE_URING) ] && [ "$$(cat $(ENABLE_URING))" != Y ]; then \
+		echo "klab: turning on fuse's enable_uring on this host for the io_uring cells (echo Y > $(ENABLE_URING))"; \
+		echo Y > $(ENABLE_URING) || exit 1; \
+	fi; \
+	./$(BIN) run fuse-bench-host --kernel host $(BENCH_FUSE_HOST)
 
 # bench-deps installs what building libfuse's passthrough_hp needs (when
-# root); without it bench-fuse measures klab alone and says why.
+# root); without them the host part of bench-fuse stops and names them.
 bench-deps:
 	@missing=""; \
 	for c in meson ninja g++ pkg-config; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \

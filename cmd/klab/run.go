@@ -54,6 +54,17 @@ The run directory keeps the spec as run, the plan, every sample, each guest's
 console and events, and report.{txt,md,json,xml,html}. Ctrl-C stops cleanly
 and keeps what finished.
 
+--kernel host runs the experiment on this host's own kernel, without a VM
+(alone: compare two values of a parameter). It needs root, for FUSE mounts.
+klab starts its own agent in a child process, in a private mount namespace
+chrooted into a private tmpfs, so that the spec's directories are never the
+host's; the host's /usr and /etc are read-only there, and so are /proc/sys
+(but for vm/drop_caches, which a spec may write: that drops the whole host's
+page cache) and /sys. What would change the host is refused before anything
+runs: sysctls, ramdisks, mkfs, module parameters, VM settings (vm.icount,
+--cpus, --memory, --accel), and io_uring transports while fuse's
+enable_uring is off (turn it on yourself first).
+
 Exit status: 0 when the run completed and nothing failed; 1 when a check
 failed, B printed a new kernel splat, or a metric regressed past its
 threshold; 2 for a broken spec or bad flags (nothing is run); 125 when klab
@@ -61,14 +72,15 @@ failed; 130 when interrupted.`,
 		Example: `  klab run fuse-transport --kernel debian:7.3
   klab run experiments/fuse-transport.yaml --kernel debian:7.3 --rounds 8
   klab run my-exp.yaml --kernel debian:7.3 --kernel build:fix
-  klab run my-exp.yaml --kernel debian:7.3 --set jobs=1,4 --compare transport --order random --seed 7`,
+  klab run my-exp.yaml --kernel debian:7.3 --set jobs=1,4 --compare transport --order random --seed 7
+  sudo klab run fuse-bench-host --kernel host --set jobs=2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRun(cmd.Context(), g, o, args[0], os.Stdout, os.Stderr)
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&o.kernels, "kernel", "k", nil, "kernel: debian:<series>, build:<name>, or a bzImage path (A first; repeatable)")
+	f.StringArrayVarP(&o.kernels, "kernel", "k", nil, "kernel: debian:<series>, build:<name>, a bzImage path (A first; repeatable), or host: this host, no VM")
 	f.StringArrayVar(&o.sets, "set", nil, "override a parameter: NAME=V1[,V2...] (repeatable)")
 	f.IntVar(&o.rounds, "rounds", 0, "rounds per cell (default: the spec's, else 3)")
 	f.StringVar(&o.compare, "compare", "", "the A/B axis: kernel, or a parameter with two values (default: the spec's)")
