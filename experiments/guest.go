@@ -12,6 +12,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images"
+	"klab/internal/fileio"
 	"klab/lab"
 	"klab/results/splat"
 )
@@ -302,7 +303,7 @@ func (g *guestRun) measured(smp *Sample, u Unit, w *Workload, d *proto.Done) {
 	smp.Metrics = d.Metrics
 	if prof := d.Metrics.CPUProfile; len(prof) > 0 {
 		p := filepath.Join(g.dir, "profiles", g.profileName(u, w, ".pprof"))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil && writeAtomic(p, prof) == nil {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil && fileio.WriteAtomic(p, prof, 0o644) == nil {
 			g.disp.printf("  CPU profile of the guest agent: %s", p)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"klab/guest/proto"
+	"klab/internal/fileio"
 	"klab/results/profile"
 	"klab/results/report"
 )
@@ -53,7 +54,7 @@ func saveProfile(dir, name string, p *proto.Profile) (file, problem string) {
 	if err := os.MkdirAll(filepath.Join(dir, "profiles"), 0o755); err != nil {
 		return "", err.Error()
 	}
-	if err := writeAtomic(filepath.Join(dir, rel), b.Bytes()); err != nil {
+	if err := fileio.WriteAtomic(filepath.Join(dir, rel), b.Bytes(), 0o644); err != nil {
 		return "", err.Error()
 	}
 	return rel, ""

@@ -1,23 +1,19 @@
 package experiments
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"klab/internal/fileio"
 	"klab/results/report"
 	"klab/results/splat"
 	"klab/results/stats"
 )
-
-// maxRecord bounds each JSON file read back from a run directory.
-const maxRecord = 64 << 20
 
 // Saved is an experiment run read back from its directory.
 type Saved struct {
@@ -35,7 +31,7 @@ func Open(dir string) (*Saved, error) {
 		name string
 		v    any
 	}{{ManifestFileName, s.Manifest}, {PlanFileName, s.Plan}, {SamplesFileName, s.Samples}} {
-		if err := readJSON(filepath.Join(dir, r.name), r.v); err != nil {
+		if err := fileio.ReadJSON(filepath.Join(dir, r.name), r.v); err != nil {
 			return nil, err
 		}
 	}
@@ -99,25 +95,6 @@ func (s *Saved) check() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func readJSON(path string, v any) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
-	if err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > maxRecord {
-		return fmt.Errorf("read %s: larger than %d bytes", path, maxRecord)
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
-	}
-	return nil
 }
 
 // IsRun reports whether dir holds an experiment run.
@@ -336,7 +313,7 @@ func (s *Saved) WriteReports(r *report.Report) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := writeAtomic(filepath.Join(s.Dir, f.name), []byte(b.String())); err != nil {
+		if err := fileio.WriteAtomic(filepath.Join(s.Dir, f.name), []byte(b.String()), 0o644); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images"
+	"klab/internal/fileio"
 	"klab/internal/option"
 	"klab/lab"
 	"klab/lab/hostguest"
@@ -260,7 +261,7 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 	for i, ref := range plan.Kernels {
 		man.Kernels = append(man.Kernels, ManifestKernel{Ref: ref, Kernel: lab.ManifestKernel(kernels[i]), Skipped: skipped[i]})
 	}
-	if err := results.WriteFileAtomic(filepath.Join(run.Dir, SpecFileName), f.Data, 0o644); err != nil {
+	if err := fileio.WriteAtomic(filepath.Join(run.Dir, SpecFileName), f.Data, 0o644); err != nil {
 		return nil, err
 	}
 	samples := &Samples{Samples: []Sample{}, Checks: []CheckResult{}}
@@ -443,6 +444,3 @@ func readConfig(path string) map[string]string {
 	}
 	return m
 }
-
-// writeAtomic replaces path with data so that readers never see a part.
-func writeAtomic(path string, data []byte) error { return results.WriteFileAtomic(path, data, 0o644) }

@@ -23,7 +23,6 @@ import (
 	"klab/internal/paths"
 	"klab/internal/proc"
 	"klab/internal/units"
-	"klab/results"
 )
 
 // Debian kernels: see FetchDebian for the references understood and the
@@ -342,12 +341,6 @@ func loadKernelDir(dir string) (*Kernel, error) {
 		k.Modules = filepath.Join(dir, "modules")
 	}
 	return &k, nil
-}
-
-// writeFileAtomic replaces path with data (mode 0644) so that readers
-// never see a partial file.
-func writeFileAtomic(path string, data []byte) error {
-	return results.WriteFileAtomic(path, data, 0o644)
 }
 
 // debPkg is one binary package version.

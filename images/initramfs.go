@@ -26,8 +26,8 @@ import (
 	"github.com/u-root/uio/llog"
 
 	"klab/images/embedded"
+	"klab/internal/fileio"
 	"klab/internal/proc"
-	"klab/results"
 )
 
 // BaseCommands are the u-root commands in every klab initramfs: init, the
@@ -453,7 +453,7 @@ func ExportGuestParts(ctx context.Context, o InitramfsOptions, dir string) (*Gue
 		if err != nil {
 			return nil, err
 		}
-		if err := results.WriteFileAtomic(filepath.Join(dir, f.to), b, 0o644); err != nil {
+		if err := fileio.WriteAtomic(filepath.Join(dir, f.to), b, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -461,7 +461,7 @@ func ExportGuestParts(ctx context.Context, o InitramfsOptions, dir string) (*Gue
 	if err != nil {
 		return nil, err
 	}
-	if err := results.WriteFileAtomic(filepath.Join(dir, embedded.PartsFile), append(desc, '\n'), 0o644); err != nil {
+	if err := fileio.WriteAtomic(filepath.Join(dir, embedded.PartsFile), append(desc, '\n'), 0o644); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -472,7 +472,7 @@ func writePart(path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return results.WriteFileAtomic(path, data, mode)
+	return fileio.WriteAtomic(path, data, mode)
 }
 
 func shortNames(pkgs []string) []string {

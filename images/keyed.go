@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"klab/internal/fileio"
 	"klab/internal/flock"
 )
 
@@ -221,7 +222,7 @@ func writeAliases(dir string, m map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("alias index: %w", err)
 	}
-	if err := writeFileAtomic(aliasFile(dir), append(data, '\n')); err != nil {
+	if err := fileio.WriteAtomic(aliasFile(dir), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("alias index: %w", err)
 	}
 	return nil

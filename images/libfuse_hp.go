@@ -14,6 +14,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images/apt"
+	"klab/internal/fileio"
 	"klab/internal/proc"
 )
 
@@ -389,7 +390,7 @@ func buildPassthroughHP(ctx context.Context, env *apt.Env, tmp, out string, l ma
 	if err != nil {
 		return fmt.Errorf("build.json: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(out, "build.json"), append(data, '\n')); err != nil {
+	if err := fileio.WriteAtomic(filepath.Join(out, "build.json"), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("build.json: %w", err)
 	}
 	o.logf("built libfuse %s passthrough_hp with io_uring (liburing %s) in %.1fs", l.version, b.Liburing, b.BuildSeconds)

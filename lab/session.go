@@ -13,6 +13,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images"
+	"klab/internal/fileio"
 	"klab/results"
 	"klab/results/splat"
 	"klab/vm"
@@ -673,7 +674,7 @@ func (s *Session) Close() (*BootResult, error) {
 		}
 	}
 	if res.Diagnostics != "" {
-		if err := results.WriteFileAtomic(filepath.Join(s.run.Dir, "diagnostics.log"), []byte(res.Diagnostics), 0o644); err != nil {
+		if err := fileio.WriteAtomic(filepath.Join(s.run.Dir, "diagnostics.log"), []byte(res.Diagnostics), 0o644); err != nil {
 			s.o.progressf("warning: save diagnostics: %v", err)
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"klab/internal/fileio"
 	"klab/internal/option"
-	"klab/results"
 )
 
 // Merge copies the finished cells of shard trees (or of partial runs of
@@ -68,7 +68,7 @@ func Merge(dirs []string, out string) (*Tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
-	if err := results.WriteFileAtomic(filepath.Join(out, FileCopy), data, 0o644); err != nil {
+	if err := fileio.WriteAtomic(filepath.Join(out, FileCopy), data, 0o644); err != nil {
 		return nil, err
 	}
 	t := &Tree{Dir: out, Manifest: m, Results: map[string]*CellResult{}}

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"klab/experiments"
+	"klab/internal/fileio"
 	"klab/internal/option"
 	"klab/lab"
-	"klab/results"
 )
 
 // Files of a results tree.
@@ -308,7 +308,7 @@ func prepareTree(f *File, o *Options, cells []Cell) (*Tree, error) {
 	if err := os.MkdirAll(filepath.Join(o.Out, CellsDir), 0o755); err != nil {
 		return nil, err
 	}
-	if err := results.WriteFileAtomic(filepath.Join(o.Out, FileCopy), f.Data, 0o644); err != nil {
+	if err := fileio.WriteAtomic(filepath.Join(o.Out, FileCopy), f.Data, 0o644); err != nil {
 		return nil, err
 	}
 	if err := writeJSON(filepath.Join(o.Out, ManifestFile), m); err != nil {
@@ -392,7 +392,7 @@ type Tree struct {
 // (its klab was killed) counts as incomplete.
 func Open(dir string) (*Tree, error) {
 	t := &Tree{Dir: dir, Manifest: &Manifest{}, Results: map[string]*CellResult{}}
-	if err := readJSON(filepath.Join(dir, ManifestFile), t.Manifest); err != nil {
+	if err := fileio.ReadJSON(filepath.Join(dir, ManifestFile), t.Manifest); err != nil {
 		return nil, err
 	}
 	if t.Manifest.Schema != ManifestSchema {
@@ -405,7 +405,7 @@ func Open(dir string) (*Tree, error) {
 		}
 		ids[c.ID] = true
 		var r CellResult
-		err := readJSON(filepath.Join(dir, CellsDir, c.ID, CellFile), &r)
+		err := fileio.ReadJSON(filepath.Join(dir, CellsDir, c.ID, CellFile), &r)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			if _, serr := os.Stat(filepath.Join(dir, CellsDir, c.ID)); serr == nil {
@@ -442,29 +442,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return results.WriteFileAtomic(path, append(b, '\n'), 0o644)
-}
-
-// maxJSON bounds the JSON files a tree holds.
-const maxJSON = 16 << 20
-
-func readJSON(path string, v any) error {
-	fh, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, maxJSON+1))
-	if err != nil {
-		return err
-	}
-	if len(data) > maxJSON {
-		return fmt.Errorf("%s: larger than %d bytes", path, maxJSON)
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
+	return fileio.WriteAtomic(path, append(b, '\n'), 0o644)
 }
 
 // sortedCells returns cells sorted by ID.

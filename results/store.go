@@ -4,7 +4,7 @@
 // console splat scanner, statistics and reports. It never starts a VM.
 //
 // Everything is written so that a crash loses nothing already reported:
-// single files are replaced atomically (WriteFileAtomic), and the append-only
+// single files are replaced atomically (internal/fileio), and the append-only
 // logs go straight to the file without user-space buffering.
 package results
 
@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"klab/internal/fileio"
 )
 
 // File names inside a run directory.
@@ -47,64 +49,6 @@ var ErrEventTooLarge = errors.New("event line too large")
 // ErrBadName is returned for a run id, prefix or file name that is not a
 // plain name (see ValidName).
 var ErrBadName = errors.New("not a plain file name")
-
-// WriteFileAtomic replaces path with data so that a reader, or the file
-// system after a crash, sees either the old content or the new, never a mix.
-// It writes a temporary file in the same directory, fsyncs it, renames it
-// over path and fsyncs the directory. perm is applied exactly (the umask
-// does not narrow it).
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Chmod(perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("write %s: sync: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = syncDir(dir); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-// syncDir fsyncs a directory so that a rename or create in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
-	}
-	return nil
-}
 
 // ValidName reports whether name is safe to use as one path element inside a
 // run directory: 1 to 128 characters from [A-Za-z0-9._-], not starting with
@@ -174,7 +118,7 @@ func (s Store) Create(prefix string) (*Run, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create run: %w", err)
 		}
-		if err := syncDir(s.Root); err != nil {
+		if err := fileio.SyncDir(s.Root); err != nil {
 			return nil, fmt.Errorf("create run %s: %w", id, err)
 		}
 		return &Run{ID: id, Dir: dir}, nil
@@ -199,7 +143,7 @@ func (s Store) CreateNamed(id string) (*Run, error) {
 		}
 		return nil, fmt.Errorf("create run: %w", err)
 	}
-	if err := syncDir(s.Root); err != nil {
+	if err := fileio.SyncDir(s.Root); err != nil {
 		return nil, fmt.Errorf("create run %s: %w", id, err)
 	}
 	return &Run{ID: id, Dir: dir}, nil
@@ -289,22 +233,19 @@ func (r *Run) WriteJSON(name string, v any) error {
 	if err != nil {
 		return fmt.Errorf("run %s: encode %s: %w", r.ID, name, err)
 	}
-	return WriteFileAtomic(p, append(data, '\n'), 0o644)
+	return fileio.WriteAtomic(p, append(data, '\n'), 0o644)
 }
 
 // ReadJSON decodes the JSON file name in the run directory into v. The file
-// is read whole; use it for the small result files WriteJSON writes.
+// is read whole, and one larger than fileio.MaxJSON (64 MiB) is an error;
+// use it for the result files WriteJSON writes.
 func (r *Run) ReadJSON(name string, v any) error {
 	p, err := r.Path(name)
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(p)
-	if err != nil {
+	if err := fileio.ReadJSON(p, v); err != nil {
 		return fmt.Errorf("run %s: %w", r.ID, err)
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("run %s: decode %s: %w", r.ID, name, err)
 	}
 	return nil
 }
@@ -334,7 +275,7 @@ func (r *Run) WriteManifest(m *Manifest) error {
 	if err != nil {
 		return fmt.Errorf("run %s: encode manifest: %w", r.ID, err)
 	}
-	return WriteFileAtomic(filepath.Join(r.Dir, ManifestFile), append(data, '\n'), 0o644)
+	return fileio.WriteAtomic(filepath.Join(r.Dir, ManifestFile), append(data, '\n'), 0o644)
 }
 
 // ConsoleWriter opens console.log for appending and returns a writer for the

@@ -15,47 +15,6 @@ import (
 	"time"
 )
 
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "f.json")
-	if err := WriteFileAtomic(p, []byte("one"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFileAtomic(p, []byte("two"), 0o640); err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != "two" {
-		t.Errorf("content %q, want %q", got, "two")
-	}
-	st, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Mode().Perm() != 0o640 {
-		t.Errorf("perm %v, want 0640", st.Mode().Perm())
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ents) != 1 {
-		var names []string
-		for _, e := range ents {
-			names = append(names, e.Name())
-		}
-		t.Errorf("dir holds %v, want only f.json (temp file left behind?)", names)
-	}
-
-	err = WriteFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o644)
-	if !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("write into a missing dir: %v, want fs.ErrNotExist", err)
-	}
-}
-
 func TestValidName(t *testing.T) {
 	for _, tc := range []struct {
 		name string

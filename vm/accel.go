@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"klab/results"
+	"klab/internal/fileio"
 )
 
 // ProbeTimeout bounds the KVM probe boot: a guest that has not reached its
@@ -207,5 +207,5 @@ func writeVerdict(file string, v Verdict) {
 	}
 	// A unique temporary name: two first runs at once never cache a
 	// half-written verdict.
-	_ = results.WriteFileAtomic(file, append(b, '\n'), 0o644)
+	_ = fileio.WriteAtomic(file, append(b, '\n'), 0o644)
 }

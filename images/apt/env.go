@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"klab/internal/fileio"
 	"klab/internal/flock"
 	"klab/internal/proc"
-	"klab/results"
 )
 
 // listsMaxAge is how old the private package lists may get before Update
@@ -312,7 +312,7 @@ func moveFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	if err := results.WriteFileAtomic(dst, data, 0o644); err != nil {
+	if err := fileio.WriteAtomic(dst, data, 0o644); err != nil {
 		return err
 	}
 	return os.Remove(src)
@@ -324,7 +324,7 @@ func writeIfChanged(path, data string) (bool, error) {
 	if old, err := os.ReadFile(path); err == nil && string(old) == data {
 		return false, nil
 	}
-	return true, results.WriteFileAtomic(path, []byte(data), 0o644)
+	return true, fileio.WriteAtomic(path, []byte(data), 0o644)
 }
 
 // listsFiles returns the suites that have a package list (a Sources list
@@ -357,7 +357,7 @@ func (e *Env) Update(ctx context.Context, force bool) error {
 	}
 	defer unlock()
 	if _, err := os.Stat(e.path("status")); err != nil {
-		if err := results.WriteFileAtomic(e.path("status"), nil, 0o644); err != nil {
+		if err := fileio.WriteAtomic(e.path("status"), nil, 0o644); err != nil {
 			return fmt.Errorf("apt configuration: %w", err)
 		}
 	}
@@ -406,7 +406,7 @@ func (e *Env) Update(ctx context.Context, force bool) error {
 		e.logf("warning: the mirror has no %s list for %s", e.kind(), strings.Join(missing, " "))
 	}
 	e.logf("%s lists updated in %.1fs", e.kind(), time.Since(start).Seconds())
-	return results.WriteFileAtomic(stamp, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
+	return fileio.WriteAtomic(stamp, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
 }
 
 func sortedKeys(m map[string]bool) []string {

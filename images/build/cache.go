@@ -19,9 +19,9 @@ import (
 
 	"klab/images"
 	"klab/internal/filehash"
+	"klab/internal/fileio"
 	"klab/internal/flock"
 	"klab/internal/units"
-	"klab/results"
 )
 
 // The build cache lives in images.BuiltKernelsDir(cache):
@@ -173,7 +173,7 @@ func (s *store) saveEstimate(cfgKey string, steps int) {
 	}
 	m[cfgKey] = steps
 	if data, err := json.Marshal(m); err == nil {
-		_ = writeFileAtomic(p, data)
+		_ = fileio.WriteAtomic(p, data, 0o644)
 	}
 }
 
@@ -246,13 +246,7 @@ func (st *slotState) save(path string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data)
-}
-
-// writeFileAtomic replaces path with data (mode 0644) so that readers
-// never see a partial file.
-func writeFileAtomic(path string, data []byte) error {
-	return results.WriteFileAtomic(path, data, 0o644)
+	return fileio.WriteAtomic(path, data, 0o644)
 }
 
 func copyFile(src, dst string) error {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"klab/images"
+	"klab/internal/fileio"
 	"klab/internal/option"
 	"klab/internal/proc"
 )
@@ -260,7 +261,7 @@ func (h *hashMemo) save() {
 	}
 	if data, err := json.Marshal(h.m); err == nil {
 		if err := os.MkdirAll(filepath.Dir(h.path), 0o755); err == nil {
-			_ = writeFileAtomic(h.path, data)
+			_ = fileio.WriteAtomic(h.path, data, 0o644)
 		}
 	}
 	h.changed = false

@@ -29,7 +29,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"klab/images"
-	"klab/results"
+	"klab/internal/fileio"
 )
 
 // Ref is the kernel reference that selects this host: klab run
@@ -60,7 +60,7 @@ func Kernel(cacheDir string) (*images.Kernel, error) {
 		return nil, fmt.Errorf("host kernel: %w", err)
 	}
 	versionFile := filepath.Join(dir, "version")
-	if err := results.WriteFileAtomic(versionFile, version, 0o644); err != nil {
+	if err := fileio.WriteAtomic(versionFile, version, 0o644); err != nil {
 		return nil, fmt.Errorf("host kernel: %w", err)
 	}
 	config, err := hostConfig(release, dir)
@@ -100,7 +100,7 @@ func hostConfig(release, dir string) (string, error) {
 		return "", fmt.Errorf("/proc/config.gz: %w", err)
 	}
 	p := filepath.Join(dir, "config")
-	if err := results.WriteFileAtomic(p, data, 0o644); err != nil {
+	if err := fileio.WriteAtomic(p, data, 0o644); err != nil {
 		return "", err
 	}
 	return p, nil

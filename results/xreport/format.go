@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"klab/results"
+	"klab/internal/fileio"
 	"klab/results/internal/render"
 	"klab/results/stats"
 )
@@ -66,7 +66,7 @@ func WriteAll(dir string, m *Matrix) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := results.WriteFileAtomic(filepath.Join(dir, f.Name), b.Bytes(), 0o644); err != nil {
+		if err := fileio.WriteAtomic(filepath.Join(dir, f.Name), b.Bytes(), 0o644); err != nil {
 			errs = append(errs, err)
 		}
 	}
