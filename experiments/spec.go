@@ -13,7 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"klab/images/build"
+	"klab/internal/units"
 )
 
 // Spec is one experiment, as written in its YAML file.
@@ -333,7 +333,7 @@ func (s *Size) UnmarshalText(b []byte) error {
 		*s = Size(n)
 		return nil
 	}
-	n, err := build.ParseSize(t)
+	n, err := units.ParseSize(t)
 	if err != nil {
 		return fmt.Errorf("size %q: want bytes, or a number with k, M, G (4k, 1M)", t)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"klab/images"
+	"klab/internal/units"
 	"klab/lab"
 	"klab/results/splat"
 )
@@ -210,7 +211,7 @@ func (o *bootOptions) check() error {
 		errs = append(errs, errors.New("--config goes with --build (the config klab builds the tree with)"))
 	}
 	if o.maxOutput < 1 {
-		errs = append(errs, fmt.Errorf("--max-output %s: want at least 1M", fmtMiB(o.maxOutput)))
+		errs = append(errs, fmt.Errorf("--max-output %s: want at least 1M", units.FormatMiB(o.maxOutput)))
 	}
 	return errors.Join(errs...)
 }

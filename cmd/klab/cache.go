@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"klab/images/build"
 	"klab/images/cache"
 	"klab/internal/units"
 )
@@ -105,7 +104,7 @@ are never followed out of the cache.`,
 func runCacheGC(w io.Writer, g *globalOptions, o *cacheGCOptions) error {
 	max := int64(-1)
 	if o.maxSize != "" {
-		n, err := build.ParseSize(o.maxSize)
+		n, err := units.ParseSize(o.maxSize)
 		if err != nil {
 			return badInput(fmt.Errorf("--max-size: %w", err))
 		}

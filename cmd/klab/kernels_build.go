@@ -15,6 +15,7 @@ import (
 	"klab/images"
 	"klab/images/build"
 	"klab/internal/option"
+	"klab/internal/units"
 )
 
 type kernelsBuildOptions struct {
@@ -203,7 +204,7 @@ Debian kernel images and initramfs images are not touched.`,
 		Example: "  klab kernels gc\n  klab kernels gc --max-size 5G --dry-run\n  klab kernels gc --max-size 0",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			max, err := build.ParseSize(maxSize)
+			max, err := units.ParseSize(maxSize)
 			if err != nil {
 				return fmt.Errorf("--max-size: %w", err)
 			}

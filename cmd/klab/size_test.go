@@ -5,39 +5,9 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
-)
 
-func TestParseMiB(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int
-	}{
-		{"1024", 1024}, {"0", 0}, {"512M", 512}, {"512m", 512}, {"512MiB", 512}, {"512mib", 512}, {"512MB", 512},
-		{"2G", 2048}, {"2g", 2048}, {"2GiB", 2048}, {"2GB", 2048}, {"1.5G", 1536}, {"1.5GiB", 1536}, {".5G", 512},
-		{"4096K", 4}, {"4096KiB", 4}, {"1T", 1 << 20}, {" 2G ", 2048}, {"2 G", 2048},
-	} {
-		got, err := parseMiB(tc.in)
-		if err != nil || got != tc.want {
-			t.Errorf("parseMiB(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-	}
-	for _, tc := range []struct{ in, want string }{
-		{"", "want MiB, or a number with a unit K, M, G or T"},
-		{"2X", "want MiB, or a number with a unit K, M, G or T"},
-		{"-1G", "want MiB"},
-		{"2GiBs", "want MiB"},
-		{"1.5", "a plain number is a whole number of MiB"},
-		{"1000K", "not a whole number of MiB"},
-		{"0.1G", "not a whole number of MiB"},
-		{"2048B", "bytes are too fine"},
-		{"2000000T", "too large"},
-		{"1e9", "want MiB"},
-	} {
-		if got, err := parseMiB(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("parseMiB(%q) = %d, %v; want an error with %q", tc.in, got, err, tc.want)
-		}
-	}
-}
+	"klab/internal/units"
+)
 
 // TestMemoryFlag: --memory takes units, keeps MiB, shows its default in
 // a form it reads back, and its error names the flag, the value and what
@@ -49,7 +19,7 @@ func TestMemoryFlag(t *testing.T) {
 	if mib != 1024 || fs.Lookup("memory").DefValue != "1GiB" {
 		t.Errorf("default %d MiB shown as %q", mib, fs.Lookup("memory").DefValue)
 	}
-	if back, err := parseMiB(fs.Lookup("memory").DefValue); err != nil || back != 1024 {
+	if back, err := units.ParseMiB(fs.Lookup("memory").DefValue); err != nil || back != 1024 {
 		t.Errorf("the default does not read back: %d, %v", back, err)
 	}
 	if err := fs.Parse([]string{"-m", "1.5G"}); err != nil || mib != 1536 {
@@ -59,11 +29,6 @@ func TestMemoryFlag(t *testing.T) {
 	for _, want := range []string{"--memory", `"2X"`, "512M, 2G"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--memory 2X: error %v lacks %q", err, want)
-		}
-	}
-	for n, want := range map[int]string{0: "0", 512: "512MiB", 1536: "1536MiB", 2048: "2GiB", 1 << 20: "1TiB"} {
-		if got := fmtMiB(n); got != want {
-			t.Errorf("fmtMiB(%d) = %q, want %q", n, got, want)
 		}
 	}
 	// Every command's --memory is a size.

@@ -502,34 +502,5 @@ func Remove(cacheDir string, refs []string) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// ParseSize parses a size such as "20G", "500M", "1.5T" or "1048576"
-// (bytes; K, M, G and T are powers of 1024, and a trailing "B" or "iB" is
-// allowed).
-func ParseSize(s string) (int64, error) {
-	t := strings.ToUpper(strings.TrimSpace(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
-	mult := float64(1)
-	if t != "" {
-		switch t[len(t)-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult != 1 {
-			t = t[:len(t)-1]
-		}
-	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || f < 0 {
-		return 0, fmt.Errorf("size %q: want a number of bytes with an optional K, M, G or T suffix, e.g. 20G", s)
-	}
-	return int64(f * mult), nil
-}
-
 // HumanSize formats n bytes in binary units: "2.5 MiB", "20.0 GiB".
 func HumanSize(n int64) string { return units.Bytes(n) }

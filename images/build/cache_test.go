@@ -89,21 +89,6 @@ func keyOf(lists ...[]string) string {
 	return hex.EncodeToString(sum[:])[:20]
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{
-		"20G": 20 << 30, "500M": 500 << 20, "1.5T": 3 << 39, "1024": 1024, "0": 0, "64KiB": 64 << 10, "2gb": 2 << 30,
-	} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "G", "-1G", "ten"} {
-		if _, err := ParseSize(bad); err == nil || !strings.Contains(err.Error(), "e.g. 20G") {
-			t.Errorf("ParseSize(%q): err = %v", bad, err)
-		}
-	}
-}
-
 // fakeResult puts a built kernel into the cache under name.
 func fakeResult(t *testing.T, s *store, key, name string, size int, used time.Time) string {
 	t.Helper()

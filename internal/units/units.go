@@ -1,6 +1,7 @@
-// Package units formats byte counts for people, in one unit system for
-// all of klab's output: binary prefixes (KiB, MiB, GiB, TiB), as the
-// kernel and QEMU use for memory.
+// Package units formats and parses byte counts, in one unit system for
+// all of klab's input and output: binary prefixes (KiB, MiB, GiB, TiB),
+// as the kernel and QEMU use for memory. Every size klab reads (flags,
+// experiment and matrix files) goes through ParseSize or ParseMiB.
 package units
 
 import "fmt"
