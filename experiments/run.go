@@ -14,10 +14,10 @@ import (
 	"klab/images"
 	"klab/internal/fileio"
 	"klab/internal/option"
+	"klab/internal/textsafe"
 	"klab/lab"
 	"klab/lab/hostguest"
 	"klab/results"
-	"klab/results/report"
 	"klab/results/splat"
 )
 
@@ -384,7 +384,7 @@ const maxGuestText = 1024
 // control characters (a terminal escape stays inert) and at most
 // maxGuestText bytes.
 func guestText(s string) string {
-	s = strings.NewReplacer("\n", "", "\t", " ").Replace(report.Clean(s))
+	s = strings.NewReplacer("\n", "", "\t", " ").Replace(textsafe.Clean(s))
 	if len(s) > maxGuestText {
 		s = strings.ToValidUTF8(s[:maxGuestText], "") + " [cut]"
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"klab/images"
-	"klab/results/report"
+	"klab/internal/textsafe"
 	"klab/vm"
 )
 
@@ -97,7 +97,7 @@ func (o *Options) progressf(format string, args ...any) {
 	if o.Progress != nil {
 		// Progress quotes the guest (its agent version and release) and
 		// kernel images: no control characters reach the terminal.
-		fmt.Fprintln(o.Progress, report.Clean(strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " ")))
+		fmt.Fprintln(o.Progress, textsafe.Clean(strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " ")))
 	}
 }
 

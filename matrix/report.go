@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"klab/experiments"
-	"klab/results/report"
+	"klab/internal/textsafe"
 	"klab/results/stats"
 	"klab/results/xreport"
 )
@@ -34,7 +34,7 @@ func (t *Tree) Report() *xreport.Matrix {
 	accels := map[string]bool{}
 	splats := map[string]map[string]*xreport.Splat{} // kernel -> title
 	problem := func(c Cell, msg string) xreport.Problem {
-		return xreport.Problem{Cell: c.Name(), Kernel: c.Kernel, Experiment: c.Experiment, Message: report.Clean(msg)}
+		return xreport.Problem{Cell: c.Name(), Kernel: c.Kernel, Experiment: c.Experiment, Message: textsafe.Clean(msg)}
 	}
 	for _, exp := range m.Experiments {
 		type rowAcc struct {
@@ -82,7 +82,7 @@ func (t *Tree) Report() *xreport.Matrix {
 					if splats[ref] == nil {
 						splats[ref] = map[string]*xreport.Splat{}
 					}
-					title := report.Clean(s.Title)
+					title := textsafe.Clean(s.Title)
 					sp := splats[ref][title]
 					if sp == nil {
 						sp = &xreport.Splat{Kernel: ref, Title: title, Type: string(s.Type)}
@@ -108,7 +108,7 @@ func (t *Tree) Report() *xreport.Matrix {
 					key := withoutSets(row.Name, exp) + sd.label
 					acc := rows[key]
 					if acc == nil {
-						acc = &rowAcc{row: xreport.Row{Experiment: exp, Name: report.Clean(key), Metric: row.Metric, Unit: row.Unit, Direction: row.Direction},
+						acc = &rowAcc{row: xreport.Row{Experiment: exp, Name: textsafe.Clean(key), Metric: row.Metric, Unit: row.Unit, Direction: row.Direction},
 							cells: map[string]xreport.Cell{}}
 						rows[key] = acc
 						order = append(order, key)

@@ -18,9 +18,9 @@ import (
 
 	"klab/images/apt"
 	"klab/internal/paths"
+	"klab/internal/textsafe"
 	"klab/lab"
 	"klab/lab/hostguest"
-	"klab/results/report"
 )
 
 // globalOptions are the flags every command shares.
@@ -373,7 +373,7 @@ func runRoot(root *cobra.Command, g *globalOptions, args []string, stderr io.Wri
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
-				fmt.Fprintln(stderr, "klab:", report.Clean(ee.msg))
+				fmt.Fprintln(stderr, "klab:", textsafe.Clean(ee.msg))
 			}
 			return ee.code
 		}
@@ -383,7 +383,7 @@ func runRoot(root *cobra.Command, g *globalOptions, args []string, stderr io.Wri
 		}
 		// Errors may quote the guest or a kernel image: no escape
 		// sequences reach the terminal.
-		fmt.Fprintln(stderr, "klab:", report.Clean(msg))
+		fmt.Fprintln(stderr, "klab:", textsafe.Clean(msg))
 		return lab.ExitCode(err)
 	}
 	return 0
@@ -410,7 +410,7 @@ func (g *globalOptions) labOptions() lab.Options {
 // characters. Kernel versions come from kernel images, splat titles and
 // releases from the guest: none is trusted.
 func shown(s string) string {
-	return strings.Join(strings.Fields(report.Clean(s)), " ")
+	return textsafe.OneLine(s)
 }
 
 // quietWriter discards verbose output.

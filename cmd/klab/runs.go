@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"klab/experiments"
+	"klab/internal/textsafe"
 	"klab/results"
 	"klab/results/report"
 )
@@ -234,7 +235,7 @@ func showRun(w io.Writer, dir string) error {
 		m := s.Manifest
 		fmt.Fprintf(w, "run %s: experiment %s, %s", m.RunID, m.Experiment, m.Status)
 		if m.Message != "" {
-			fmt.Fprintf(w, " (%s)", report.Clean(m.Message))
+			fmt.Fprintf(w, " (%s)", textsafe.Clean(m.Message))
 		}
 		fmt.Fprintf(w, "\n%d guest(s):\n", len(m.Guests))
 		for _, gr := range m.Guests {
@@ -250,7 +251,7 @@ func showRun(w io.Writer, dir string) error {
 	}
 	fmt.Fprintf(w, "run %s: %s", m.RunID, m.Outcome.Status)
 	if m.Outcome.Message != "" {
-		fmt.Fprintf(w, " (%s)", report.Clean(m.Outcome.Message))
+		fmt.Fprintf(w, " (%s)", textsafe.Clean(m.Outcome.Message))
 	}
 	fmt.Fprintf(w, ", exit %d\nkernel %s %s (%s)\naccel %s, qemu %s\ncommand: %s\n", m.Outcome.ExitCode, m.Kernel.Name,
 		m.Kernel.Version, m.Kernel.ID, m.Accel, m.QEMU.Version, strings.Join(m.Command, " "))
@@ -262,7 +263,7 @@ func showRun(w io.Writer, dir string) error {
 	}
 	fmt.Fprintf(w, "%d kernel splat(s)\n", len(splats))
 	for _, s := range splats {
-		fmt.Fprintf(w, "  %s\n", report.Clean(s.Title))
+		fmt.Fprintf(w, "  %s\n", textsafe.Clean(s.Title))
 	}
 	out, err := guestOutput(dir, 64<<10)
 	if err == nil && out != "" {
@@ -281,7 +282,7 @@ func guestOutput(dir string, limit int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s := report.Clean(string(out))
+	s := textsafe.Clean(string(out))
 	if more {
 		s += "\n[output cut at " + fmt.Sprint(limit) + " bytes]\n"
 	}

@@ -14,6 +14,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"klab/internal/textsafe"
 	"klab/results/internal/render"
 	"klab/results/stats"
 )
@@ -71,12 +72,12 @@ func chartSVG(r *Report, row Row) (template.HTML, error) {
 	sc := render.ScaleFor(math.Max(math.Abs(lo), math.Abs(hi)), row.Unit)
 
 	p := plot.New()
-	p.Title.Text = render.OneLine(row.Name)
+	p.Title.Text = textsafe.OneLine(row.Name)
 	p.Y.Label.Text = sc.AxisLabel()
 	if p.Y.Label.Text == "" {
-		p.Y.Label.Text = render.OneLine(row.Metric)
+		p.Y.Label.Text = textsafe.OneLine(row.Metric)
 	}
-	p.X.Label.Text = render.OneLine(r.Axis)
+	p.X.Label.Text = textsafe.OneLine(r.Axis)
 	p.NominalX(chartLabel("A", r.A), chartLabel("B", r.B))
 	p.X.Min, p.X.Max = -0.6, 1.6
 	pad := (hi - lo) / 10
@@ -155,7 +156,7 @@ type ciPoint struct {
 // chartLabel labels a side on the X axis: "A: label", shortened.
 func chartLabel(name string, s Side) string {
 	const maxLen = 24
-	l := []rune(render.OneLine(s.Label))
+	l := []rune(textsafe.OneLine(s.Label))
 	if len(l) > maxLen {
 		l = append(l[:maxLen-1], '…')
 	}

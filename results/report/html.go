@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"klab/internal/textsafe"
 	"klab/results/internal/render"
 	"klab/results/stats"
 )
@@ -30,7 +31,7 @@ func HTML(w io.Writer, r *Report) error {
 		page.Header = append(page.Header, htmlCell{h, tableRight[i]})
 	}
 	for _, row := range r.Rows {
-		hr := htmlRow{Name: render.OneLine(row.Name), Class: rowClass(row)}
+		hr := htmlRow{Name: textsafe.OneLine(row.Name), Class: rowClass(row)}
 		for i, c := range tableRow(row) {
 			hr.Cells = append(hr.Cells, htmlCell{c, tableRight[i]})
 		}
@@ -43,7 +44,7 @@ func HTML(w io.Writer, r *Report) error {
 	}
 	for _, p := range r.Profiles {
 		hp := htmlProfile{Title: profileTitle(p), Header: profileHeader, Rows: profileRows(p), Note: profileNote,
-			LabelA: "A: " + render.OneLine(r.A.Label), LabelB: "B: " + render.OneLine(r.B.Label),
+			LabelA: "A: " + textsafe.OneLine(r.A.Label), LabelB: "B: " + textsafe.OneLine(r.B.Label),
 			// Icicles come from klab's own SVG writer, which escapes
 			// every name in them.
 			IcicleA: template.HTML(p.IcicleA), IcicleB: template.HTML(p.IcicleB)}
@@ -124,23 +125,23 @@ func rowClass(row Row) string {
 // manifestFields summarise the run's manifest.
 func manifestFields(r *Report) []htmlField {
 	f := []htmlField{
-		{"experiment", render.OneLine(r.Experiment)},
-		{"spec", render.JoinNonEmpty(", sha256 ", render.OneLine(r.SpecFile), render.OneLine(r.SpecSHA256))},
-		{"run", render.JoinNonEmpty(" in ", render.OneLine(r.RunID), render.OneLine(r.RunDir))},
-		{"time", render.JoinNonEmpty(" to ", render.OneLine(r.Start), render.OneLine(r.End)) + ", " + wallTime(r.WallSec)},
-		{"axis", render.OneLine(r.Axis)},
+		{"experiment", textsafe.OneLine(r.Experiment)},
+		{"spec", render.JoinNonEmpty(", sha256 ", textsafe.OneLine(r.SpecFile), textsafe.OneLine(r.SpecSHA256))},
+		{"run", render.JoinNonEmpty(" in ", textsafe.OneLine(r.RunID), textsafe.OneLine(r.RunDir))},
+		{"time", render.JoinNonEmpty(" to ", textsafe.OneLine(r.Start), textsafe.OneLine(r.End)) + ", " + wallTime(r.WallSec)},
+		{"axis", textsafe.OneLine(r.Axis)},
 		{"A", sideDesc(r, r.A, kernelFull)},
 		{"B", sideDesc(r, r.B, kernelFull)},
 	}
 	for _, k := range r.Kernels {
-		f = append(f, htmlField{"kernel " + render.OneLine(k.Ref), render.JoinNonEmpty(" ", render.OneLine(k.Name), render.OneLine(k.Version), "id "+render.OneLine(k.ID))})
+		f = append(f, htmlField{"kernel " + textsafe.OneLine(k.Ref), render.JoinNonEmpty(" ", textsafe.OneLine(k.Name), textsafe.OneLine(k.Version), "id "+textsafe.OneLine(k.ID))})
 	}
 	return append(f,
-		htmlField{"accel", render.OneLine(r.Accel)},
-		htmlField{"host", render.OneLine(r.Host)},
-		htmlField{"qemu", render.OneLine(r.QEMU)},
+		htmlField{"accel", textsafe.OneLine(r.Accel)},
+		htmlField{"host", textsafe.OneLine(r.Host)},
+		htmlField{"qemu", textsafe.OneLine(r.QEMU)},
 		htmlField{"guest", fmt.Sprintf("%d vCPUs, %d MiB", r.CPUs, r.MemMB)},
-		htmlField{"rounds", render.JoinNonEmpty(" ", strconv.Itoa(r.Rounds), paren(render.JoinNonEmpty(", ", render.OneLine(r.Order), render.OneLine(r.Reuse))))},
+		htmlField{"rounds", render.JoinNonEmpty(" ", strconv.Itoa(r.Rounds), paren(render.JoinNonEmpty(", ", textsafe.OneLine(r.Order), textsafe.OneLine(r.Reuse))))},
 	)
 }
 

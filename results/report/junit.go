@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"klab/internal/textsafe"
 	"klab/results/internal/render"
 )
 
@@ -15,30 +16,30 @@ import (
 // failing when B printed kernel reports A did not, and a skipped
 // testcase per skipped cell.
 func JUnit(w io.Writer, r *Report) error {
-	exp := render.OneLine(r.Experiment)
+	exp := textsafe.OneLine(r.Experiment)
 	suite := render.JUnitSuite{
 		Name:      exp,
 		Time:      render.JUnitTime(r.WallSec),
 		Timestamp: r.Start,
 		Properties: []render.JUnitProperty{
-			{Name: "accel", Value: render.OneLine(r.Accel)},
-			{Name: "host", Value: render.OneLine(r.Host)},
-			{Name: "qemu", Value: render.OneLine(r.QEMU)},
+			{Name: "accel", Value: textsafe.OneLine(r.Accel)},
+			{Name: "host", Value: textsafe.OneLine(r.Host)},
+			{Name: "qemu", Value: textsafe.OneLine(r.QEMU)},
 			{Name: "a", Value: sideDesc(r, r.A, kernelFull)},
 			{Name: "b", Value: sideDesc(r, r.B, kernelFull)},
-			{Name: "spec", Value: render.OneLine(r.SpecFile)},
+			{Name: "spec", Value: textsafe.OneLine(r.SpecFile)},
 			{Name: "spec_sha256", Value: r.SpecSHA256},
-			{Name: "run_dir", Value: render.OneLine(r.RunDir)},
+			{Name: "run_dir", Value: textsafe.OneLine(r.RunDir)},
 		},
 	}
 	for _, c := range r.Checks {
 		tc := render.JUnitCase{
 			Classname: exp + ".checks",
-			Name:      render.JoinNonEmpty(" ", render.OneLine(c.Name), render.OneLine(c.Cell), render.OneLine(c.Side), fmt.Sprintf("round %d", c.Round)),
+			Name:      render.JoinNonEmpty(" ", textsafe.OneLine(c.Name), textsafe.OneLine(c.Cell), textsafe.OneLine(c.Side), fmt.Sprintf("round %d", c.Round)),
 			Time:      render.JUnitTime(c.TookSec),
 		}
 		if !c.Passed {
-			tc.Failure = &render.JUnitFailure{Message: render.OneLine(c.Message), Type: "check"}
+			tc.Failure = &render.JUnitFailure{Message: textsafe.OneLine(c.Message), Type: "check"}
 		}
 		suite.Add(tc)
 	}
@@ -46,7 +47,7 @@ func JUnit(w io.Writer, r *Report) error {
 		cells := tableRow(row)
 		tc := render.JUnitCase{
 			Classname: exp + ".cells",
-			Name:      render.OneLine(row.Name),
+			Name:      textsafe.OneLine(row.Name),
 			Time:      render.JUnitTime(0),
 			SystemOut: render.JoinNonEmpty(", ", "A "+cells[1], "B "+cells[2], "B/A "+cells[3], render.JoinNonEmpty(" ", "change", cells[4], cells[5]), cells[6], cells[7]),
 		}
@@ -64,7 +65,7 @@ func JUnit(w io.Writer, r *Report) error {
 	if len(r.Splats.New) > 0 {
 		titles := make([]string, len(r.Splats.New))
 		for i, s := range r.Splats.New {
-			titles[i] = render.OneLine(s.Title)
+			titles[i] = textsafe.OneLine(s.Title)
 		}
 		splats.Failure = &render.JUnitFailure{Type: "splat", Message: "new in B: " + strings.Join(titles, "; ")}
 	}
@@ -72,9 +73,9 @@ func JUnit(w io.Writer, r *Report) error {
 	for _, s := range r.Skipped {
 		suite.Add(render.JUnitCase{
 			Classname: exp + ".cells",
-			Name:      render.OneLine(s.Cell),
+			Name:      textsafe.OneLine(s.Cell),
 			Time:      render.JUnitTime(0),
-			Skipped:   &render.JUnitSkipped{Message: render.OneLine(s.Reason)},
+			Skipped:   &render.JUnitSkipped{Message: textsafe.OneLine(s.Reason)},
 		})
 	}
 	doc := render.JUnitSuites{

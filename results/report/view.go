@@ -4,19 +4,13 @@ import (
 	"fmt"
 	"strings"
 
+	"klab/internal/textsafe"
 	"klab/results/internal/render"
 	"klab/results/stats"
 )
 
 // This file holds the lines and table cells the human-readable formats
 // (Text, Markdown, HTML) share.
-
-// Clean returns s without control and format characters (escape
-// sequences, bidirectional overrides, zero-width characters) other than
-// newline and tab: the report carries text from an untrusted guest.
-func Clean(s string) string {
-	return render.Clean(s)
-}
 
 // fmtChange formats a row's change like benchstat: "+12.3%", or "~"
 // when it is not significant.
@@ -58,10 +52,10 @@ func tableRow(row Row) []string {
 			}
 			return render.FmtValue(s.Median, row.Unit)
 		}
-		return []string{render.OneLine(row.Name), side(row.A), side(row.B), "-", "-", "-", "-", "-"}
+		return []string{textsafe.OneLine(row.Name), side(row.A), side(row.B), "-", "-", "-", "-", "-"}
 	}
 	return []string{
-		render.OneLine(row.Name),
+		textsafe.OneLine(row.Name),
 		render.FmtValue(row.A.Median, row.Unit),
 		render.FmtValue(row.B.Median, row.Unit),
 		fmtRatio(row.Change.Ratio),
@@ -83,10 +77,10 @@ func fmtRatio(r float64) string {
 
 // titleLine names the experiment: "name: description".
 func titleLine(r *Report) string {
-	if d := render.OneLine(r.Description); d != "" {
-		return render.OneLine(r.Experiment) + ": " + d
+	if d := textsafe.OneLine(r.Description); d != "" {
+		return textsafe.OneLine(r.Experiment) + ": " + d
 	}
-	return render.OneLine(r.Experiment)
+	return textsafe.OneLine(r.Experiment)
 }
 
 // sideLine names the two sides: "A: label (kernel)   B: label
@@ -108,7 +102,7 @@ func sideLine(r *Report, width int) string {
 
 // sideDesc is a side's label with its kernel in parentheses.
 func sideDesc(r *Report, s Side, detail int) string {
-	label := render.OneLine(s.Label)
+	label := textsafe.OneLine(s.Label)
 	if k := kernelDesc(r, s, detail); k != "" {
 		return label + " (" + k + ")"
 	}
@@ -138,7 +132,7 @@ func kernelDesc(r *Report, s Side, detail int) string {
 	}
 	switch {
 	case k == nil && s.Kernel != "":
-		return render.OneLine(s.Kernel)
+		return textsafe.OneLine(s.Kernel)
 	case k == nil && len(r.Kernels) == 1:
 		k = &r.Kernels[0]
 	case k == nil:
@@ -149,7 +143,7 @@ func kernelDesc(r *Report, s Side, detail int) string {
 		if i == 0 && p == s.Label {
 			continue // the label names the kernel already
 		}
-		if p = render.OneLine(p); p != "" {
+		if p = textsafe.OneLine(p); p != "" {
 			parts = append(parts, p)
 		}
 	}
@@ -169,7 +163,7 @@ func shortID(id string) string {
 // emulator version 7.2.17 (Debian 1:7.2+dfsg-7+deb12u16)" gives
 // "7.2.17"); the manifest keeps the whole line.
 func qemuVersion(r *Report) string {
-	v, _, _ := strings.Cut(strings.TrimPrefix(render.OneLine(r.QEMU), "QEMU emulator version "), " ")
+	v, _, _ := strings.Cut(strings.TrimPrefix(textsafe.OneLine(r.QEMU), "QEMU emulator version "), " ")
 	return v
 }
 
@@ -179,11 +173,11 @@ func qemuVersion(r *Report) string {
 // shape.
 func envLine(r *Report) string {
 	s := fmt.Sprintf("accel %s, host %s, qemu %s, %d vCPUs, %d MiB, %d rounds",
-		render.OneLine(r.Accel), render.OneLine(r.Host), qemuVersion(r), r.CPUs, r.MemMB, r.Rounds)
+		textsafe.OneLine(r.Accel), textsafe.OneLine(r.Host), qemuVersion(r), r.CPUs, r.MemMB, r.Rounds)
 	if r.Accel == "host" {
-		s = fmt.Sprintf("no VM (accel host), host %s, %d rounds", render.OneLine(r.Host), r.Rounds)
+		s = fmt.Sprintf("no VM (accel host), host %s, %d rounds", textsafe.OneLine(r.Host), r.Rounds)
 	}
-	return render.JoinNonEmpty(" ", s, paren(render.JoinNonEmpty(", ", render.OneLine(r.Order), render.OneLine(r.Reuse))))
+	return render.JoinNonEmpty(" ", s, paren(render.JoinNonEmpty(", ", textsafe.OneLine(r.Order), textsafe.OneLine(r.Reuse))))
 }
 
 // paren returns s in parentheses, "" for "".
@@ -200,17 +194,17 @@ func checkLine(c Check) string {
 	if c.Passed {
 		s = "PASS "
 	}
-	s += render.OneLine(c.Name)
-	if cell := render.OneLine(c.Cell); cell != "" {
+	s += textsafe.OneLine(c.Name)
+	if cell := textsafe.OneLine(c.Cell); cell != "" {
 		s += " [" + cell + "]"
 	}
-	if side := render.OneLine(c.Side); side != "" {
+	if side := textsafe.OneLine(c.Side); side != "" {
 		s += " " + strings.ToUpper(side)
 	}
 	if c.Round > 0 {
 		s += fmt.Sprintf(" round %d", c.Round)
 	}
-	if m := render.OneLine(c.Message); m != "" {
+	if m := textsafe.OneLine(c.Message); m != "" {
 		s += ": " + m
 	}
 	return s
@@ -218,7 +212,7 @@ func checkLine(c Check) string {
 
 // skippedLine is one skipped cell: "skipped: cell: reason".
 func skippedLine(s Skipped) string {
-	return "skipped: " + render.OneLine(s.Cell) + ": " + render.OneLine(s.Reason)
+	return "skipped: " + textsafe.OneLine(s.Cell) + ": " + textsafe.OneLine(s.Reason)
 }
 
 // splatGroup is one list of the splat diff with its label.
@@ -242,10 +236,10 @@ func splatGroups(r *Report) []splatGroup {
 // B 1)".
 func splatLine(label string, s SplatCount) string {
 	counts := fmt.Sprintf("A %d, B %d", s.A, s.B)
-	if t := render.OneLine(s.Type); t != "" {
+	if t := textsafe.OneLine(s.Type); t != "" {
 		counts = t + "; " + counts
 	}
-	return label + " " + render.OneLine(s.Title) + " (" + counts + ")"
+	return label + " " + textsafe.OneLine(s.Title) + " (" + counts + ")"
 }
 
 // noSplats is said when neither side printed a kernel report.
@@ -278,7 +272,7 @@ func warningLines(r *Report) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(s string) {
-		if s = render.OneLine(s); s != "" && !seen[s] {
+		if s = textsafe.OneLine(s); s != "" && !seen[s] {
 			seen[s] = true
 			out = append(out, s)
 		}
@@ -293,7 +287,7 @@ func warningLines(r *Report) []string {
 	var msgs []string
 	origins := map[string]*origin{}
 	note := func(msg, row string, side int) {
-		msg, row = render.OneLine(msg), render.OneLine(row)
+		msg, row = textsafe.OneLine(msg), textsafe.OneLine(row)
 		if msg == "" {
 			return
 		}
@@ -353,7 +347,7 @@ func resultLine(r *Report) string {
 	}
 	fs := make([]string, len(r.Failures))
 	for i, f := range r.Failures {
-		fs[i] = render.OneLine(f)
+		fs[i] = textsafe.OneLine(f)
 	}
 	return "result: FAIL: " + strings.Join(fs, "; ")
 }
@@ -361,13 +355,13 @@ func resultLine(r *Report) string {
 // referenceText is the Reference without leading empty lines, trailing
 // white space and control characters.
 func referenceText(r *Report) string {
-	return strings.TrimLeft(strings.TrimRight(Clean(r.Reference), " \t\n"), "\n")
+	return strings.TrimLeft(strings.TrimRight(textsafe.Clean(r.Reference), " \t\n"), "\n")
 }
 
 // profileTitle heads a profile's table.
 func profileTitle(p Profile) string {
 	return fmt.Sprintf("profile of %s (%s; samples: A %d, B %d), share with callees:",
-		render.OneLine(p.Row), render.OneLine(p.Event), p.SamplesA, p.SamplesB)
+		textsafe.OneLine(p.Row), textsafe.OneLine(p.Event), p.SamplesA, p.SamplesB)
 }
 
 // profileHeader are the columns of a profile's table.
@@ -379,7 +373,7 @@ func profileRows(p Profile) [][]string {
 	var rows [][]string
 	named := map[string]bool{}
 	row := func(f FuncShare, mark string) []string {
-		return []string{render.OneLine(f.Func) + mark, fmtShare(f.A), fmtShare(f.B), fmt.Sprintf("%+.1f pt", 100*(f.B-f.A)), fmtShare(f.SelfA), fmtShare(f.SelfB)}
+		return []string{textsafe.OneLine(f.Func) + mark, fmtShare(f.A), fmtShare(f.B), fmt.Sprintf("%+.1f pt", 100*(f.B-f.A)), fmtShare(f.SelfA), fmtShare(f.SelfB)}
 	}
 	for _, f := range p.Functions {
 		named[f.Func] = true

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"klab/internal/fileio"
+	"klab/internal/textsafe"
 	"klab/results/internal/render"
 	"klab/results/stats"
 )
@@ -104,23 +105,23 @@ func experiments(m *Matrix) []string {
 // 2 experiments, 5/6 cells complete".
 func titleLine(m *Matrix) string {
 	return fmt.Sprintf("matrix %s: %d kernels x %d experiments, %d/%d cells complete",
-		render.OneLine(m.Name), len(m.Kernels), len(experiments(m)), m.Complete, m.Cells)
+		textsafe.OneLine(m.Name), len(m.Kernels), len(experiments(m)), m.Complete, m.Cells)
 }
 
 // kernelDesc describes a column's kernel: "debian:7.3 (6.12.43+deb13,
 // baseline)", the name standing in for an unknown version.
 func kernelDesc(m *Matrix, k Kernel) string {
-	v := render.OneLine(k.Version)
+	v := textsafe.OneLine(k.Version)
 	if v == "" {
-		v = render.OneLine(k.Name)
+		v = textsafe.OneLine(k.Name)
 	}
 	if k.Ref == m.Baseline {
 		v = render.JoinNonEmpty(", ", v, "baseline")
 	}
 	if v == "" {
-		return render.OneLine(k.Ref)
+		return textsafe.OneLine(k.Ref)
 	}
-	return render.OneLine(k.Ref) + " (" + v + ")"
+	return textsafe.OneLine(k.Ref) + " (" + v + ")"
 }
 
 // kernelsLine lists the columns and the accelerator: "kernels: a (v1,
@@ -133,23 +134,23 @@ func kernelsLine(m *Matrix) string {
 	if len(descs) == 0 {
 		descs = []string{"none"}
 	}
-	return "kernels: " + strings.Join(descs, ", ") + "; accel " + render.OneLine(m.Accel)
+	return "kernels: " + strings.Join(descs, ", ") + "; accel " + textsafe.OneLine(m.Accel)
 }
 
 // fileLine names the matrix file and the results tree.
 func fileLine(m *Matrix) string {
-	f := render.OneLine(m.File)
-	if s := render.OneLine(m.SHA256); s != "" {
+	f := textsafe.OneLine(m.File)
+	if s := textsafe.OneLine(m.SHA256); s != "" {
 		f = render.JoinNonEmpty(" ", f, "(sha256 "+s+")")
 	}
-	return render.JoinNonEmpty(", ", render.JoinNonEmpty(" ", "file", f), render.JoinNonEmpty(" ", "results in", render.OneLine(m.Dir)))
+	return render.JoinNonEmpty(", ", render.JoinNonEmpty(" ", "file", f), render.JoinNonEmpty(" ", "results in", textsafe.OneLine(m.Dir)))
 }
 
 // legendLine explains the table's marks.
 func legendLine(m *Matrix) string {
 	base := "no baseline"
 	if m.Baseline != "" {
-		base = "changes vs the baseline " + render.OneLine(m.Baseline)
+		base = "changes vs the baseline " + textsafe.OneLine(m.Baseline)
 	}
 	return fmt.Sprintf("%s; * significant (Mann-Whitney U, alpha %.2f); ~ no significant change; - no value",
 		base, stats.Alpha)
@@ -229,9 +230,9 @@ var defaultMetrics = map[string]bool{"": true, "ops_per_sec": true, "bytes_per_s
 // rowName is a row's name, with its metric when that is not a
 // throughput: "open threads=4 (p99_ns)".
 func rowName(r Row) string {
-	n := render.OneLine(r.Name)
+	n := textsafe.OneLine(r.Name)
 	if !defaultMetrics[r.Metric] && !strings.HasSuffix(r.Name, " "+r.Metric) {
-		n = render.JoinNonEmpty(" ", n, "("+render.OneLine(r.Metric)+")")
+		n = render.JoinNonEmpty(" ", n, "("+textsafe.OneLine(r.Metric)+")")
 	}
 	return n
 }
@@ -247,7 +248,7 @@ func newTable(m *Matrix) *table {
 	}
 	notes := map[string]int{}
 	note := func(text string) int {
-		if text = render.OneLine(text); text == "" {
+		if text = textsafe.OneLine(text); text == "" {
 			return 0
 		}
 		if n, ok := notes[text]; ok {
@@ -260,7 +261,7 @@ func newTable(m *Matrix) *table {
 	for _, r := range m.Rows {
 		tr := tableRow{
 			name:       rowName(r),
-			experiment: render.OneLine(r.Experiment),
+			experiment: textsafe.OneLine(r.Experiment),
 		}
 		tr.label = render.JoinNonEmpty(" ", tr.experiment, tr.name)
 		var base *Cell
@@ -331,10 +332,10 @@ func cellDetail(m *Matrix, r Row, c Cell) string {
 	if c.Kernel == m.Baseline {
 		parts = append(parts, "baseline")
 	} else if ch := c.Change; ch != nil {
-		parts = append(parts, "vs "+render.OneLine(m.Baseline)+": "+
-			render.JoinNonEmpty(" ", render.FmtPct(ch.Pct), render.FmtCI(*ch), render.FmtP(ch.P))+", "+render.OneLine(string(ch.Verdict)))
+		parts = append(parts, "vs "+textsafe.OneLine(m.Baseline)+": "+
+			render.JoinNonEmpty(" ", render.FmtPct(ch.Pct), render.FmtCI(*ch), render.FmtP(ch.P))+", "+textsafe.OneLine(string(ch.Verdict)))
 	}
-	if why := render.OneLine(c.Missing); why != "" {
+	if why := textsafe.OneLine(c.Missing); why != "" {
 		parts = append(parts, "missing: "+why)
 	}
 	return strings.Join(parts, "; ")
@@ -364,8 +365,8 @@ func runLink(run string) string {
 
 // splatLine is one splat: "NEW splat on build:fix: title (kasan; 1x)".
 func splatLine(s Splat) string {
-	l := "splat on " + render.OneLine(s.Kernel) + ": " + render.OneLine(s.Title) + " (" +
-		render.JoinNonEmpty("; ", render.OneLine(s.Type), fmt.Sprintf("%dx", s.Count)) + ")"
+	l := "splat on " + textsafe.OneLine(s.Kernel) + ": " + textsafe.OneLine(s.Title) + " (" +
+		render.JoinNonEmpty("; ", textsafe.OneLine(s.Type), fmt.Sprintf("%dx", s.Count)) + ")"
 	if s.New {
 		l = "NEW " + l
 	}
@@ -419,15 +420,15 @@ func splatLines(m *Matrix) []string {
 // problemCell names a problem's cell: its Cell, or "experiment on
 // kernel".
 func problemCell(p Problem) string {
-	if c := render.OneLine(p.Cell); c != "" {
+	if c := textsafe.OneLine(p.Cell); c != "" {
 		return c
 	}
-	return render.JoinNonEmpty(" on ", render.OneLine(p.Experiment), render.OneLine(p.Kernel))
+	return render.JoinNonEmpty(" on ", textsafe.OneLine(p.Experiment), textsafe.OneLine(p.Kernel))
 }
 
 // problemText is a problem on one line: "cell: message".
 func problemText(p Problem) string {
-	return render.JoinNonEmpty(": ", problemCell(p), render.OneLine(p.Message))
+	return render.JoinNonEmpty(": ", problemCell(p), textsafe.OneLine(p.Message))
 }
 
 // skippedLines are the skipped cells: "skipped: cell: reason".
@@ -453,7 +454,7 @@ func warningLines(m *Matrix) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, w := range m.Warnings {
-		if w = render.OneLine(w); w != "" && !seen[w] {
+		if w = textsafe.OneLine(w); w != "" && !seen[w] {
 			seen[w] = true
 			out = append(out, w)
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 
+	"klab/internal/textsafe"
 	"klab/results/internal/render"
 	"klab/results/stats"
 )
@@ -47,9 +48,9 @@ func HTML(w io.Writer, m *Matrix) error {
 		page.Notes = append(page.Notes, noteLine(i+1, n))
 	}
 	for i, k := range tb.kernels {
-		h := htmlHeader{Ref: render.OneLine(k.Ref), Version: render.OneLine(k.Version), Baseline: i == tb.base}
+		h := htmlHeader{Ref: textsafe.OneLine(k.Ref), Version: textsafe.OneLine(k.Version), Baseline: i == tb.base}
 		if h.Version == "" {
-			h.Version = render.OneLine(k.Name)
+			h.Version = textsafe.OneLine(k.Name)
 		}
 		page.Header = append(page.Header, h)
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"klab/internal/textsafe"
 	"klab/results/internal/render"
 )
 
@@ -23,21 +24,21 @@ import (
 // Failures and skipped cells of no kernel column go into one more
 // suite, named "matrix".
 func JUnit(w io.Writer, m *Matrix) error {
-	name := "matrix " + render.OneLine(m.Name)
+	name := "matrix " + textsafe.OneLine(m.Name)
 	tb := newTable(m)
 	suites := make([]render.JUnitSuite, len(m.Kernels))
 	for i, k := range m.Kernels {
 		suites[i] = render.JUnitSuite{
-			Name: render.OneLine(k.Ref),
+			Name: textsafe.OneLine(k.Ref),
 			Time: render.JUnitTime(0),
 			Properties: []render.JUnitProperty{
-				{Name: "matrix", Value: render.OneLine(m.Name)},
-				{Name: "kernel", Value: render.OneLine(k.Name)},
-				{Name: "version", Value: render.OneLine(k.Version)},
+				{Name: "matrix", Value: textsafe.OneLine(m.Name)},
+				{Name: "kernel", Value: textsafe.OneLine(k.Name)},
+				{Name: "version", Value: textsafe.OneLine(k.Version)},
 				{Name: "baseline", Value: fmt.Sprint(i == tb.base)},
-				{Name: "accel", Value: render.OneLine(m.Accel)},
-				{Name: "file", Value: render.OneLine(m.File)},
-				{Name: "sha256", Value: render.OneLine(m.SHA256)},
+				{Name: "accel", Value: textsafe.OneLine(m.Accel)},
+				{Name: "file", Value: textsafe.OneLine(m.File)},
+				{Name: "sha256", Value: textsafe.OneLine(m.SHA256)},
 			},
 		}
 	}
@@ -54,7 +55,7 @@ func JUnit(w io.Writer, m *Matrix) error {
 				Classname: r.experiment,
 				Name:      r.name,
 				Time:      render.JUnitTime(0),
-				SystemOut: render.OneLine(m.Kernels[i].Ref) + ": " + c.detail,
+				SystemOut: textsafe.OneLine(m.Kernels[i].Ref) + ": " + c.detail,
 			}
 			if !c.hasValue {
 				why := "no value"
@@ -68,10 +69,10 @@ func JUnit(w io.Writer, m *Matrix) error {
 	}
 	for _, p := range m.Failures {
 		suiteOf(p.Kernel).Add(render.JUnitCase{
-			Classname: render.OneLine(p.Experiment),
+			Classname: textsafe.OneLine(p.Experiment),
 			Name:      problemCell(p),
 			Time:      render.JUnitTime(0),
-			Failure:   &render.JUnitFailure{Message: render.OneLine(p.Message), Type: "failure"},
+			Failure:   &render.JUnitFailure{Message: textsafe.OneLine(p.Message), Type: "failure"},
 		})
 	}
 	for i, k := range m.Kernels {
@@ -82,7 +83,7 @@ func JUnit(w io.Writer, m *Matrix) error {
 			}
 			lines = append(lines, splatLine(s))
 			if s.New {
-				titles = append(titles, render.OneLine(s.Title))
+				titles = append(titles, textsafe.OneLine(s.Title))
 			}
 		}
 		if len(lines) == 0 {
@@ -96,10 +97,10 @@ func JUnit(w io.Writer, m *Matrix) error {
 	}
 	for _, p := range m.Skipped {
 		suiteOf(p.Kernel).Add(render.JUnitCase{
-			Classname: render.OneLine(p.Experiment),
+			Classname: textsafe.OneLine(p.Experiment),
 			Name:      problemCell(p),
 			Time:      render.JUnitTime(0),
-			Skipped:   &render.JUnitSkipped{Message: render.OneLine(p.Message)},
+			Skipped:   &render.JUnitSkipped{Message: textsafe.OneLine(p.Message)},
 		})
 	}
 	if len(other.Cases) > 0 {

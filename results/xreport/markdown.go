@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"klab/internal/textsafe"
 	"klab/results/internal/render"
 )
 
@@ -23,7 +24,7 @@ func Markdown(w io.Writer, m *Matrix) error {
 	} else {
 		header := []string{"row"}
 		for i, k := range tb.kernels {
-			h := render.OneLine(k.Ref)
+			h := textsafe.OneLine(k.Ref)
 			if i == tb.base {
 				h += " (baseline)"
 			}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"klab/internal/textsafe"
 	"klab/results/internal/render"
 )
 
@@ -78,7 +79,7 @@ func (t *textWriter) tables(tb *table) {
 	header, sub := make([]string, n), make([]string, n)
 	valueW, changeW, widths := make([]int, n), make([]int, n), make([]int, n)
 	for i, k := range tb.kernels {
-		header[i] = cut(render.ToASCII(render.OneLine(k.Ref)), maxHeader)
+		header[i] = cut(render.ToASCII(textsafe.OneLine(k.Ref)), maxHeader)
 		if i == tb.base {
 			sub[i] = "baseline"
 		}

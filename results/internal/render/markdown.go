@@ -3,6 +3,8 @@ package render
 import (
 	"fmt"
 	"strings"
+
+	"klab/internal/textsafe"
 )
 
 // MDTableRow is one row of a Markdown table, each cell escaped with
@@ -37,9 +39,9 @@ var mdEscaper = func() *strings.Replacer {
 	return strings.NewReplacer(pairs...)
 }()
 
-// MDEscape returns s on one line (OneLine) with the characters that
+// MDEscape returns s on one line (textsafe.OneLine) with the characters that
 // make Markdown or HTML out of text, '|' among them, backslash-escaped:
 // the text shows as written and cannot add links, HTML or table cells.
 func MDEscape(s string) string {
-	return mdEscaper.Replace(OneLine(s))
+	return mdEscaper.Replace(textsafe.OneLine(s))
 }

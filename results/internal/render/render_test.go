@@ -99,13 +99,7 @@ func TestFmtChange(t *testing.T) {
 	}
 }
 
-func TestClean(t *testing.T) {
-	if got, want := Clean("a\tb\nc\r\x00\x1b[1m\u202e\u200b µs"), "a\tb\nc[1m µs"; got != want {
-		t.Errorf("Clean = %q, want %q", got, want)
-	}
-	if got, want := OneLine(" a\n\tb  c \x1b"), "a b c"; got != want {
-		t.Errorf("OneLine = %q, want %q", got, want)
-	}
+func TestJoinNonEmpty(t *testing.T) {
 	if got, want := JoinNonEmpty(", ", "", "a", "", "b"), "a, b"; got != want {
 		t.Errorf("JoinNonEmpty = %q, want %q", got, want)
 	}
