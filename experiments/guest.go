@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"klab/guest/proto"
-	"klab/images"
 	"klab/internal/fileio"
 	"klab/lab"
+	"klab/results"
 	"klab/results/splat"
 )
 
@@ -22,7 +22,7 @@ type runner struct {
 	f    *File
 	plan *Plan
 	// kernels are the plan's kernels, resolved before the first boot.
-	kernels []*images.Kernel
+	kernels []*results.Kernel
 	opener  lab.Opener
 	// command is klab's argv, for the guests' manifests.
 	command []string

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"klab/guest/proto"
-	"klab/images"
+	"klab/results"
 )
 
 // yml trims the leading newline of a raw string, so that its first line
@@ -837,13 +837,13 @@ func TestUnmet(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("CONFIG_FUSE_FS=m\n# CONFIG_FUSE_IO_URING is not set\nCONFIG_FUSE_PASSTHROUGH=y\nCONFIG_LOCALVERSION=\"-x\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	k := &images.Kernel{Name: "k", ID: "k-1", Version: "7.3.4+deb13-cloud-amd64", Config: cfg}
-	old := &images.Kernel{Name: "old", ID: "k-2", Version: "6.12.38+deb13-amd64", Config: cfg}
-	unknown := &images.Kernel{Name: "u", ID: "k-3", Version: "7.3.0"}
+	k := &results.Kernel{Name: "k", ID: "k-1", Version: "7.3.4+deb13-cloud-amd64", Config: cfg}
+	old := &results.Kernel{Name: "old", ID: "k-2", Version: "6.12.38+deb13-amd64", Config: cfg}
+	unknown := &results.Kernel{Name: "u", ID: "k-3", Version: "7.3.0"}
 	for _, tc := range []struct {
 		name string
 		r    Requires
-		k    *images.Kernel
+		k    *results.Kernel
 		want string
 	}{
 		{"nothing", Requires{}, k, ""},

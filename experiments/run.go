@@ -199,7 +199,7 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 	}
 	s := f.Spec
 	// Resolve every kernel and check requires before any boot.
-	kernels := make([]*images.Kernel, len(plan.Kernels))
+	kernels := make([]*results.Kernel, len(plan.Kernels))
 	skipped := make([]string, len(plan.Kernels))
 	var errs []error
 	for i, ref := range plan.Kernels {
@@ -393,7 +393,7 @@ func guestText(s string) string {
 
 // Unmet says what k lacks of r ("needs fuse-io-uring"), or "" when it
 // meets it.
-func Unmet(r *Requires, k *images.Kernel) string {
+func Unmet(r *Requires, k *results.Kernel) string {
 	var need []string
 	if rg, err := ParseRange(r.Kernel); err == nil && len(rg) > 0 && !rg.Contains(k.Version) {
 		need = append(need, "kernel "+rg.String())

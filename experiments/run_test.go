@@ -16,7 +16,6 @@ import (
 	"unicode/utf8"
 
 	"klab/guest/proto"
-	"klab/images"
 	"klab/lab"
 	"klab/results"
 	"klab/results/stats"
@@ -92,7 +91,7 @@ type fakeOpener struct {
 	// failure before the boot.
 	nilGuest bool
 	// kernels are the kernels it resolves; nil means kernelK.
-	kernels map[string]*images.Kernel
+	kernels map[string]*results.Kernel
 
 	mu       sync.Mutex
 	runsDir  string // the last request's RunsDir
@@ -101,7 +100,7 @@ type fakeOpener struct {
 	requests []lab.BootRequest
 }
 
-func (o *fakeOpener) ResolveKernel(_ context.Context, ref string) (*images.Kernel, error) {
+func (o *fakeOpener) ResolveKernel(_ context.Context, ref string) (*results.Kernel, error) {
 	kernels := o.kernels
 	if kernels == nil {
 		kernels = kernelK
@@ -233,7 +232,7 @@ func loadRunSpec(t *testing.T, spec string) *File {
 	return f
 }
 
-var kernelK = map[string]*images.Kernel{"k": {Name: "k", ID: "k-1", Version: "7.3.0", Config: ""}}
+var kernelK = map[string]*results.Kernel{"k": {Name: "k", ID: "k-1", Version: "7.3.0", Config: ""}}
 
 func runOptions(t *testing.T, o *fakeOpener, kernels ...string) RunOptions {
 	if len(kernels) == 0 {
@@ -622,7 +621,7 @@ func TestRunRequires(t *testing.T) {
 	f := loadRunSpec(t, requiresSpec)
 	without := writeConfig(t, "CONFIG_FUSE_FS=y\n# CONFIG_FUSE_IO_URING is not set\n")
 	with := writeConfig(t, "CONFIG_FUSE_FS=y\nCONFIG_FUSE_IO_URING=y\n")
-	kernels := map[string]*images.Kernel{
+	kernels := map[string]*results.Kernel{
 		"old":  {Name: "old", ID: "k-old", Version: "6.12.0", Config: without},
 		"new":  {Name: "new", ID: "k-new", Version: "7.3.0", Config: with},
 		"old2": {Name: "old2", ID: "k-old2", Version: "6.13.0", Config: without},
@@ -648,7 +647,7 @@ func TestRunRequires(t *testing.T) {
 
 	t.Run("the only kernel lacks them", func(t *testing.T) {
 		pf := loadRunSpec(t, strings.Replace(runSpec, "name: runtest\n", "name: runtest\nrequires:\n  features: [fuse-io-uring]\n", 1))
-		fake := &fakeOpener{t: t, kernels: map[string]*images.Kernel{"k": {Name: "k", ID: "k-1", Version: "7.3.0", Config: without}}}
+		fake := &fakeOpener{t: t, kernels: map[string]*results.Kernel{"k": {Name: "k", ID: "k-1", Version: "7.3.0", Config: without}}}
 		o := runOptions(t, fake)
 		_, err := Run(context.Background(), pf, o)
 		var bad *BadInputError

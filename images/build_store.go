@@ -28,12 +28,6 @@ import (
 // final place and renamed into it. This file is the read side, used by
 // ResolveKernel and `klab kernels list`.
 
-// KernelBuild says how a kernel was built from source (results.KernelBuild).
-type KernelBuild = results.KernelBuild
-
-// FileHash is a file and the SHA-256 of its content (results.FileHash).
-type FileHash = results.FileHash
-
 // BuiltKernelsDir returns the directory of kernels built from source,
 // <cacheDir>/kernels/build (cacheDir empty means paths.CacheDir()).
 func BuiltKernelsDir(cacheDir string) string {
@@ -56,7 +50,7 @@ func CheckBuildName(name string) error {
 
 // LookupBuiltKernel returns the built kernel that ref names: "build:<name>"
 // or "build:<kernel ID>" (k-<16 hex>). The prefix "build:" may be left out.
-func LookupBuiltKernel(cacheDir, ref string) (*Kernel, error) {
+func LookupBuiltKernel(cacheDir, ref string) (*results.Kernel, error) {
 	name := strings.TrimPrefix(ref, "build:")
 	dir := BuiltKernelsDir(cacheDir)
 	if CheckBuildName(name) == nil {
@@ -97,7 +91,7 @@ func LookupBuiltKernel(cacheDir, ref string) (*Kernel, error) {
 
 // CachedBuiltKernels lists the built kernels by name, sorted by name. A
 // kernel with two names is listed twice.
-func CachedBuiltKernels(cacheDir string) ([]*Kernel, error) {
+func CachedBuiltKernels(cacheDir string) ([]*results.Kernel, error) {
 	ndir := filepath.Join(BuiltKernelsDir(cacheDir), "names")
 	des, err := os.ReadDir(ndir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -106,7 +100,7 @@ func CachedBuiltKernels(cacheDir string) ([]*Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing built kernels: %w", err)
 	}
-	var ks []*Kernel
+	var ks []*results.Kernel
 	for _, de := range des {
 		if CheckBuildName(de.Name()) != nil {
 			continue
@@ -124,7 +118,7 @@ func CachedBuiltKernels(cacheDir string) ([]*Kernel, error) {
 
 // LoadBuiltKernelDir reads a built kernel's results directory (or a name
 // linking to it) and points its paths into that directory.
-func LoadBuiltKernelDir(dir string) (*Kernel, error) {
+func LoadBuiltKernelDir(dir string) (*results.Kernel, error) {
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real
 	}
@@ -146,7 +140,7 @@ func LoadBuiltKernelDir(dir string) (*Kernel, error) {
 // It records the image's size, which every later cache hit checks, and
 // syncs every file of dir to disk, so that the directory renamed into the
 // cache afterwards is whole even after a crash.
-func WriteKernelJSON(dir string, k *Kernel) error {
+func WriteKernelJSON(dir string, k *results.Kernel) error {
 	fi, err := os.Stat(filepath.Join(dir, "vmlinuz"))
 	if err != nil {
 		return fmt.Errorf("kernel.json: %w", err)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"klab/results"
 )
 
 // TestCacheHitChecked: kernel.json records the image's size, and a cached
@@ -14,7 +16,7 @@ func TestCacheHitChecked(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "vmlinuz"), fakeBzImage("7.3.0 (x@y) #1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	k := &Kernel{Name: "debian:7.3.0", ID: "k-1", Source: "debian", Image: filepath.Join(dir, "vmlinuz")}
+	k := &results.Kernel{Name: "debian:7.3.0", ID: "k-1", Source: "debian", Image: filepath.Join(dir, "vmlinuz")}
 	if err := WriteKernelJSON(dir, k); err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"klab/internal/paths"
 	"klab/internal/proc"
 	"klab/internal/units"
+	"klab/results"
 )
 
 // Debian kernels: see FetchDebian for the references understood and the
@@ -198,13 +199,13 @@ func (r debianRef) String() string {
 // a reference fetched once is answered from the cache with no network, no
 // mirror and no apt call at all, unless o.Refresh is set. Package lists
 // are refreshed when older than 24 hours.
-func FetchDebian(ctx context.Context, ref string, o DebianOptions) (*Kernel, error) {
+func FetchDebian(ctx context.Context, ref string, o DebianOptions) (*results.Kernel, error) {
 	r, err := parseDebianRef(ref, o.Flavour)
 	if err != nil {
 		return nil, err
 	}
 	kdir := filepath.Join(o.cacheDir(), "kernels", "debian")
-	c := keyedCache[*Kernel]{dir: kdir, what: "debian kernel cache", aliased: true, load: loadKernelDir, logf: o.logf}
+	c := keyedCache[*results.Kernel]{dir: kdir, what: "debian kernel cache", aliased: true, load: loadKernelDir, logf: o.logf}
 	k, hit, err := c.get(ctx, r.key(), o.Refresh, func(ctx context.Context) (keyedPlan, error) {
 		return planDebian(ctx, r, kdir, &o)
 	})
@@ -277,7 +278,7 @@ func (o *DebianOptions) aptEnv(ctx context.Context, sub string, suites []string,
 // CachedKernels lists the Debian kernels installed in cacheDir (empty means
 // paths.CacheDir()), oldest kernel release first. Each Name is the exact
 // reference, "debian:<kernel release>".
-func CachedKernels(cacheDir string) ([]*Kernel, error) {
+func CachedKernels(cacheDir string) ([]*results.Kernel, error) {
 	if cacheDir == "" {
 		cacheDir = paths.CacheDir()
 	}
@@ -289,7 +290,7 @@ func CachedKernels(cacheDir string) ([]*Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing cached kernels: %w", err)
 	}
-	var ks []*Kernel
+	var ks []*results.Kernel
 	for _, de := range des {
 		if !de.IsDir() || strings.HasPrefix(de.Name(), ".") {
 			continue
@@ -314,12 +315,12 @@ func CachedKernels(cacheDir string) ([]*Kernel, error) {
 
 // loadKernelDir reads dir/kernel.json and points the paths into dir, so a
 // moved cache keeps working.
-func loadKernelDir(dir string) (*Kernel, error) {
+func loadKernelDir(dir string) (*results.Kernel, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "kernel.json"))
 	if err != nil {
 		return nil, err
 	}
-	var k Kernel
+	var k results.Kernel
 	if err := json.Unmarshal(data, &k); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "kernel.json"), err)
 	}
@@ -721,7 +722,7 @@ func installDebian(ctx context.Context, env *apt.Env, tmp, out, final string, pi
 	if err != nil {
 		return err
 	}
-	k := &Kernel{
+	k := &results.Kernel{
 		Name:           "debian:" + pick.release,
 		ID:             id,
 		Version:        kver,

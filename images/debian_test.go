@@ -18,6 +18,7 @@ import (
 
 	"klab/images/apt"
 	"klab/internal/testenv"
+	"klab/results"
 )
 
 func TestCompareDebianVersions(t *testing.T) {
@@ -381,7 +382,7 @@ func TestFetchDebianFake(t *testing.T) {
 		t.Fatalf("%v\nprogress:\n%s\nlog:\n%s", err, progress.String(), fa.log(t))
 	}
 	dir := filepath.Join(cache, "kernels", "debian", "linux-image-7.3.4+deb13-cloud-amd64_7.3.4-1~bpo13+1")
-	want := Kernel{
+	want := results.Kernel{
 		Name: "debian:7.3", Version: "7.3.4+deb13-cloud-amd64", Source: "debian",
 		Package: "linux-image-7.3.4+deb13-cloud-amd64", PackageVersion: "7.3.4-1~bpo13+1", Suite: "trixie-backports",
 		Image: filepath.Join(dir, "vmlinuz"), Config: filepath.Join(dir, "config"), Modules: filepath.Join(dir, "modules"),

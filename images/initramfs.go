@@ -28,6 +28,7 @@ import (
 	"klab/images/embedded"
 	"klab/internal/fileio"
 	"klab/internal/proc"
+	"klab/results"
 )
 
 // BaseCommands are the u-root commands in every klab initramfs: init, the
@@ -73,7 +74,7 @@ type InitramfsOptions struct {
 	// u-root commands are built from. Empty means FindSource.
 	SourceDir string
 	// Kernel supplies the modules; nil means no modules.
-	Kernel *Kernel
+	Kernel *results.Kernel
 	// Modules are the wanted module names; nil means AgentModules.
 	Modules []string
 	// ExtraModules are more modules to load (klab boot --module), with

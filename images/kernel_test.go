@@ -27,7 +27,7 @@ func TestManifestKernelIsKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var k *Kernel = &m.Kernel
+	var k *results.Kernel = &m.Kernel
 	if k.Name != "build:hand-fix" || k.Build == nil || len(k.Build.Patches) != 1 || k.Build.Patches[0].Path != "fix.patch" || k.Build.ConfigSHA256 == "" {
 		t.Fatalf("kernel = %+v", k)
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"klab/results"
 )
 
 // ResolveOptions tunes ResolveKernel.
@@ -31,7 +33,7 @@ type ResolveOptions struct {
 //   - "tree:<dir>", or a directory ("."): a kernel tree (or make O=
 //     directory) built in place, booted with its own bzImage, .config and
 //     modules (see TreeKernel).
-func ResolveKernel(ctx context.Context, ref string, o ResolveOptions) (*Kernel, error) {
+func ResolveKernel(ctx context.Context, ref string, o ResolveOptions) (*results.Kernel, error) {
 	switch {
 	case strings.HasPrefix(ref, "debian:"):
 		return FetchDebian(ctx, ref, o.Debian)
@@ -69,7 +71,7 @@ const TreeImage = "arch/x86/boot/bzImage"
 // and its config dir/.config; when the tree built modules (modules.order),
 // they are taken from the tree. A tree that was not built is an error that
 // says which make target to run.
-func TreeKernel(dir string) (*Kernel, error) {
+func TreeKernel(dir string) (*results.Kernel, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("kernel tree %s: %w", dir, err)
@@ -102,7 +104,7 @@ func TreeKernel(dir string) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kernel{Name: "tree:" + abs, ID: id, Version: version, Source: "tree", Image: image, Config: config}
+	k := &results.Kernel{Name: "tree:" + abs, ID: id, Version: version, Source: "tree", Image: image, Config: config}
 	if _, err := os.Stat(filepath.Join(abs, "modules.order")); err == nil {
 		k.Modules = abs
 	}
@@ -170,7 +172,7 @@ func isFile(p string) bool {
 }
 
 // localKernel describes the bzImage at path.
-func localKernel(path, config string) (*Kernel, error) {
+func localKernel(path, config string) (*results.Kernel, error) {
 	version, err := CheckBzImage(path)
 	if err != nil {
 		return nil, err
@@ -195,7 +197,7 @@ func localKernel(path, config string) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Kernel{
+	return &results.Kernel{
 		Name:    path,
 		ID:      id,
 		Version: version,

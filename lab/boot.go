@@ -103,7 +103,7 @@ type BootRequest struct {
 	// Opener.ResolveKernel): every guest of an experiment boots the very
 	// kernel resolved at its start, even when an alias such as debian:7.3
 	// moves meanwhile.
-	Resolved *images.Kernel
+	Resolved *results.Kernel
 	// RunsDir, when set, is where the run directory is made instead of
 	// the Opener's runs directory: an experiment keeps its guests' runs
 	// inside its own.

@@ -15,6 +15,7 @@ import (
 
 	"klab/images"
 	"klab/internal/textsafe"
+	"klab/results"
 	"klab/vm"
 )
 
@@ -129,7 +130,7 @@ func (o *Options) qemu() string {
 
 // ResolveKernel turns a kernel reference into a Kernel, fetching it when
 // needed.
-func (o *Options) ResolveKernel(ctx context.Context, ref string) (*images.Kernel, error) {
+func (o *Options) ResolveKernel(ctx context.Context, ref string) (*results.Kernel, error) {
 	return images.ResolveKernel(ctx, ref, images.ResolveOptions{
 		Debian: images.DebianOptions{
 			Mirror:   o.Mirror,
@@ -141,18 +142,18 @@ func (o *Options) ResolveKernel(ctx context.Context, ref string) (*images.Kernel
 }
 
 // Initramfs assembles the initramfs for k.
-func (o *Options) Initramfs(ctx context.Context, k *images.Kernel) (*images.Initramfs, error) {
+func (o *Options) Initramfs(ctx context.Context, k *results.Kernel) (*images.Initramfs, error) {
 	return o.InitramfsWith(ctx, k, nil)
 }
 
 // InitramfsWith assembles the initramfs for k with extra host files (see
 // images.HostProgram).
-func (o *Options) InitramfsWith(ctx context.Context, k *images.Kernel, extra []images.ExtraFile) (*images.Initramfs, error) {
+func (o *Options) InitramfsWith(ctx context.Context, k *results.Kernel, extra []images.ExtraFile) (*images.Initramfs, error) {
 	return o.initramfs(ctx, k, extra, nil)
 }
 
 // initramfs is InitramfsWith loading more kernel modules (--module).
-func (o *Options) initramfs(ctx context.Context, k *images.Kernel, extra []images.ExtraFile, modules []string) (*images.Initramfs, error) {
+func (o *Options) initramfs(ctx context.Context, k *results.Kernel, extra []images.ExtraFile, modules []string) (*images.Initramfs, error) {
 	return images.BuildInitramfs(ctx, images.InitramfsOptions{
 		CacheDir:     o.CacheDir,
 		Kernel:       k,
@@ -164,7 +165,7 @@ func (o *Options) initramfs(ctx context.Context, k *images.Kernel, extra []image
 
 // ChooseAccel decides the accelerator, proving KVM with a probe boot of k
 // when it has to.
-func (o *Options) ChooseAccel(ctx context.Context, k *images.Kernel, initrd string) (vm.Verdict, error) {
+func (o *Options) ChooseAccel(ctx context.Context, k *results.Kernel, initrd string) (vm.Verdict, error) {
 	qemu := o.qemu()
 	return vm.ChooseAccel(ctx, vm.AccelOptions{
 		Want:      o.Accel,

@@ -7,7 +7,7 @@ import (
 )
 
 // newManifest starts a run's manifest with what is known before boot.
-func newManifest(run *results.Run, command []string, k *images.Kernel, ir *images.Initramfs, v vm.Verdict) *results.Manifest {
+func newManifest(run *results.Run, command []string, k *results.Kernel, ir *images.Initramfs, v vm.Verdict) *results.Manifest {
 	return &results.Manifest{
 		RunID:         run.ID,
 		Command:       command,
@@ -22,11 +22,11 @@ func newManifest(run *results.Run, command []string, k *images.Kernel, ir *image
 }
 
 // ManifestKernel is the manifest's record of a kernel.
-func ManifestKernel(k *images.Kernel) results.Kernel { return manifestKernel(k) }
+func ManifestKernel(k *results.Kernel) results.Kernel { return manifestKernel(k) }
 
 // manifestKernel is the manifest's record of a kernel, with how it was
 // built when it was: tree, base commit, patches, fragments, config hash.
-func manifestKernel(k *images.Kernel) results.Kernel {
+func manifestKernel(k *results.Kernel) results.Kernel {
 	rk := results.Kernel{
 		Name: k.Name, ID: k.ID, Version: k.Version, Source: k.Source,
 		Package: k.Package, PackageVersion: k.PackageVersion, Suite: k.Suite,

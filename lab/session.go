@@ -41,7 +41,7 @@ type Opener interface {
 	// path to a bzImage) into the kernel Open boots for it, fetching it
 	// when needed. A caller that boots a reference several times
 	// resolves it once and passes the result as BootRequest.Resolved.
-	ResolveKernel(ctx context.Context, ref string) (*images.Kernel, error)
+	ResolveKernel(ctx context.Context, ref string) (*results.Kernel, error)
 	// Open boots req's kernel, saves the run in a new directory under
 	// req.RunsDir (the Opener's own runs directory when empty) and waits
 	// for the agent. On a kernel failure it returns the error and a Guest

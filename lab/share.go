@@ -8,6 +8,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images"
+	"klab/results"
 )
 
 // Share is a host directory the guest mounts over virtio-9p (klab boot
@@ -43,7 +44,7 @@ func ShareTag(i int) string { return fmt.Sprintf("klab%d", i) }
 // arguments that export them, the modules the guest must load for them
 // and the steps that mount them. A kernel whose config lacks 9p is bad
 // input, named with the options it lacks.
-func (r *BootRequest) shares(k *images.Kernel) (qemuArgs, modules []string, steps []proto.Step, err error) {
+func (r *BootRequest) shares(k *results.Kernel) (qemuArgs, modules []string, steps []proto.Step, err error) {
 	if len(r.Shares) == 0 {
 		return nil, nil, nil, nil
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"klab/guest/proto"
-	"klab/images"
+	"klab/results"
 )
 
 func TestParseShare(t *testing.T) {
@@ -58,9 +58,9 @@ func TestShares(t *testing.T) {
 		os.WriteFile(p, []byte(body), 0o644)
 		return p
 	}
-	builtin := &images.Kernel{Name: "k", Config: config("CONFIG_NET_9P=y\nCONFIG_NET_9P_VIRTIO=y\nCONFIG_9P_FS=y\n")}
-	modular := &images.Kernel{Name: "k", Config: config("CONFIG_NET_9P=m\nCONFIG_NET_9P_VIRTIO=m\nCONFIG_9P_FS=m\n")}
-	cloud := &images.Kernel{Name: "debian:7.3", Source: "debian", Version: "7.3.4+deb13-cloud-amd64", Config: config("CONFIG_NET_9P=y\n# CONFIG_9P_FS is not set\n")}
+	builtin := &results.Kernel{Name: "k", Config: config("CONFIG_NET_9P=y\nCONFIG_NET_9P_VIRTIO=y\nCONFIG_9P_FS=y\n")}
+	modular := &results.Kernel{Name: "k", Config: config("CONFIG_NET_9P=m\nCONFIG_NET_9P_VIRTIO=m\nCONFIG_9P_FS=m\n")}
+	cloud := &results.Kernel{Name: "debian:7.3", Source: "debian", Version: "7.3.4+deb13-cloud-amd64", Config: config("CONFIG_NET_9P=y\n# CONFIG_9P_FS is not set\n")}
 
 	r := &BootRequest{Shares: []Share{{Host: host, Guest: "/src"}, {Host: dir, Guest: "/out", Writable: true}}}
 	args, mods, steps, err := r.shares(builtin)
@@ -84,7 +84,7 @@ func TestShares(t *testing.T) {
 	if _, mods, _, err := r.shares(modular); err != nil || !slices.Equal(mods, []string{"9pnet_virtio", "9p"}) {
 		t.Errorf("modular kernel: modules %q, %v", mods, err)
 	}
-	if _, _, _, err := r.shares(&images.Kernel{Name: "bzImage"}); err != nil {
+	if _, _, _, err := r.shares(&results.Kernel{Name: "bzImage"}); err != nil {
 		t.Errorf("a kernel without a known config: %v (the guest tells)", err)
 	}
 	if _, _, _, err := r.shares(cloud); err == nil || !strings.Contains(err.Error(), "lacks CONFIG_NET_9P_VIRTIO, CONFIG_9P_FS") || !strings.Contains(err.Error(), "flavour amd64") {

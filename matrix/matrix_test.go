@@ -19,8 +19,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"klab/guest/proto"
-	"klab/images"
 	"klab/lab"
+	"klab/results"
 	"klab/results/xreport"
 )
 
@@ -97,7 +97,7 @@ type fakeOpener struct {
 	block  chan struct{}
 }
 
-func (o fakeOpener) ResolveKernel(ctx context.Context, ref string) (*images.Kernel, error) {
+func (o fakeOpener) ResolveKernel(ctx context.Context, ref string) (*results.Kernel, error) {
 	return resolve(ctx, ref)
 }
 
@@ -149,12 +149,12 @@ func (g *fakeGuest) Close() (*lab.BootResult, error) {
 	return &lab.BootResult{RunDir: g.dir, BootToAgent: time.Millisecond, Wall: time.Second}, nil
 }
 
-func resolve(_ context.Context, ref string) (*images.Kernel, error) {
+func resolve(_ context.Context, ref string) (*results.Kernel, error) {
 	v := map[string]string{"debian:6.12": "6.12.1", "debian:7.3": "7.3.4", "build:fix": "7.3.4"}[ref]
 	if v == "" {
 		return nil, fmt.Errorf("no kernel %q", ref)
 	}
-	return &images.Kernel{Name: ref, ID: "id-" + ref, Version: v}, nil
+	return &results.Kernel{Name: ref, ID: "id-" + ref, Version: v}, nil
 }
 
 func options(out string, jobs int, shard Shard) (Options, *int) {

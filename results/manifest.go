@@ -65,9 +65,10 @@ type Manifest struct {
 }
 
 // Kernel is a bootable kernel with everything klab knows about it: its
-// identity and where it came from. It is also images.Kernel (an alias), so
-// the cache's kernel.json and a manifest's "kernel" are one format; in a
-// manifest, the paths name the files in klab's cache when the run was made.
+// identity and where it came from. Package images finds and caches
+// kernels as this type, so the cache's kernel.json and a manifest's
+// "kernel" are one format; in a manifest, the paths name the files in
+// klab's cache when the run was made.
 type Kernel struct {
 	// Name is the human name the user gave, e.g. "debian:7.3" or a path.
 	Name string `json:"name"`

@@ -292,12 +292,12 @@ func bareMake(ctx context.Context, tmp, tarball string, jobs int) (time.Duration
 	return time.Since(start), cpu, nil
 }
 
-func show(ctx context.Context, klab, cache, ref string) (*images.Kernel, error) {
+func show(ctx context.Context, klab, cache, ref string) (*results.Kernel, error) {
 	out, err := proc.Run(ctx, proc.Opts{}, klab, "--cache-dir", cache, "kernels", "show", "--json", ref)
 	if err != nil {
 		return nil, err
 	}
-	var k images.Kernel
+	var k results.Kernel
 	if err := json.Unmarshal(out, &k); err != nil {
 		return nil, fmt.Errorf("kernels show: %w", err)
 	}

@@ -205,7 +205,7 @@ func debianRefs() []cobra.Completion {
 // kernelNames are the names of ks, described as what and their version.
 // Names that would not survive a shell's completion protocol (spaces,
 // control characters) are left out.
-func kernelNames(ks []*images.Kernel, what string) []cobra.Completion {
+func kernelNames(ks []*results.Kernel, what string) []cobra.Completion {
 	var out []cobra.Completion
 	for _, k := range ks {
 		if k.Name == "" || shown(k.Name) != k.Name || strings.ContainsRune(k.Name, ' ') {

@@ -16,6 +16,7 @@ import (
 	"klab/images/build"
 	"klab/internal/option"
 	"klab/internal/units"
+	"klab/results"
 )
 
 type kernelsBuildOptions struct {
@@ -126,7 +127,7 @@ compiler errors and the log's path. --arch is x86_64 only for now.`,
 				return printJSON(res)
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			row := func(k *images.Kernel, hit bool, what string) {
+			row := func(k *results.Kernel, hit bool, what string) {
 				how := "built"
 				if hit {
 					how = "cached"
@@ -236,7 +237,7 @@ Debian kernel images and initramfs images are not touched.`,
 }
 
 // kernelOrigin says where a kernel came from, for klab kernels list.
-func kernelOrigin(k *images.Kernel) string {
+func kernelOrigin(k *results.Kernel) string {
 	if k.Build == nil {
 		return strings.TrimSpace(k.Package + " " + k.PackageVersion)
 	}
@@ -255,7 +256,7 @@ func kernelOrigin(k *images.Kernel) string {
 }
 
 // showBuild adds how a built kernel was made to klab kernels show.
-func showBuild(row func(k, v string), b *images.KernelBuild) {
+func showBuild(row func(k, v string), b *results.KernelBuild) {
 	if b == nil {
 		return
 	}
@@ -296,7 +297,7 @@ func buildExit(err error) error {
 // it is, uncommitted changes included, for klab boot --build: in klab's
 // cache, incrementally, named build:tree-<directory name>. config are
 // --config values: fragments, or "tree" for the tree's own .config.
-func buildTree(ctx context.Context, g *globalOptions, ref string, config []string) (*images.Kernel, error) {
+func buildTree(ctx context.Context, g *globalOptions, ref string, config []string) (*results.Kernel, error) {
 	dir := strings.TrimPrefix(ref, "tree:")
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, badInput(fmt.Errorf("--build needs a kernel tree as --kernel (. or tree:DIR), and %s is not a directory", ref))

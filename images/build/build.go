@@ -1,5 +1,5 @@
 // Package build turns a kernel tree, a patch series and config fragments
-// into a bootable kernel (an images.Kernel with Source "build"), with a
+// into a bootable kernel (an results.Kernel with Source "build"), with a
 // content-addressed cache of results and incremental work trees.
 //
 // A build names its inputs first (the tree's commit or tarball hash, the
@@ -41,6 +41,7 @@ import (
 	"klab/internal/flock"
 	"klab/internal/option"
 	"klab/internal/proc"
+	"klab/results"
 )
 
 // Options says what to build.
@@ -100,11 +101,11 @@ type Options struct {
 // Result is what Build produced.
 type Result struct {
 	// Kernel is the patched kernel (or the only one, without patches).
-	Kernel *images.Kernel `json:"kernel"`
+	Kernel *results.Kernel `json:"kernel"`
 	// Hit is true when Kernel came from the cache.
 	Hit bool `json:"hit"`
 	// Baseline is the unpatched kernel, with WithBaseline.
-	Baseline *images.Kernel `json:"baseline,omitempty"`
+	Baseline *results.Kernel `json:"baseline,omitempty"`
 	// BaselineHit is true when Baseline came from the cache.
 	BaselineHit bool `json:"baseline_hit,omitempty"`
 	// Dropped are requested config options that did not land (only with
@@ -128,7 +129,7 @@ type builder struct {
 	s        *store
 	b        *base
 	frags    []Fragment
-	fragHash []images.FileHash
+	fragHash []results.FileHash
 	reqs     []Request
 	baseCfg  string
 	compiler string
@@ -205,7 +206,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 			bd.b.GitDir, bd.b.Commit)
 	}
 	for _, f := range bd.frags {
-		bd.fragHash = append(bd.fragHash, images.FileHash{Path: f.Name, SHA256: sha256Hex(f.Data)})
+		bd.fragHash = append(bd.fragHash, results.FileHash{Path: f.Name, SHA256: sha256Hex(f.Data)})
 	}
 	name := o.Name
 	if name == "" {
@@ -391,7 +392,7 @@ func defaultName(b *base, inKey string) string {
 
 // one builds (or finds) one kernel: the base tree with patches, named
 // name.
-func (bd *builder) one(ctx context.Context, name string, patches []Patch) (*images.Kernel, bool, error) {
+func (bd *builder) one(ctx context.Context, name string, patches []Patch) (*results.Kernel, bool, error) {
 	in := bd.inputs(patches)
 	inKey := in.InputKey()
 	if !bd.o.Rebuild {
@@ -436,7 +437,7 @@ func (bd *builder) one(ctx context.Context, name string, patches []Patch) (*imag
 // safeBuild runs w.build and turns a panic into an error: the stack goes
 // to the build log, and the work tree stays marked busy, so that the next
 // build recovers it.
-func (w *work) safeBuild(ctx context.Context, in Inputs, patches []Patch) (k *images.Kernel, err error) {
+func (w *work) safeBuild(ctx context.Context, in Inputs, patches []Patch) (k *results.Kernel, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			stack := debug.Stack()
@@ -471,7 +472,7 @@ func (w *work) timed(name string, f func() error) error {
 	return err
 }
 
-func (w *work) build(ctx context.Context, in Inputs, patches []Patch) (*images.Kernel, error) {
+func (w *work) build(ctx context.Context, in Inputs, patches []Patch) (*results.Kernel, error) {
 	bd := w.bd
 	w.recoverKilledMake()
 	log, err := os.Create(w.logPath())
@@ -545,7 +546,7 @@ func (w *work) build(ctx context.Context, in Inputs, patches []Patch) (*images.K
 	if cold && steps > 0 {
 		bd.s.saveEstimate(estKey, steps)
 	}
-	var k *images.Kernel
+	var k *results.Kernel
 	if err := w.timed("install", func() error {
 		var err error
 		k, err = w.install(ctx, m, in, patches, vals)
@@ -888,7 +889,7 @@ func (w *work) makeConfig(ctx context.Context, m *makeRun) error {
 }
 
 // install copies the finished kernel into the results cache and names it.
-func (w *work) install(ctx context.Context, m *makeRun, in Inputs, patches []Patch, vals map[string]string) (*images.Kernel, error) {
+func (w *work) install(ctx context.Context, m *makeRun, in Inputs, patches []Patch, vals map[string]string) (*results.Kernel, error) {
 	bd := w.bd
 	cfg, err := os.ReadFile(filepath.Join(w.out, ".config"))
 	if err != nil {
@@ -945,17 +946,17 @@ func (w *work) assemble(ctx context.Context, m *makeRun, tmp, final, key, cfgSHA
 	if err != nil {
 		return err
 	}
-	k := &images.Kernel{
+	k := &results.Kernel{
 		Name: "build:" + w.name, Version: version, Source: "build",
 		Image: filepath.Join(final, "vmlinuz"), Config: filepath.Join(final, "config"),
-		Build: &images.KernelBuild{
+		Build: &results.KernelBuild{
 			Tree: bd.b.Tree, BaseCommit: bd.b.Commit, BaseSHA256: bd.b.SHA256,
 			BaseConfig: bd.baseCfg, Fragments: bd.fragHash, ConfigSHA256: cfgSHA,
 			Compiler: bd.compiler, Key: key,
 		},
 	}
 	for _, p := range patches {
-		k.Build.Patches = append(k.Build.Patches, images.FileHash{Path: p.Path, SHA256: p.SHA256, Subject: p.Subject})
+		k.Build.Patches = append(k.Build.Patches, results.FileHash{Path: p.Path, SHA256: p.SHA256, Subject: p.Subject})
 	}
 	if k.ID, err = images.KernelID(image, filepath.Join(tmp, "config")); err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"klab/internal/fileio"
 	"klab/internal/flock"
 	"klab/internal/units"
+	"klab/results"
 )
 
 // The build cache lives in images.BuiltKernelsDir(cache):
@@ -115,7 +116,7 @@ func (s *store) nameLink(name string) string { return filepath.Join(s.dir, "name
 
 // lookupInput returns the result the input key led to, if it is still
 // there.
-func (s *store) lookupInput(key string) (*images.Kernel, string, bool) {
+func (s *store) lookupInput(key string) (*results.Kernel, string, bool) {
 	dir, err := filepath.EvalSymlinks(s.inputLink(key))
 	if err != nil {
 		return nil, "", false

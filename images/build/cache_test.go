@@ -13,6 +13,7 @@ import (
 
 	"klab/images"
 	"klab/internal/flock"
+	"klab/results"
 )
 
 func TestCacheKeys(t *testing.T) {
@@ -94,7 +95,7 @@ func fakeResult(t *testing.T, s *store, key, name string, size int, used time.Ti
 	t.Helper()
 	dir := filepath.Join(s.results(), key)
 	writeTemp(t, dir, "vmlinuz", strings.Repeat("x", size))
-	if err := images.WriteKernelJSON(dir, &images.Kernel{ID: "k-" + key, Source: "build", Build: &images.KernelBuild{Key: key}}); err != nil {
+	if err := images.WriteKernelJSON(dir, &results.Kernel{ID: "k-" + key, Source: "build", Build: &results.KernelBuild{Key: key}}); err != nil {
 		t.Fatal(err)
 	}
 	if name != "" {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"klab/guest/proto"
-	"klab/images"
 	"klab/lab"
 	"klab/results"
 	"klab/results/splat"
@@ -42,7 +41,7 @@ type guest struct {
 }
 
 // open starts the agent with start, saving the run under o.RunsDir.
-func open(ctx context.Context, o *Opener, req lab.BootRequest, k *images.Kernel, f Facts, libfuse map[string]string,
+func open(ctx context.Context, o *Opener, req lab.BootRequest, k *results.Kernel, f Facts, libfuse map[string]string,
 	start func(context.Context, string, map[string]string, io.Writer) (*child, error)) (lab.Guest, error) {
 	g := &guest{o: o, req: req, facts: f, start: time.Now()}
 	kind := req.RunKind

@@ -30,6 +30,7 @@ import (
 
 	"klab/images"
 	"klab/internal/fileio"
+	"klab/results"
 )
 
 // Ref is the kernel reference that selects this host: klab run
@@ -37,7 +38,7 @@ import (
 // without a VM.
 const Ref = "host"
 
-// Source is the images.Kernel Source of the host's kernel.
+// Source is the results.Kernel Source of the host's kernel.
 const Source = "host"
 
 // Kernel describes the running kernel as a kernel klab knows: Name host,
@@ -45,7 +46,7 @@ const Source = "host"
 // /boot/config-RELEASE, else /proc/config.gz copied under cacheDir; none
 // when neither exists), and an ID hashed from /proc/version and the
 // configuration.
-func Kernel(cacheDir string) (*images.Kernel, error) {
+func Kernel(cacheDir string) (*results.Kernel, error) {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
 		return nil, fmt.Errorf("host kernel: %w", err)
@@ -71,7 +72,7 @@ func Kernel(cacheDir string) (*images.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &images.Kernel{Name: Ref, ID: id, Version: release, Source: Source, Config: config}, nil
+	return &results.Kernel{Name: Ref, ID: id, Version: release, Source: Source, Config: config}, nil
 }
 
 // hostConfig returns the running kernel's configuration file:

@@ -51,7 +51,7 @@ type Opener struct {
 var _ lab.Opener = (*Opener)(nil)
 
 // ResolveKernel resolves Ref, the only kernel a host runs: see Kernel.
-func (o *Opener) ResolveKernel(_ context.Context, ref string) (*images.Kernel, error) {
+func (o *Opener) ResolveKernel(_ context.Context, ref string) (*results.Kernel, error) {
 	if ref != Ref {
 		return nil, fmt.Errorf("kernel %s: a host run runs on the host's own kernel (%s)", ref, Ref)
 	}
@@ -239,7 +239,7 @@ func describe(f Facts) string {
 }
 
 // manifestFor starts a host guest's manifest.
-func manifestFor(run *results.Run, req *lab.BootRequest, k *images.Kernel, f Facts) *results.Manifest {
+func manifestFor(run *results.Run, req *lab.BootRequest, k *results.Kernel, f Facts) *results.Manifest {
 	h, _ := results.HostInfo()
 	return &results.Manifest{RunID: run.ID, Command: req.Command, Kernel: lab.ManifestKernel(k),
 		Accel: results.AccelHost, AccelReason: describe(f), TimeoutFactor: 1, Host: h}
