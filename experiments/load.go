@@ -1,22 +1,19 @@
 package experiments
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"klab/internal/option"
+	"klab/internal/specfile"
 )
 
 // maxSpecSize bounds an experiment file.
@@ -39,137 +36,50 @@ type File struct {
 // checkRefs returns the parameters that the i-th check refers to.
 func (f *File) checkRefs(i int) []string {
 	var out []string
-	walkScalars(node(f.root, "checks", i), func(s *yaml.Node) {
+	walkScalars(specfile.Node(f.root, "checks", i), func(s *yaml.Node) {
 		for _, m := range refRe.FindAllString(s.Value, -1) {
 			if name := m[2 : len(m)-1]; !slices.Contains(out, name) {
 				out = append(out, name)
 			}
 		}
 	})
-	if node(f.root, "checks", i) == node(f.root, "checks") {
+	if specfile.Node(f.root, "checks", i) == specfile.Node(f.root, "checks") {
 		return nil // no such check
 	}
 	return out
 }
 
-// Problem is one error in an experiment file, with where it is.
-type Problem struct {
-	File      string
-	Line, Col int
-	Msg       string
-}
-
-func (p Problem) Error() string {
-	switch {
-	case p.Line > 0 && p.Col > 0:
-		return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Msg)
-	case p.Line > 0:
-		return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Msg)
-	}
-	return fmt.Sprintf("%s: %s", p.File, p.Msg)
-}
-
-// SpecError is every problem of an invalid experiment file.
-type SpecError struct {
-	Problems []Problem
-}
-
-func (e *SpecError) Error() string {
-	var b strings.Builder
-	for i, p := range e.Problems {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(p.Error())
-	}
-	return b.String()
-}
-
-// problems collects a file's problems, each once.
-type problems struct {
-	file string
-	list []Problem
-	seen map[string]bool
-}
-
-func (ps *problems) add(line, col int, format string, args ...any) {
-	p := Problem{File: ps.file, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
-	if ps.seen == nil {
-		ps.seen = map[string]bool{}
-	}
-	if k := p.Error(); !ps.seen[k] {
-		ps.seen[k] = true
-		ps.list = append(ps.list, p)
-	}
-}
-
-func (ps *problems) at(n *yaml.Node, format string, args ...any) {
-	if n == nil {
-		ps.add(0, 0, format, args...)
-		return
-	}
-	ps.add(n.Line, n.Column, format, args...)
-}
-
-func (ps *problems) err() error {
-	if len(ps.list) == 0 {
-		return nil
-	}
-	sort.SliceStable(ps.list, func(i, j int) bool {
-		a, b := ps.list[i], ps.list[j]
-		if a.Line != b.Line {
-			return a.Line < b.Line
-		}
-		return a.Col < b.Col
-	})
-	return &SpecError{Problems: ps.list}
-}
-
 // LoadFile reads and validates an experiment file.
 func LoadFile(path string) (*File, error) {
-	f, err := os.Open(path)
+	data, err := specfile.Read("experiment", path, maxSpecSize)
 	if err != nil {
-		return nil, fmt.Errorf("experiment: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(io.LimitReader(f, maxSpecSize+1)); err != nil {
-		return nil, fmt.Errorf("experiment %s: %w", path, err)
-	}
-	if buf.Len() > maxSpecSize {
-		return nil, &SpecError{Problems: []Problem{{File: path, Msg: fmt.Sprintf("larger than %d bytes", maxSpecSize)}}}
-	}
-	return Load(path, buf.Bytes())
+	return Load(path, data)
 }
 
 // Load validates an experiment file's content; path names it in errors.
-// Every problem is reported at once, in a *SpecError.
+// Every problem is reported at once, in a *specfile.Error.
 func Load(path string, data []byte) (*File, error) {
-	ps := &problems{file: path}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		ps.add(syntaxLine(data, err), 0, "%s", strings.TrimPrefix(yamlMsg(err), "yaml: "))
-		return nil, ps.err()
+	ps := specfile.NewProblems(path)
+	root := specfile.Parse(ps, data, "an experiment file is a YAML mapping (name:, workloads:, ...)")
+	if root == nil {
+		return nil, ps.Err()
 	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-		ps.add(1, 1, "an experiment file is a YAML mapping (name:, workloads:, ...)")
-		return nil, ps.err()
-	}
-	root := doc.Content[0]
 	params := parseParams(ps, root)
 	exclude := parseExclude(ps, root, params)
 	checkFields(ps, root, reflect.TypeOf(Spec{}), "")
 	refs := checkRefs(ps, root, params)
 	for _, p := range params {
 		if !refs[p.Name] {
-			ps.add(p.line, p.col, "params: %s is used by no step (write ${%s} where it goes)", p.Name, p.Name)
+			ps.Add(p.line, p.col, "params: %s is used by no step (write ${%s} where it goes)", p.Name, p.Name)
 		}
 	}
-	structural := len(ps.list)
+	structural := len(ps.List())
 	f := &File{Path: path, Data: data, root: root, Spec: &Spec{Params: params}, exclude: exclude}
 	if len(f.Points()) == 0 {
-		ps.at(node(root, "exclude"), "exclude: every point of the matrix is excluded")
-		return nil, ps.err()
+		ps.At(specfile.Node(root, "exclude"), "exclude: every point of the matrix is excluded")
+		return nil, ps.Err()
 	}
 	sum := sha256.Sum256(data)
 	f.SHA256 = hex.EncodeToString(sum[:])
@@ -181,18 +91,18 @@ func Load(path string, data []byte) (*File, error) {
 		if first != nil {
 			validateRest(ps, root, first, params, lines)
 		}
-		return nil, ps.err()
+		return nil, ps.Err()
 	}
 	if structural > 0 {
 		validate(ps, root, first, params, true)
-		return nil, ps.err()
+		return nil, ps.Err()
 	}
 	f.Spec = first
 	// Every point of the matrix must decode and validate.
 	points := f.Points()
 	if len(points) > 4096 {
-		ps.add(0, 0, "params: %d points in the matrix, want at most 4096", len(points))
-		return nil, ps.err()
+		ps.Add(0, 0, "params: %d points in the matrix, want at most 4096", len(points))
+		return nil, ps.Err()
 	}
 	for _, pt := range points {
 		s, err := f.substitute(pt)
@@ -202,7 +112,7 @@ func Load(path string, data []byte) (*File, error) {
 		}
 		validate(ps, root, s, params, true)
 	}
-	if err := ps.err(); err != nil {
+	if err := ps.Err(); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -248,19 +158,19 @@ func (f *File) excluded(pt map[string]string) bool {
 
 // parseExclude reads and checks the exclude entries: each names
 // parameters and values of the matrix.
-func parseExclude(ps *problems, root *yaml.Node, params Params) []map[string]string {
-	n := node(root, "exclude")
+func parseExclude(ps *specfile.Problems, root *yaml.Node, params Params) []map[string]string {
+	n := specfile.Node(root, "exclude")
 	if n == root {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		ps.at(n, "exclude: want a list of {param: value, ...}")
+		ps.At(n, "exclude: want a list of {param: value, ...}")
 		return nil
 	}
 	var out []map[string]string
 	for i, e := range n.Content {
 		if e.Kind != yaml.MappingNode || len(e.Content) == 0 {
-			ps.at(e, "exclude[%d]: want {param: value, ...}", i)
+			ps.At(e, "exclude[%d]: want {param: value, ...}", i)
 			continue
 		}
 		m, ok := map[string]string{}, true
@@ -269,10 +179,10 @@ func parseExclude(ps *problems, root *yaml.Node, params Params) []map[string]str
 			pi := slices.IndexFunc(params, func(p Param) bool { return p.Name == k.Value })
 			switch {
 			case pi < 0:
-				ps.at(k, "exclude[%d]: %q is not a parameter", i, k.Value)
+				ps.At(k, "exclude[%d]: %q is not a parameter", i, k.Value)
 				ok = false
 			case v.Kind != yaml.ScalarNode || !slices.Contains(params[pi].Values, v.Value):
-				ps.at(v, "exclude[%d]: %s: %q is not one of its values (%s)", i, k.Value, v.Value, strings.Join(params[pi].Values, ", "))
+				ps.At(v, "exclude[%d]: %s: %q is not one of its values (%s)", i, k.Value, v.Value, strings.Join(params[pi].Values, ", "))
 				ok = false
 			default:
 				m[k.Value] = v.Value
@@ -326,7 +236,7 @@ func (f *File) substitute(point map[string]string) (*Spec, error) {
 // the problems of the entries (top-level fields, list items) holding a
 // type error on one of lines: their zero values are no mistake of the
 // file's. Problems of the whole file are left out too.
-func validateRest(ps *problems, root *yaml.Node, s *Spec, params Params, lines []int) {
+func validateRest(ps *specfile.Problems, root *yaml.Node, s *Spec, params Params, lines []int) {
 	// A top-level key given twice makes the decoder drop every field.
 	keys := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
@@ -366,16 +276,16 @@ func validateRest(ps *problems, root *yaml.Node, s *Spec, params Params, lines [
 			spans = append(spans, sp)
 		}
 	}
-	vs := &problems{file: ps.file}
+	vs := specfile.NewProblems(ps.File())
 	validate(vs, root, s, params, true)
-	for _, p := range vs.list {
+	for _, p := range vs.List() {
 		if p.Line == root.Line && p.Col == root.Column {
 			continue
 		}
 		if slices.ContainsFunc(spans, func(sp span) bool { return p.Line >= sp.first && p.Line <= sp.last }) {
 			continue
 		}
-		ps.add(p.Line, p.Col, "%s", p.Msg)
+		ps.Add(p.Line, p.Col, "%s", p.Msg)
 	}
 }
 
@@ -394,7 +304,7 @@ func decode(n *yaml.Node, v any) error {
 
 var refRe = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
 
-func parseParams(ps *problems, root *yaml.Node) Params {
+func parseParams(ps *specfile.Problems, root *yaml.Node) Params {
 	var out Params
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
@@ -402,16 +312,16 @@ func parseParams(ps *problems, root *yaml.Node) Params {
 			continue
 		}
 		if v.Kind != yaml.MappingNode {
-			ps.at(v, "params: want a mapping of names to lists of values (jobs: [1, 2, 4])")
+			ps.At(v, "params: want a mapping of names to lists of values (jobs: [1, 2, 4])")
 			return nil
 		}
 		if len(v.Content) == 0 {
-			ps.at(v, "params: an empty matrix; leave params out, or give each a list of values")
+			ps.At(v, "params: an empty matrix; leave params out, or give each a list of values")
 		}
 		for j := 0; j+1 < len(v.Content); j += 2 {
 			name, vals := v.Content[j], v.Content[j+1]
 			if !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`).MatchString(name.Value) {
-				ps.at(name, "params: %q is not a valid name, want letters, digits and _", name.Value)
+				ps.At(name, "params: %q is not a valid name, want letters, digits and _", name.Value)
 				continue
 			}
 			p := Param{Name: name.Value, line: name.Line, col: name.Column}
@@ -421,20 +331,20 @@ func parseParams(ps *problems, root *yaml.Node) Params {
 			case yaml.SequenceNode:
 				for _, x := range vals.Content {
 					if x.Kind != yaml.ScalarNode {
-						ps.at(x, "params: %s: values are numbers or strings", p.Name)
+						ps.At(x, "params: %s: values are numbers or strings", p.Name)
 						continue
 					}
 					if slices.Contains(p.Values, x.Value) {
-						ps.at(x, "params: %s: %q is listed twice", p.Name, x.Value)
+						ps.At(x, "params: %s: %q is listed twice", p.Name, x.Value)
 						continue
 					}
 					p.Values = append(p.Values, x.Value)
 				}
 				if len(vals.Content) == 0 {
-					ps.at(vals, "params: %s: an empty list, want at least one value", p.Name)
+					ps.At(vals, "params: %s: an empty list, want at least one value", p.Name)
 				}
 			default:
-				ps.at(vals, "params: %s: want a list of values", p.Name)
+				ps.At(vals, "params: %s: want a list of values", p.Name)
 			}
 			out = append(out, p)
 		}
@@ -444,7 +354,7 @@ func parseParams(ps *problems, root *yaml.Node) Params {
 
 // checkRefs reports ${name} references to unknown parameters and returns
 // the names used.
-func checkRefs(ps *problems, root *yaml.Node, params Params) map[string]bool {
+func checkRefs(ps *specfile.Problems, root *yaml.Node, params Params) map[string]bool {
 	known := map[string]bool{}
 	var names []string
 	for _, p := range params {
@@ -462,12 +372,12 @@ func checkRefs(ps *problems, root *yaml.Node, params Params) map[string]bool {
 				name := m[2 : len(m)-1]
 				switch {
 				case key == "setup" || key == "vm" || key == "requires" || key == "rounds" || key == "reuse":
-					ps.at(s, "%s: ${%s}: parameters are not allowed here (it applies to the whole guest); allowed in sysctls, server, workloads and checks", key, name)
+					ps.At(s, "%s: ${%s}: parameters are not allowed here (it applies to the whole guest); allowed in sysctls, server, workloads and checks", key, name)
 				case !known[name]:
 					if len(names) == 0 {
-						ps.at(s, "${%s}: no such parameter (this file has no params)", name)
+						ps.At(s, "${%s}: no such parameter (this file has no params)", name)
 					} else {
-						ps.at(s, "${%s}: no such parameter, want one of %s", name, strings.Join(names, ", "))
+						ps.At(s, "${%s}: no such parameter, want one of %s", name, strings.Join(names, ", "))
 					}
 				}
 				used[name] = true
@@ -479,17 +389,13 @@ func checkRefs(ps *problems, root *yaml.Node, params Params) map[string]bool {
 
 // checkFields reports every mapping key that the Go type does not have,
 // with the keys that it has.
-func checkFields(ps *problems, n *yaml.Node, t reflect.Type, path string) {
+func checkFields(ps *specfile.Problems, n *yaml.Node, t reflect.Type, path string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-				return
-			}
-			ps.at(n, "%s: want a mapping with %s", orTop(path), strings.Join(yamlFields(t), ", "))
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 			return
 		}
 		fields := map[string]reflect.Type{}
@@ -499,29 +405,18 @@ func checkFields(ps *problems, n *yaml.Node, t reflect.Type, path string) {
 				fields[tag] = f.Type
 			}
 		}
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if seen[k.Value] {
-				ps.at(k, "%s: %s is given twice", orTop(path), k.Value)
+		specfile.Fields(ps, n, orTop(path), yamlFields(t), func(k string, v *yaml.Node) {
+			if path == "" && k == "params" {
+				return
 			}
-			seen[k.Value] = true
-			ft, ok := fields[k.Value]
-			if !ok {
-				ps.at(k, "%s: unknown field %q, want one of %s", orTop(path), k.Value, strings.Join(yamlFields(t), ", "))
-				continue
-			}
-			if path == "" && k.Value == "params" {
-				continue
-			}
-			checkFields(ps, v, ft, join(path, k.Value))
-		}
+			checkFields(ps, v, fields[k], join(path, k))
+		})
 	case reflect.Slice:
 		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 			return
 		}
 		if n.Kind != yaml.SequenceNode {
-			ps.at(n, "%s: want a list", path)
+			ps.At(n, "%s: want a list", path)
 			return
 		}
 		for i, c := range n.Content {
@@ -532,17 +427,17 @@ func checkFields(ps *problems, n *yaml.Node, t reflect.Type, path string) {
 			return
 		}
 		if n.Kind != yaml.MappingNode {
-			ps.at(n, "%s: want a mapping of names to values", path)
+			ps.At(n, "%s: want a mapping of names to values", path)
 			return
 		}
 		for i := 1; i < len(n.Content); i += 2 {
 			if n.Content[i].Kind != yaml.ScalarNode {
-				ps.at(n.Content[i], "%s.%s: want a single value", path, n.Content[i-1].Value)
+				ps.At(n.Content[i], "%s.%s: want a single value", path, n.Content[i-1].Value)
 			}
 		}
 	default:
 		if n.Kind != yaml.ScalarNode {
-			ps.at(n, "%s: want a single value, not a %s", path, kindName(n.Kind))
+			ps.At(n, "%s: want a single value, not a %s", path, kindName(n.Kind))
 		}
 	}
 }
@@ -590,7 +485,7 @@ var shapeRe = regexp.MustCompile(`^(cannot unmarshal !!(seq|map) into |mapping k
 
 // typeProblems turns the typed decoder's errors ("line 7: cannot
 // unmarshal !!str `x` into int") into problems, and returns their lines.
-func typeProblems(ps *problems, root *yaml.Node, err error) []int {
+func typeProblems(ps *specfile.Problems, root *yaml.Node, err error) []int {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		var lines []int
@@ -601,18 +496,18 @@ func typeProblems(ps *problems, root *yaml.Node, err error) []int {
 				e = e[len(m[0]):]
 			}
 			lines = append(lines, line)
-			if shapeRe.MatchString(e) && slices.ContainsFunc(ps.list, func(p Problem) bool { return p.Line == line }) {
+			if shapeRe.MatchString(e) && slices.ContainsFunc(ps.List(), func(p specfile.Problem) bool { return p.Line == line }) {
 				continue
 			}
 			msg, found := friendlyType(e)
 			if line > 0 {
 				col = columnOf(root, line, found)
 			}
-			ps.add(line, col, "%s", msg)
+			ps.Add(line, col, "%s", msg)
 		}
 		return lines
 	}
-	ps.add(yamlLine(err), 0, "%s", yamlMsg(err))
+	ps.Add(specfile.Line(err), 0, "%s", specfile.Message(err))
 	return nil
 }
 
@@ -651,47 +546,6 @@ func friendlyType(e string) (string, string) {
 		want = "a mapping"
 	}
 	return fmt.Sprintf("found %q, want %s", m[2], want), m[2]
-}
-
-// syntaxLine is the line of a YAML syntax error. yaml.v3 names where the
-// enclosing block starts (for parser errors, the line before it), often
-// lines above the mistake: the mistake is on the first line at which
-// the file's beginning fails the same way.
-func syntaxLine(data []byte, err error) int {
-	msg := yamlMsg(err)
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	fails := func(n int) bool {
-		var x yaml.Node
-		e := yaml.Unmarshal(bytes.Join(lines[:n], nil), &x)
-		return e != nil && yamlMsg(e) == msg
-	}
-	lo, hi := 0, len(lines)
-	if !fails(hi) {
-		return yamlLine(err)
-	}
-	for hi-lo > 1 {
-		if mid := (lo + hi) / 2; fails(mid) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi
-}
-
-func yamlLine(err error) int {
-	if m := regexp.MustCompile(`line (\d+)`).FindStringSubmatch(err.Error()); m != nil {
-		var n int
-		fmt.Sscan(m[1], &n)
-		return n
-	}
-	return 0
-}
-
-func yamlMsg(err error) string {
-	s := err.Error()
-	s = regexp.MustCompile(`^yaml: (line \d+: )?`).ReplaceAllString(s, "")
-	return s
 }
 
 func walkScalars(n *yaml.Node, f func(*yaml.Node)) {
@@ -770,7 +624,7 @@ func (f *File) WithSets(sets map[string]string) (*File, error) {
 		return nil, err
 	}
 	c.Spec.Params = params
-	ps := &problems{file: f.Path + " (with parameters set)"}
+	ps := specfile.NewProblems(f.Path + " (with parameters set)")
 	for _, pt := range c.Points() {
 		s, err := c.substitute(pt)
 		if err != nil {
@@ -779,7 +633,7 @@ func (f *File) WithSets(sets map[string]string) (*File, error) {
 		}
 		validate(ps, c.root, s, params, false)
 	}
-	if err := ps.err(); err != nil {
+	if err := ps.Err(); err != nil {
 		return nil, err
 	}
 	return &c, nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"klab/guest/proto"
+	"klab/internal/specfile"
 	"klab/results"
 )
 
@@ -567,9 +568,9 @@ workloads:
 			if f != nil {
 				t.Errorf("Load returned a File with its error")
 			}
-			var se *SpecError
+			var se *specfile.Error
 			if !errors.As(err, &se) {
-				t.Fatalf("Load: %T %v, want a *SpecError", err, err)
+				t.Fatalf("Load: %T %v, want a *specfile.Error", err, err)
 			}
 			var got []string
 			for _, p := range se.Problems {

@@ -14,6 +14,7 @@ import (
 	"klab/images"
 	"klab/internal/fileio"
 	"klab/internal/option"
+	"klab/internal/specfile"
 	"klab/internal/textsafe"
 	"klab/lab"
 	"klab/lab/hostguest"
@@ -175,27 +176,19 @@ type Result struct {
 	Samples  *Samples
 }
 
-// BadInputError is input that is wrong before anything runs: a kernel
-// that does not resolve, an axis that does not fit, requires that no
-// kernel meets.
-type BadInputError struct{ Err error }
-
-func (e *BadInputError) Error() string { return e.Err.Error() }
-func (e *BadInputError) Unwrap() error { return e.Err }
-
 // Run runs the experiment f and saves it. Bad input gives a
-// *BadInputError before any guest boots and leaves no run directory.
+// *specfile.BadInputError before any guest boots and leaves no run directory.
 func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 	if len(o.Sets) > 0 {
 		nf, err := f.WithSets(o.Sets)
 		if err != nil {
-			return nil, &BadInputError{err}
+			return nil, &specfile.BadInputError{Err: err}
 		}
 		f = nf
 	}
 	plan, err := MakePlan(f, o.PlanOptions)
 	if err != nil {
-		return nil, &BadInputError{err}
+		return nil, &specfile.BadInputError{Err: err}
 	}
 	s := f.Spec
 	// Resolve every kernel and check requires before any boot.
@@ -217,14 +210,14 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, &BadInputError{err}
+		return nil, &specfile.BadInputError{Err: err}
 	}
 	if !slices.Contains(skipped, "") {
 		var why []string
 		for i, r := range plan.Kernels {
 			why = append(why, fmt.Sprintf("%s (%s): %s", r, kernels[i].Version, skipped[i]))
 		}
-		return nil, &BadInputError{fmt.Errorf("%s: no kernel meets its requires: %s", f.Path, strings.Join(why, "; "))}
+		return nil, &specfile.BadInputError{Err: fmt.Errorf("%s: no kernel meets its requires: %s", f.Path, strings.Join(why, "; "))}
 	}
 	cpus, mem, accel := s.VM.CPUs, s.VM.MemoryMB, s.VM.Accel
 	if o.CPUs != 0 {

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"klab/guest/proto"
+	"klab/internal/specfile"
 	"klab/lab"
 	"klab/results"
 	"klab/results/stats"
@@ -632,9 +633,9 @@ func TestRunRequires(t *testing.T) {
 		o := runOptions(t, fake)
 		o.Kernels, o.Compare = []string{"old", "old2"}, "kernel"
 		res, err := Run(context.Background(), f, o)
-		var bad *BadInputError
+		var bad *specfile.BadInputError
 		if !errors.As(err, &bad) || res != nil {
-			t.Fatalf("Run: %v (%T), want a *BadInputError", err, err)
+			t.Fatalf("Run: %v (%T), want a *specfile.BadInputError", err, err)
 		}
 		if want := "runtest.yaml: no kernel meets its requires: old (6.12.0): needs fuse-io-uring; old2 (6.13.0): needs fuse-io-uring"; err.Error() != want {
 			t.Errorf("Run: %v, want %s", err, want)
@@ -650,9 +651,9 @@ func TestRunRequires(t *testing.T) {
 		fake := &fakeOpener{t: t, kernels: map[string]*results.Kernel{"k": {Name: "k", ID: "k-1", Version: "7.3.0", Config: without}}}
 		o := runOptions(t, fake)
 		_, err := Run(context.Background(), pf, o)
-		var bad *BadInputError
+		var bad *specfile.BadInputError
 		if !errors.As(err, &bad) {
-			t.Fatalf("Run: %v (%T), want a *BadInputError", err, err)
+			t.Fatalf("Run: %v (%T), want a *specfile.BadInputError", err, err)
 		}
 		if want := "runtest.yaml: no kernel meets its requires: k (7.3.0): needs fuse-io-uring"; err.Error() != want {
 			t.Errorf("Run: %v, want %s", err, want)
@@ -769,9 +770,9 @@ func TestRunBadInput(t *testing.T) {
 			o := runOptions(t, fake)
 			tc.edit(&o)
 			res, err := Run(context.Background(), f, o)
-			var bad *BadInputError
+			var bad *specfile.BadInputError
 			if !errors.As(err, &bad) || res != nil {
-				t.Fatalf("Run: %v (%T), want a *BadInputError", err, err)
+				t.Fatalf("Run: %v (%T), want a *specfile.BadInputError", err, err)
 			}
 			if err.Error() != tc.want {
 				t.Errorf("Run: %q, want %q", err, tc.want)

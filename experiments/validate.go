@@ -11,38 +11,9 @@ import (
 
 	"klab/guest/proto"
 	"klab/guest/workload"
+	"klab/internal/specfile"
 	"klab/lab"
 )
-
-// node finds the node at path (mapping keys and list indexes) under root,
-// or the deepest one that exists, for an error's line and column.
-func node(root *yaml.Node, path ...any) *yaml.Node {
-	n := root
-	for _, p := range path {
-		switch k := p.(type) {
-		case string:
-			if n.Kind != yaml.MappingNode {
-				return n
-			}
-			found := false
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == k {
-					n, found = n.Content[i+1], true
-					break
-				}
-			}
-			if !found {
-				return n
-			}
-		case int:
-			if n.Kind != yaml.SequenceNode || k >= len(n.Content) {
-				return n
-			}
-			n = n.Content[k]
-		}
-	}
-	return n
-}
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -64,19 +35,19 @@ func oneOf(list []string) string {
 // compare axis is not held to two values: --set may narrow it when the
 // run compares something else (--compare), and the plan checks the axis
 // it uses.
-func validate(ps *problems, root *yaml.Node, s *Spec, params Params, axis bool) {
-	at := func(path ...any) *yaml.Node { return node(root, path...) }
+func validate(ps *specfile.Problems, root *yaml.Node, s *Spec, params Params, axis bool) {
+	at := func(path ...any) *yaml.Node { return specfile.Node(root, path...) }
 	if !nameRe.MatchString(s.Name) {
-		ps.at(at("name"), "name: %q is not a plain name, want letters, digits, '.', '_' and '-' (at most 64)", s.Name)
+		ps.At(at("name"), "name: %q is not a plain name, want letters, digits, '.', '_' and '-' (at most 64)", s.Name)
 	}
 	if s.Rounds < 0 || s.Rounds > 1000 {
-		ps.at(at("rounds"), "rounds: %d is out of range, want 1..1000", s.Rounds)
+		ps.At(at("rounds"), "rounds: %d is out of range, want 1..1000", s.Rounds)
 	}
 	if s.Order != "" && !slices.Contains(orders, s.Order) {
-		ps.at(at("order"), "order: %q is not allowed, want one of %s", s.Order, oneOf(orders))
+		ps.At(at("order"), "order: %q is not allowed, want one of %s", s.Order, oneOf(orders))
 	}
 	if s.Reuse != "" && !slices.Contains(reuses, s.Reuse) {
-		ps.at(at("reuse"), "reuse: %q is not allowed, want one of %s", s.Reuse, oneOf(reuses))
+		ps.At(at("reuse"), "reuse: %q is not allowed, want one of %s", s.Reuse, oneOf(reuses))
 	}
 	if s.Compare != "" && s.Compare != "kernel" {
 		var p *Param
@@ -91,129 +62,129 @@ func validate(ps *problems, root *yaml.Node, s *Spec, params Params, axis bool) 
 			for _, q := range params {
 				names = append(names, q.Name)
 			}
-			ps.at(at("compare"), "compare: %q is neither kernel nor a parameter, want kernel%s", s.Compare, prefixed(", ", names))
+			ps.At(at("compare"), "compare: %q is neither kernel nor a parameter, want kernel%s", s.Compare, prefixed(", ", names))
 		case axis && len(p.Values) != 2:
-			ps.at(at("compare"), "compare: %s has %d values, want exactly 2 (A and B)", p.Name, len(p.Values))
+			ps.At(at("compare"), "compare: %s has %d values, want exactly 2 (A and B)", p.Name, len(p.Values))
 		}
 	}
 	for i, f := range s.ProfileFunctions {
 		if !funcRe.MatchString(f) {
-			ps.at(at("profile_functions", i), "profile_functions: %q is not a function name, want letters, digits, '_' and '.' (at most 128)", f)
+			ps.At(at("profile_functions", i), "profile_functions: %q is not a function name, want letters, digits, '_' and '.' (at most 128)", f)
 		}
 	}
 	if len(s.ProfileFunctions) > 0 && !slices.ContainsFunc(s.Workloads, func(w Workload) bool { return w.Profile == ProfilePerf }) {
-		ps.at(at("profile_functions"), "profile_functions: no workload has profile: perf, so there is nothing to look them up in")
+		ps.At(at("profile_functions"), "profile_functions: no workload has profile: perf, so there is nothing to look them up in")
 	}
 	if s.VM.CPUs < 0 || s.VM.CPUs > 64 {
-		ps.at(at("vm", "cpus"), "vm.cpus: %d is out of range, want 1..64", s.VM.CPUs)
+		ps.At(at("vm", "cpus"), "vm.cpus: %d is out of range, want 1..64", s.VM.CPUs)
 	}
 	if s.VM.MemoryMB != 0 && (s.VM.MemoryMB < 128 || s.VM.MemoryMB > 65536) {
-		ps.at(at("vm", "memory_mb"), "vm.memory_mb: %d is out of range, want 128..65536", s.VM.MemoryMB)
+		ps.At(at("vm", "memory_mb"), "vm.memory_mb: %d is out of range, want 128..65536", s.VM.MemoryMB)
 	}
 	if s.VM.Accel != "" && !slices.Contains(accels, s.VM.Accel) {
-		ps.at(at("vm", "accel"), "vm.accel: %q is not allowed, want one of %s", s.VM.Accel, oneOf(accels))
+		ps.At(at("vm", "accel"), "vm.accel: %q is not allowed, want one of %s", s.VM.Accel, oneOf(accels))
 	}
 	if strings.ContainsAny(s.VM.Cmdline, "\"'`$;&|<>\\\n") {
-		ps.at(at("vm", "cmdline"), "vm.cmdline: %q, want plain kernel parameters (brd.rd_size=1048576 ...)", s.VM.Cmdline)
+		ps.At(at("vm", "cmdline"), "vm.cmdline: %q, want plain kernel parameters (brd.rd_size=1048576 ...)", s.VM.Cmdline)
 	}
 	if s.VM.Icount != "" {
 		switch {
 		case lab.CheckIcount(s.VM.Icount) != nil:
-			ps.at(at("vm", "icount"), "vm.icount: %q, want QEMU's -icount options, e.g. shift=0,sleep=off", s.VM.Icount)
+			ps.At(at("vm", "icount"), "vm.icount: %q, want QEMU's -icount options, e.g. shift=0,sleep=off", s.VM.Icount)
 		case s.VM.Accel == "kvm":
-			ps.at(at("vm", "icount"), "vm.icount: QEMU counts instructions under TCG only, not with vm.accel: kvm (leave vm.accel out: icount then runs under TCG)")
+			ps.At(at("vm", "icount"), "vm.icount: QEMU counts instructions under TCG only, not with vm.accel: kvm (leave vm.accel out: icount then runs under TCG)")
 		case s.VM.TCGMultithread:
-			ps.at(at("vm", "icount"), "vm.icount: QEMU counts instructions under single-threaded TCG only, not with vm.tcg_multithread")
+			ps.At(at("vm", "icount"), "vm.icount: QEMU counts instructions under single-threaded TCG only, not with vm.tcg_multithread")
 		}
 	}
 	if s.VM.StepTimeoutS < 0 || s.VM.StepTimeoutS > 86400 {
-		ps.at(at("vm", "step_timeout_s"), "vm.step_timeout_s: %d is out of range, want 1..86400", s.VM.StepTimeoutS)
+		ps.At(at("vm", "step_timeout_s"), "vm.step_timeout_s: %d is out of range, want 1..86400", s.VM.StepTimeoutS)
 	}
 	if _, err := ParseRange(s.Requires.Kernel); err != nil {
-		ps.at(at("requires", "kernel"), "requires.kernel: %v", err)
+		ps.At(at("requires", "kernel"), "requires.kernel: %v", err)
 	}
 	for i, c := range s.Requires.Config {
 		if !regexp.MustCompile(`^(CONFIG_)?[A-Z0-9_]+$`).MatchString(c) {
-			ps.at(at("requires", "config", i), "requires.config: %q is not a config option, want e.g. FUSE_IO_URING", c)
+			ps.At(at("requires", "config", i), "requires.config: %q is not a config option, want e.g. FUSE_IO_URING", c)
 		}
 	}
 	for i, f := range s.Requires.Features {
 		if !slices.Contains(features, f) {
-			ps.at(at("requires", "features", i), "requires.features: %q is unknown, want one of %s", f, oneOf(features))
+			ps.At(at("requires", "features", i), "requires.features: %q is unknown, want one of %s", f, oneOf(features))
 		}
 	}
 	validateSetup(ps, root, &s.Setup)
 	for k := range s.Sysctls {
 		if !sysctlRe.MatchString(k) {
-			ps.at(at("sysctls"), "sysctls: %q is not a sysctl name (fs.fuse.default_request_timeout)", k)
+			ps.At(at("sysctls"), "sysctls: %q is not a sysctl name (fs.fuse.default_request_timeout)", k)
 		}
 	}
 	if sv := s.Server; sv != nil {
 		if !slices.Contains(servers, sv.Kind) {
-			ps.at(at("server", "kind"), "server.kind: %q is not a server, want one of %s", sv.Kind, oneOf(servers))
+			ps.At(at("server", "kind"), "server.kind: %q is not a server, want one of %s", sv.Kind, oneOf(servers))
 		}
 		if sv.Transport != "" && !slices.Contains(transports, sv.Transport) {
-			ps.at(at("server", "transport"), "server.transport: %q is not allowed, want one of %s", sv.Transport, oneOf(transports))
+			ps.At(at("server", "transport"), "server.transport: %q is not allowed, want one of %s", sv.Transport, oneOf(transports))
 		}
 		if sv.KernelPassthrough && sv.Kind == "libfuse-passthrough_ll" {
-			ps.at(at("server", "kernel_passthrough"), "server.kernel_passthrough: klab's servers only; libfuse's passthrough_ll has none")
+			ps.At(at("server", "kernel_passthrough"), "server.kernel_passthrough: klab's servers only; libfuse's passthrough_ll has none")
 		}
 		if c := sv.CacheTimeoutS; c != nil {
 			switch {
 			case *c < 0 || *c > 86400:
-				ps.at(at("server", "cache_timeout_s"), "server.cache_timeout_s: %g is out of range, want 0..86400 seconds", *c)
+				ps.At(at("server", "cache_timeout_s"), "server.cache_timeout_s: %g is out of range, want 0..86400 seconds", *c)
 			case *c != 0 && sv.Kind == "libfuse-passthrough_hp":
-				ps.at(at("server", "cache_timeout_s"), "server.cache_timeout_s: libfuse's passthrough_hp caches for a day or not at all: give 0 (its --nocache) or leave it out")
+				ps.At(at("server", "cache_timeout_s"), "server.cache_timeout_s: libfuse's passthrough_hp caches for a day or not at all: give 0 (its --nocache) or leave it out")
 			}
 		}
 		if sv.Threads < 0 || sv.Threads > 1024 {
-			ps.at(at("server", "threads"), "server.threads: %d is out of range, want 1..1024", sv.Threads)
+			ps.At(at("server", "threads"), "server.threads: %d is out of range, want 1..1024", sv.Threads)
 		}
 		if sv.QueueDepth < 0 || sv.QueueDepth > 1024 {
-			ps.at(at("server", "queue_depth"), "server.queue_depth: %d is out of range, want 1..1024", sv.QueueDepth)
+			ps.At(at("server", "queue_depth"), "server.queue_depth: %d is out of range, want 1..1024", sv.QueueDepth)
 		}
 		for _, f := range []struct{ k, v string }{{"backing", sv.Backing}, {"mountpoint", sv.Mountpoint}} {
 			if !strings.HasPrefix(f.v, "/") {
-				ps.at(at("server", f.k), "server.%s: %q, want an absolute guest path", f.k, f.v)
+				ps.At(at("server", f.k), "server.%s: %q, want an absolute guest path", f.k, f.v)
 			}
 		}
 	}
 	if len(s.Workloads) == 0 && len(s.Checks) == 0 {
-		ps.at(root, "experiment: no workloads and no checks: nothing to measure")
+		ps.At(root, "experiment: no workloads and no checks: nothing to measure")
 	}
 	names := map[string]bool{}
 	for i := range s.Workloads {
 		validateWorkload(ps, root, s, i)
 		if names[s.Workloads[i].Name] {
-			ps.at(at("workloads", i, "name"), "workloads[%d].name: %q is used twice", i, s.Workloads[i].Name)
+			ps.At(at("workloads", i, "name"), "workloads[%d].name: %q is used twice", i, s.Workloads[i].Name)
 		}
 		names[s.Workloads[i].Name] = true
 	}
 	for i, c := range s.Checks {
 		p := func(f string) *yaml.Node { return at("checks", i, f) }
 		if !nameRe.MatchString(c.Name) {
-			ps.at(p("name"), "checks[%d].name: %q is not a plain name", i, c.Name)
+			ps.At(p("name"), "checks[%d].name: %q is not a plain name", i, c.Name)
 		}
 		if names[c.Name] {
-			ps.at(p("name"), "checks[%d].name: %q is used twice", i, c.Name)
+			ps.At(p("name"), "checks[%d].name: %q is used twice", i, c.Name)
 		}
 		names[c.Name] = true
 		switch {
 		case (c.Run == "") == (c.FuseCheck == ""):
-			ps.at(at("checks", i), "checks[%d]: give exactly one of run (a shell command) and fuse_check (%s)", i, oneOf(fuseChecks))
+			ps.At(at("checks", i), "checks[%d]: give exactly one of run (a shell command) and fuse_check (%s)", i, oneOf(fuseChecks))
 		case c.FuseCheck != "" && !slices.Contains(fuseChecks, c.FuseCheck):
-			ps.at(p("fuse_check"), "checks[%d].fuse_check: %q is unknown, want one of %s", i, c.FuseCheck, oneOf(fuseChecks))
+			ps.At(p("fuse_check"), "checks[%d].fuse_check: %q is unknown, want one of %s", i, c.FuseCheck, oneOf(fuseChecks))
 		case c.Run != "" && len(c.Args) > 0:
-			ps.at(p("args"), "checks[%d].args: only for fuse_check; put a command's arguments in run", i)
+			ps.At(p("args"), "checks[%d].args: only for fuse_check; put a command's arguments in run", i)
 		}
 		if c.ExpectExit < 0 || c.ExpectExit > 255 {
-			ps.at(p("expect_exit"), "checks[%d].expect_exit: %d is out of range, want 0..255", i, c.ExpectExit)
+			ps.At(p("expect_exit"), "checks[%d].expect_exit: %d is out of range, want 0..255", i, c.ExpectExit)
 		}
 		if c.MaxS < 0 || c.MaxS > 86400 {
-			ps.at(p("max_s"), "checks[%d].max_s: %g is out of range, want 0..86400", i, c.MaxS)
+			ps.At(p("max_s"), "checks[%d].max_s: %g is out of range, want 0..86400", i, c.MaxS)
 		}
 		if c.TimeoutS < 0 || c.TimeoutS > 86400 {
-			ps.at(p("timeout_s"), "checks[%d].timeout_s: %d is out of range, want 1..86400", i, c.TimeoutS)
+			ps.At(p("timeout_s"), "checks[%d].timeout_s: %d is out of range, want 1..86400", i, c.TimeoutS)
 		}
 	}
 }
@@ -227,127 +198,127 @@ func prefixed(sep string, l []string) string {
 
 var sysctlRe = regexp.MustCompile(`^[a-z0-9_]+([./][a-z0-9_-]+)+$`)
 
-func validateSetup(ps *problems, root *yaml.Node, st *Setup) {
-	at := func(path ...any) *yaml.Node { return node(root, append([]any{"setup"}, path...)...) }
+func validateSetup(ps *specfile.Problems, root *yaml.Node, st *Setup) {
+	at := func(path ...any) *yaml.Node { return specfile.Node(root, append([]any{"setup"}, path...)...) }
 	if b := st.Brd; b != nil {
 		if b.Count < 0 || b.Count > 16 {
-			ps.at(at("brd", "count"), "setup.brd.count: %d is out of range, want 1..16", b.Count)
+			ps.At(at("brd", "count"), "setup.brd.count: %d is out of range, want 1..16", b.Count)
 		}
 		if b.SizeMB < 1 || b.SizeMB > 16384 {
-			ps.at(at("brd", "size_mb"), "setup.brd.size_mb: %d is out of range, want 1..16384", b.SizeMB)
+			ps.At(at("brd", "size_mb"), "setup.brd.size_mb: %d is out of range, want 1..16384", b.SizeMB)
 		}
 	}
 	for i, m := range st.Mkfs {
 		if !slices.Contains(fsTypes, m.Type) {
-			ps.at(at("mkfs", i, "type"), "setup.mkfs[%d].type: %q is not supported, want one of %s", i, m.Type, oneOf(fsTypes))
+			ps.At(at("mkfs", i, "type"), "setup.mkfs[%d].type: %q is not supported, want one of %s", i, m.Type, oneOf(fsTypes))
 		}
 		if !strings.HasPrefix(m.Device, "/dev/") {
-			ps.at(at("mkfs", i, "device"), "setup.mkfs[%d].device: %q, want a /dev path", i, m.Device)
+			ps.At(at("mkfs", i, "device"), "setup.mkfs[%d].device: %q, want a /dev path", i, m.Device)
 		}
 		if strings.ContainsAny(m.Options, "'\"`$;&|<>\\") {
-			ps.at(at("mkfs", i, "options"), "setup.mkfs[%d].options: %q: want plain options (no quotes or shell characters)", i, m.Options)
+			ps.At(at("mkfs", i, "options"), "setup.mkfs[%d].options: %q: want plain options (no quotes or shell characters)", i, m.Options)
 		}
 	}
 	for i, m := range st.Mounts {
 		if !strings.HasPrefix(m.Path, "/") {
-			ps.at(at("mounts", i, "path"), "setup.mounts[%d].path: %q, want an absolute guest path", i, m.Path)
+			ps.At(at("mounts", i, "path"), "setup.mounts[%d].path: %q, want an absolute guest path", i, m.Path)
 		}
 		for _, f := range []string{m.Device, m.Path, m.Type, m.Options} {
 			if strings.ContainsAny(f, " '\"`$;&|<>\\") {
-				ps.at(at("mounts", i), "setup.mounts[%d]: %q: want plain words (no spaces, quotes or shell characters)", i, f)
+				ps.At(at("mounts", i), "setup.mounts[%d]: %q: want plain words (no spaces, quotes or shell characters)", i, f)
 			}
 		}
 	}
 	for k := range st.Sysctls {
 		if !sysctlRe.MatchString(k) {
-			ps.at(at("sysctls"), "setup.sysctls: %q is not a sysctl name (fs.fuse.max_request_timeout)", k)
+			ps.At(at("sysctls"), "setup.sysctls: %q is not a sysctl name (fs.fuse.max_request_timeout)", k)
 		}
 	}
 	for i, m := range st.Modules {
 		if !regexp.MustCompile(`^[a-z0-9_]+$`).MatchString(m.Name) {
-			ps.at(at("modules", i, "name"), "setup.modules[%d].name: %q is not a module name", i, m.Name)
+			ps.At(at("modules", i, "name"), "setup.modules[%d].name: %q is not a module name", i, m.Name)
 		}
 		for k, v := range m.Params {
 			if !regexp.MustCompile(`^[a-z0-9_]+$`).MatchString(k) || strings.ContainsAny(v, " '\"`$;&|<>\\\n") {
-				ps.at(at("modules", i, "params"), "setup.modules[%d].params: %s=%q: want a parameter name and a plain value", i, k, v)
+				ps.At(at("modules", i, "params"), "setup.modules[%d].params: %s=%q: want a parameter name and a plain value", i, k, v)
 			}
 		}
 	}
 	for i, d := range st.Dirs {
 		if !strings.HasPrefix(d, "/") || strings.ContainsAny(d, " '\"`$;&|<>\\") {
-			ps.at(at("dirs", i), "setup.dirs[%d]: %q, want an absolute guest path of plain characters", i, d)
+			ps.At(at("dirs", i), "setup.dirs[%d]: %q, want an absolute guest path of plain characters", i, d)
 		}
 	}
 }
 
-func validateWorkload(ps *problems, root *yaml.Node, s *Spec, i int) {
+func validateWorkload(ps *specfile.Problems, root *yaml.Node, s *Spec, i int) {
 	w := &s.Workloads[i]
-	at := func(f string) *yaml.Node { return node(root, "workloads", i, f) }
+	at := func(f string) *yaml.Node { return specfile.Node(root, "workloads", i, f) }
 	pre := fmt.Sprintf("workloads[%d]", i)
 	if !nameRe.MatchString(w.Name) {
-		ps.at(at("name"), "%s.name: %q is not a plain name, want letters, digits, '.', '_' and '-'", pre, w.Name)
+		ps.At(at("name"), "%s.name: %q is not a plain name, want letters, digits, '.', '_' and '-'", pre, w.Name)
 	}
 	if (w.Pattern == "") == (w.Fio == "") {
-		ps.at(node(root, "workloads", i), "%s: give exactly one of pattern (klab's Go engine: %s) and fio (a fio command line)", pre, patternList())
+		ps.At(specfile.Node(root, "workloads", i), "%s: give exactly one of pattern (klab's Go engine: %s) and fio (a fio command line)", pre, patternList())
 		return
 	}
 	if w.Metric != "" && !slices.Contains(metrics, w.Metric) {
-		ps.at(at("metric"), "%s.metric: %q is unknown, want one of %s", pre, w.Metric, oneOf(metrics))
+		ps.At(at("metric"), "%s.metric: %q is unknown, want one of %s", pre, w.Metric, oneOf(metrics))
 	}
 	for j, m := range w.Metrics {
 		if !slices.Contains(metrics, m) {
-			ps.at(node(root, "workloads", i, "metrics", j), "%s.metrics: %q is unknown, want one of %s", pre, m, oneOf(metrics))
+			ps.At(specfile.Node(root, "workloads", i, "metrics", j), "%s.metrics: %q is unknown, want one of %s", pre, m, oneOf(metrics))
 		}
 	}
 	if w.Engine != "" && !slices.Contains(engines, w.Engine) {
-		ps.at(at("engine"), "%s.engine: %q is unknown, want one of %s", pre, w.Engine, oneOf(engines))
+		ps.At(at("engine"), "%s.engine: %q is unknown, want one of %s", pre, w.Engine, oneOf(engines))
 	}
 	if w.Engine != "" && w.Fio != "" {
-		ps.at(at("engine"), "%s.engine: only with pattern; a fio command line always runs fio", pre)
+		ps.At(at("engine"), "%s.engine: only with pattern; a fio command line always runs fio", pre)
 	}
 	if w.ThresholdPct < 0 || w.ThresholdPct > 1000 {
-		ps.at(at("threshold_pct"), "%s.threshold_pct: %g is out of range, want 0..1000", pre, w.ThresholdPct)
+		ps.At(at("threshold_pct"), "%s.threshold_pct: %g is out of range, want 0..1000", pre, w.ThresholdPct)
 	}
 	if w.MinServed < 0 || w.MinServed > 1 {
-		ps.at(at("min_served"), "%s.min_served: %g is out of range, want 0..1", pre, w.MinServed)
+		ps.At(at("min_served"), "%s.min_served: %g is out of range, want 0..1", pre, w.MinServed)
 	}
 	if w.MinServed > 0 && (s.Server == nil || (w.Mount != nil && !*w.Mount)) {
-		ps.at(at("min_served"), "%s.min_served: only for a job on the server's mount", pre)
+		ps.At(at("min_served"), "%s.min_served: only for a job on the server's mount", pre)
 	}
 	if s.Server == nil || (w.Mount != nil && !*w.Mount) {
 		if w.Metric == ServerCPUMetric {
-			ps.at(at("metric"), "%s.metric: %s only for a job on the server's mount", pre, ServerCPUMetric)
+			ps.At(at("metric"), "%s.metric: %s only for a job on the server's mount", pre, ServerCPUMetric)
 		}
 		for j, m := range w.Metrics {
 			if m == ServerCPUMetric {
-				ps.at(node(root, "workloads", i, "metrics", j), "%s.metrics: %s only for a job on the server's mount", pre, ServerCPUMetric)
+				ps.At(specfile.Node(root, "workloads", i, "metrics", j), "%s.metrics: %s only for a job on the server's mount", pre, ServerCPUMetric)
 			}
 		}
 	}
 	if !strings.HasPrefix(w.Dir, "/") {
-		ps.at(at("dir"), "%s.dir: %q, want an absolute guest path", pre, w.Dir)
+		ps.At(at("dir"), "%s.dir: %q, want an absolute guest path", pre, w.Dir)
 	}
 	if w.Mount != nil && *w.Mount && s.Server == nil {
-		ps.at(at("mount"), "%s.mount: true, but the experiment has no server", pre)
+		ps.At(at("mount"), "%s.mount: true, but the experiment has no server", pre)
 	}
 	if w.Fio != "" {
 		for _, f := range []string{"jobs", "bs", "size", "files", "fallocate", "filename_format", "ramp_s", "runtime_s", "time_based"} {
-			if n := at(f); n != node(root, "workloads", i) {
-				ps.at(n, "%s.%s: a Go engine option; a fio workload takes its options in its command line", pre, f)
+			if n := at(f); n != specfile.Node(root, "workloads", i) {
+				ps.At(n, "%s.%s: a Go engine option; a fio workload takes its options in its command line", pre, f)
 			}
 		}
 		return
 	}
 	if !slices.Contains(proto.Patterns(), proto.Pattern(w.Pattern)) {
-		ps.at(at("pattern"), "%s.pattern: %q is unknown, want one of %s", pre, w.Pattern, patternList())
+		ps.At(at("pattern"), "%s.pattern: %q is unknown, want one of %s", pre, w.Pattern, patternList())
 		return
 	}
 	ws := w.step()
 	if err := workload.Validate(&ws); err != nil {
-		ps.at(node(root, "workloads", i), "%s: %v", pre, err)
+		ps.At(specfile.Node(root, "workloads", i), "%s: %v", pre, err)
 	} else if w.Engine == "fio" {
 		if _, err := workload.FioStepFor(&ws); err != nil {
-			ps.at(at("engine"), "%s.engine: fio cannot run this job: %v", pre, err)
+			ps.At(at("engine"), "%s.engine: fio cannot run this job: %v", pre, err)
 		}
 	}
 }

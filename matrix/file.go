@@ -6,11 +6,9 @@
 package matrix
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"klab/experiments"
+	"klab/internal/specfile"
 )
 
 // maxFileSize bounds a matrix file.
@@ -87,81 +86,17 @@ type Experiment struct {
 	line int
 }
 
-// Error is a matrix file's problems, each with its line.
-type Error struct {
-	File     string
-	Problems []Problem
-}
-
-// Problem is one problem at a line (0 when the file as a whole).
-type Problem struct {
-	Line, Col int
-	Msg       string
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	for i, p := range e.Problems {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		switch {
-		case p.Line > 0 && p.Col > 0:
-			fmt.Fprintf(&b, "%s:%d:%d: %s", e.File, p.Line, p.Col, p.Msg)
-		case p.Line > 0:
-			fmt.Fprintf(&b, "%s:%d: %s", e.File, p.Line, p.Msg)
-		default:
-			fmt.Fprintf(&b, "%s: %s", e.File, p.Msg)
-		}
-	}
-	return b.String()
-}
-
-type problems struct {
-	file string
-	list []Problem
-}
-
-func (ps *problems) at(n *yaml.Node, format string, args ...any) {
-	p := Problem{Msg: fmt.Sprintf(format, args...)}
-	if n != nil {
-		p.Line, p.Col = n.Line, n.Column
-	}
-	ps.list = append(ps.list, p)
-}
-
-func (ps *problems) err() error {
-	if len(ps.list) == 0 {
-		return nil
-	}
-	sort.SliceStable(ps.list, func(i, j int) bool {
-		if ps.list[i].Line != ps.list[j].Line {
-			return ps.list[i].Line < ps.list[j].Line
-		}
-		return ps.list[i].Col < ps.list[j].Col
-	})
-	return &Error{File: ps.file, Problems: ps.list}
-}
-
 // LoadFile reads and checks a matrix file.
 func LoadFile(path string) (*File, error) {
-	f, err := os.Open(path)
+	data, err := specfile.Read("matrix", path, maxFileSize)
 	if err != nil {
-		return nil, fmt.Errorf("matrix: %w", err)
-	}
-	defer f.Close()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(io.LimitReader(f, maxFileSize+1)); err != nil {
-		return nil, fmt.Errorf("matrix %s: %w", path, err)
-	}
-	if buf.Len() > maxFileSize {
-		return nil, &Error{File: path, Problems: []Problem{{Msg: fmt.Sprintf("larger than %d bytes", maxFileSize)}}}
+		return nil, err
 	}
 	dir, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("matrix %s: %w", path, err)
 	}
-	return Load(path, dir, buf.Bytes())
+	return Load(path, dir, data)
 }
 
 var (
@@ -174,28 +109,22 @@ var (
 // Load parses and checks a matrix file's data; dir resolves its relative
 // paths. Every problem is reported with its line, at once.
 func Load(path, dir string, data []byte) (*File, error) {
-	ps := &problems{file: path}
+	ps := specfile.NewProblems(path)
 	sum := sha256.Sum256(data)
 	f := &File{Path: path, Dir: dir, Data: data, SHA256: hex.EncodeToString(sum[:])}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		ps.list = append(ps.list, Problem{Msg: strings.TrimPrefix(err.Error(), "yaml: ")})
-		return nil, ps.err()
+	root := specfile.Parse(ps, data, "a matrix file is a YAML mapping (name:, kernels:, experiments:)")
+	if root == nil {
+		return nil, ps.Err()
 	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-		ps.list = append(ps.list, Problem{Line: 1, Col: 1, Msg: "a matrix file is a YAML mapping (name:, kernels:, experiments:)"})
-		return nil, ps.err()
-	}
-	root := doc.Content[0]
 	var kernelsNode, expsNode, baselineNode *yaml.Node
-	eachField(ps, root, "matrix", topFields, func(k string, v *yaml.Node) {
+	specfile.Fields(ps, root, "matrix", topFields, func(k string, v *yaml.Node) {
 		switch k {
 		case "name":
-			f.Name = scalar(ps, v, "name")
+			f.Name = specfile.Scalar(ps, v, "name")
 		case "description":
-			f.Description = scalar(ps, v, "description")
+			f.Description = specfile.Scalar(ps, v, "description")
 		case "baseline":
-			f.Baseline, baselineNode = scalar(ps, v, "baseline"), v
+			f.Baseline, baselineNode = specfile.Scalar(ps, v, "baseline"), v
 		case "kernels":
 			kernelsNode = v
 		case "experiments":
@@ -203,9 +132,9 @@ func Load(path, dir string, data []byte) (*File, error) {
 		}
 	})
 	if f.Name == "" {
-		ps.at(root, "name: missing, want a plain name (letters, digits, '.', '_', '-')")
+		ps.At(root, "name: missing, want a plain name (letters, digits, '.', '_', '-')")
 	} else if !nameRe.MatchString(f.Name) {
-		ps.at(node(root, "name"), "name: %q is not a plain name, want letters, digits, '.', '_' and '-' (at most 64)", f.Name)
+		ps.At(specfile.Node(root, "name"), "name: %q is not a plain name, want letters, digits, '.', '_' and '-' (at most 64)", f.Name)
 	}
 	f.Kernels = loadKernels(ps, root, kernelsNode, dir)
 	f.Experiments = loadExperiments(ps, root, expsNode, dir)
@@ -216,76 +145,20 @@ func Load(path, dir string, data []byte) (*File, error) {
 		for _, k := range f.Kernels {
 			refs = append(refs, k.Ref)
 		}
-		ps.at(baselineNode, "baseline: %q is not one of the kernels, want one of %s", f.Baseline, strings.Join(refs, ", "))
+		ps.At(baselineNode, "baseline: %q is not one of the kernels, want one of %s", f.Baseline, strings.Join(refs, ", "))
 	}
-	if err := ps.err(); err != nil {
+	if err := ps.Err(); err != nil {
 		return nil, err
 	}
 	// Cell names must not collide once made file-name safe.
 	seen := map[string]string{}
 	for _, c := range f.Cells() {
 		if other, ok := seen[c.ID]; ok {
-			ps.list = append(ps.list, Problem{Msg: fmt.Sprintf("cells %q and %q have the same directory name %s; rename a build or an experiment", other, c.Name(), c.ID)})
+			ps.Add(0, 0, "cells %q and %q have the same directory name %s; rename a build or an experiment", other, c.Name(), c.ID)
 		}
 		seen[c.ID] = c.Name()
 	}
-	return f, ps.err()
-}
-
-// eachField calls fn for each key of a mapping, reporting keys not in
-// allowed and keys given twice.
-func eachField(ps *problems, n *yaml.Node, what string, allowed []string, fn func(string, *yaml.Node)) {
-	if n.Kind != yaml.MappingNode {
-		ps.at(n, "%s: want a mapping with %s", what, strings.Join(allowed, ", "))
-		return
-	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		switch {
-		case !slices.Contains(allowed, k.Value):
-			ps.at(k, "%s: unknown field %q, want one of %s", what, k.Value, strings.Join(allowed, ", "))
-		case seen[k.Value]:
-			ps.at(k, "%s: %s given twice", what, k.Value)
-		default:
-			seen[k.Value] = true
-			fn(k.Value, v)
-		}
-	}
-}
-
-func scalar(ps *problems, n *yaml.Node, what string) string {
-	if n.Kind != yaml.ScalarNode {
-		ps.at(n, "%s: want a single value", what)
-		return ""
-	}
-	return n.Value
-}
-
-func scalars(ps *problems, n *yaml.Node, what string) []string {
-	if n.Kind == yaml.ScalarNode {
-		return []string{n.Value}
-	}
-	if n.Kind != yaml.SequenceNode {
-		ps.at(n, "%s: want a list", what)
-		return nil
-	}
-	var out []string
-	for _, x := range n.Content {
-		if s := scalar(ps, x, what); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func node(root *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		if root.Content[i].Value == key {
-			return root.Content[i+1]
-		}
-	}
-	return root
+	return f, ps.Err()
 }
 
 // abs resolves p against dir unless it is absolute.
@@ -298,13 +171,13 @@ func abs(dir, p string) string {
 
 var refRe = regexp.MustCompile(`^(debian:[0-9][0-9a-z.+~-]*|build:[A-Za-z0-9][A-Za-z0-9._-]*|/.+|\..+)$`)
 
-func loadKernels(ps *problems, root, n *yaml.Node, dir string) []Kernel {
+func loadKernels(ps *specfile.Problems, root, n *yaml.Node, dir string) []Kernel {
 	if n == nil {
-		ps.at(root, "kernels: missing, want a list of kernels (debian:7.3, build:NAME, or {build: {name, source, ...}})")
+		ps.At(root, "kernels: missing, want a list of kernels (debian:7.3, build:NAME, or {build: {name, source, ...}})")
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
-		ps.at(n, "kernels: want a non-empty list")
+		ps.At(n, "kernels: want a non-empty list")
 		return nil
 	}
 	var out []Kernel
@@ -317,27 +190,27 @@ func loadKernels(ps *problems, root, n *yaml.Node, dir string) []Kernel {
 		case yaml.ScalarNode:
 			k.Ref = x.Value
 			if !refRe.MatchString(k.Ref) {
-				ps.at(x, "%s: %q is not a kernel, want debian:SERIES (debian:7.3), build:NAME or a path to a bzImage", what, k.Ref)
+				ps.At(x, "%s: %q is not a kernel, want debian:SERIES (debian:7.3), build:NAME or a path to a bzImage", what, k.Ref)
 				continue
 			}
 			if strings.HasPrefix(k.Ref, ".") {
 				k.Ref = abs(dir, k.Ref)
 			}
 		case yaml.MappingNode:
-			eachField(ps, x, what, []string{"build"}, func(_ string, v *yaml.Node) {
+			specfile.Fields(ps, x, what, []string{"build"}, func(_ string, v *yaml.Node) {
 				k.Build = loadRecipe(ps, v, what+".build", dir)
 			})
 			if k.Build == nil {
-				ps.at(x, "%s: want build: {name, source, config, patches}", what)
+				ps.At(x, "%s: want build: {name, source, config, patches}", what)
 				continue
 			}
 			k.Ref = "build:" + k.Build.Name
 		default:
-			ps.at(x, "%s: want a kernel reference or build: {...}", what)
+			ps.At(x, "%s: want a kernel reference or build: {...}", what)
 			continue
 		}
 		if seen[k.Ref] {
-			ps.at(x, "%s: %s is listed twice", what, k.Ref)
+			ps.At(x, "%s: %s is listed twice", what, k.Ref)
 			continue
 		}
 		seen[k.Ref] = true
@@ -346,21 +219,21 @@ func loadKernels(ps *problems, root, n *yaml.Node, dir string) []Kernel {
 	return out
 }
 
-func loadRecipe(ps *problems, n *yaml.Node, what, dir string) *Recipe {
+func loadRecipe(ps *specfile.Problems, n *yaml.Node, what, dir string) *Recipe {
 	r := &Recipe{}
 	var tree string
-	eachField(ps, n, what, recipeFields, func(k string, v *yaml.Node) {
+	specfile.Fields(ps, n, what, recipeFields, func(k string, v *yaml.Node) {
 		switch k {
 		case "name":
-			r.Name = scalar(ps, v, what+".name")
+			r.Name = specfile.Scalar(ps, v, what+".name")
 		case "source":
-			r.Source = scalar(ps, v, what+".source")
+			r.Source = specfile.Scalar(ps, v, what+".source")
 		case "tree":
-			tree = scalar(ps, v, what+".tree")
+			tree = specfile.Scalar(ps, v, what+".tree")
 		case "rev":
-			r.Rev = scalar(ps, v, what+".rev")
+			r.Rev = specfile.Scalar(ps, v, what+".rev")
 		case "config":
-			for _, c := range scalars(ps, v, what+".config") {
+			for _, c := range specfile.Scalars(ps, v, what+".config") {
 				for _, part := range strings.Split(c, ",") {
 					if part = strings.TrimSpace(part); part == "lab" || part == "debug" {
 						r.Config = append(r.Config, part)
@@ -370,21 +243,21 @@ func loadRecipe(ps *problems, n *yaml.Node, what, dir string) *Recipe {
 				}
 			}
 		case "patches":
-			for _, p := range scalars(ps, v, what+".patches") {
+			for _, p := range specfile.Scalars(ps, v, what+".patches") {
 				r.Patches = append(r.Patches, abs(dir, p))
 			}
 		}
 	})
 	if !nameRe.MatchString(r.Name) {
-		ps.at(n, "%s.name: %q is not a plain name, want letters, digits, '.', '_' and '-'", what, r.Name)
+		ps.At(n, "%s.name: %q is not a plain name, want letters, digits, '.', '_' and '-'", what, r.Name)
 	}
 	switch {
 	case r.Source != "" && tree != "":
-		ps.at(n, "%s: give source or tree, not both", what)
+		ps.At(n, "%s: give source or tree, not both", what)
 	case tree != "":
 		r.Source = abs(dir, tree)
 	case r.Source == "":
-		ps.at(n, "%s: source: missing, want debian:SERIES, a git tree (tree: PATH) or a tarball", what)
+		ps.At(n, "%s: source: missing, want debian:SERIES, a git tree (tree: PATH) or a tarball", what)
 	case !strings.HasPrefix(r.Source, "debian:"):
 		r.Source = abs(dir, r.Source)
 	}
@@ -393,19 +266,19 @@ func loadRecipe(ps *problems, n *yaml.Node, what, dir string) *Recipe {
 	}
 	for _, p := range r.Patches {
 		if _, err := os.Stat(p); err != nil {
-			ps.at(node(n, "patches"), "%s.patches: %v", what, err)
+			ps.At(specfile.Node(n, "patches"), "%s.patches: %v", what, err)
 		}
 	}
 	return r
 }
 
-func loadExperiments(ps *problems, root, n *yaml.Node, dir string) []Experiment {
+func loadExperiments(ps *specfile.Problems, root, n *yaml.Node, dir string) []Experiment {
 	if n == nil {
-		ps.at(root, "experiments: missing, want a list of experiments (names or {name, set, rounds})")
+		ps.At(root, "experiments: missing, want a list of experiments (names or {name, set, rounds})")
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
-		ps.at(n, "experiments: want a non-empty list")
+		ps.At(n, "experiments: want a non-empty list")
 		return nil
 	}
 	var out []Experiment
@@ -417,33 +290,33 @@ func loadExperiments(ps *problems, root, n *yaml.Node, dir string) []Experiment 
 		case yaml.ScalarNode:
 			e.Name = x.Value
 		case yaml.MappingNode:
-			eachField(ps, x, what, experimentFields, func(k string, v *yaml.Node) {
+			specfile.Fields(ps, x, what, experimentFields, func(k string, v *yaml.Node) {
 				switch k {
 				case "name":
-					e.Name = scalar(ps, v, what+".name")
+					e.Name = specfile.Scalar(ps, v, what+".name")
 				case "rounds":
-					r, err := strconv.Atoi(scalar(ps, v, what+".rounds"))
+					r, err := strconv.Atoi(specfile.Scalar(ps, v, what+".rounds"))
 					if err != nil || r < 1 || r > 1000 {
-						ps.at(v, "%s.rounds: %q, want 1..1000", what, v.Value)
+						ps.At(v, "%s.rounds: %q, want 1..1000", what, v.Value)
 					}
 					e.Rounds = r
 				case "set":
 					if v.Kind != yaml.MappingNode {
-						ps.at(v, "%s.set: want a mapping of parameters to values (jobs: 1)", what)
+						ps.At(v, "%s.set: want a mapping of parameters to values (jobs: 1)", what)
 						return
 					}
 					e.Set = map[string]string{}
 					for j := 0; j+1 < len(v.Content); j += 2 {
-						e.Set[v.Content[j].Value] = scalar(ps, v.Content[j+1], what+".set."+v.Content[j].Value)
+						e.Set[v.Content[j].Value] = specfile.Scalar(ps, v.Content[j+1], what+".set."+v.Content[j].Value)
 					}
 				}
 			})
 		default:
-			ps.at(x, "%s: want an experiment name or {name, set, rounds}", what)
+			ps.At(x, "%s: want an experiment name or {name, set, rounds}", what)
 			continue
 		}
 		if e.Name == "" {
-			ps.at(x, "%s: name: missing", what)
+			ps.At(x, "%s: name: missing", what)
 			continue
 		}
 		ref := e.Name
@@ -452,12 +325,12 @@ func loadExperiments(ps *problems, root, n *yaml.Node, dir string) []Experiment 
 		}
 		spec, err := experiments.Find(ref)
 		if err != nil {
-			ps.at(x, "%s: %v", what, err)
+			ps.At(x, "%s: %v", what, err)
 			continue
 		}
 		if len(e.Set) > 0 {
 			if spec, err = spec.WithSets(e.Set); err != nil {
-				ps.at(x, "%s.set: %v", what, err)
+				ps.At(x, "%s.set: %v", what, err)
 				continue
 			}
 		}
@@ -467,7 +340,7 @@ func loadExperiments(ps *problems, root, n *yaml.Node, dir string) []Experiment 
 			e.Label += " " + k + "=" + e.Set[k]
 		}
 		if labels[e.Label] {
-			ps.at(x, "%s: %s is listed twice", what, e.Label)
+			ps.At(x, "%s: %s is listed twice", what, e.Label)
 			continue
 		}
 		labels[e.Label] = true

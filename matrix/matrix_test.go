@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"klab/guest/proto"
+	"klab/internal/specfile"
 	"klab/lab"
 	"klab/results"
 	"klab/results/xreport"
@@ -204,9 +205,9 @@ func TestLoadProblems(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, "kx.yaml"), []byte(kernelSpec), 0o644)
 			os.WriteFile(filepath.Join(dir, "px.yaml"), []byte(paramSpec), 0o644)
 			_, err := Load("m.yaml", dir, []byte(tc.yaml))
-			var me *Error
+			var me *specfile.Error
 			if !errors.As(err, &me) {
-				t.Fatalf("error %v, want an *Error", err)
+				t.Fatalf("error %v, want a *specfile.Error", err)
 			}
 			lines := strings.Split(err.Error(), "\n")
 			if len(lines) != len(tc.want) {
@@ -389,12 +390,12 @@ func TestRunShardsMergeResume(t *testing.T) {
 	// Resuming with another matrix file is bad input.
 	other := testFile(t, strings.Replace(matrixYAML, "rounds: 2", "rounds: 1", 1))
 	o.Out = cut.Dir
-	if _, err := Run(ctx, other, o); !errors.As(err, new(*BadInputError)) {
+	if _, err := Run(ctx, other, o); !errors.As(err, new(*specfile.BadInputError)) {
 		t.Errorf("resume with another file: %v", err)
 	}
 	// A new run into a used directory is bad input.
 	o.Resume = false
-	if _, err := Run(ctx, f, o); !errors.As(err, new(*BadInputError)) {
+	if _, err := Run(ctx, f, o); !errors.As(err, new(*specfile.BadInputError)) {
 		t.Errorf("run into a used directory: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"klab/experiments"
 	"klab/internal/fileio"
 	"klab/internal/option"
+	"klab/internal/specfile"
 	"klab/lab"
 )
 
@@ -108,12 +109,6 @@ type Options struct {
 	Command  []string
 }
 
-// BadInputError is input that is wrong before any cell runs.
-type BadInputError struct{ Err error }
-
-func (e *BadInputError) Error() string { return e.Err.Error() }
-func (e *BadInputError) Unwrap() error { return e.Err }
-
 // vmShape is the largest guest of the file's experiments, with o's
 // overrides: the host CPUs one keeps busy, and its memory.
 func vmShape(f *File, o *Options) (cpus, memMB int) {
@@ -166,7 +161,7 @@ func availableMB() int64 {
 // Run runs the matrix's cells (o.Shard's) into o.Out and returns the
 // tree. Cells run in parallel, up to o.Jobs; one failing cell never stops
 // the others, and the errors of all come back joined, each naming its
-// cell. Bad input gives a *BadInputError before any cell runs and leaves
+// cell. Bad input gives a *specfile.BadInputError before any cell runs and leaves
 // no tree behind.
 func Run(ctx context.Context, f *File, o Options) (*Tree, error) {
 	progress := func(format string, args ...any) {
@@ -176,7 +171,7 @@ func Run(ctx context.Context, f *File, o Options) (*Tree, error) {
 	}
 	cells := o.Shard.Of(f.Cells())
 	if len(cells) == 0 {
-		return nil, &BadInputError{fmt.Errorf("shard %s of %s has no cells (the matrix has %d)", o.Shard, f.Path, len(f.Cells()))}
+		return nil, &specfile.BadInputError{Err: fmt.Errorf("shard %s of %s has no cells (the matrix has %d)", o.Shard, f.Path, len(f.Cells()))}
 	}
 	t, err := prepareTree(f, &o, cells)
 	if err != nil {
@@ -278,24 +273,24 @@ func anyCell(cells []Cell, fn func(Cell) bool) bool {
 // prepareTree makes o.Out with its manifest, or opens it to resume.
 func prepareTree(f *File, o *Options, cells []Cell) (*Tree, error) {
 	if o.Out == "" {
-		return nil, &BadInputError{errors.New("no results directory given")}
+		return nil, &specfile.BadInputError{Err: errors.New("no results directory given")}
 	}
 	if o.Resume {
 		t, err := Open(o.Out)
 		if err != nil {
-			return nil, &BadInputError{option.Errorf("resume", "%s: %w", o.Out, err)}
+			return nil, &specfile.BadInputError{Err: option.Errorf("resume", "%s: %w", o.Out, err)}
 		}
 		switch {
 		case t.Manifest.SHA256 != f.SHA256:
-			return nil, &BadInputError{option.Errorf("resume", "%s: it holds a run of %s (sha256 %.12s), not of %s as it is now (sha256 %.12s)",
+			return nil, &specfile.BadInputError{Err: option.Errorf("resume", "%s: it holds a run of %s (sha256 %.12s), not of %s as it is now (sha256 %.12s)",
 				o.Out, t.Manifest.File, t.Manifest.SHA256, f.Path, f.SHA256)}
 		case t.Manifest.Shard != shardText(o.Shard):
-			return nil, &BadInputError{option.Errorf("resume", "%s: it holds shard %q, not %q", o.Out, t.Manifest.Shard, shardText(o.Shard))}
+			return nil, &specfile.BadInputError{Err: option.Errorf("resume", "%s: it holds shard %q, not %q", o.Out, t.Manifest.Shard, shardText(o.Shard))}
 		}
 		return t, nil
 	}
 	if entries, err := os.ReadDir(o.Out); err == nil && len(entries) > 0 {
-		return nil, &BadInputError{option.Errorf("out", "%s exists and is not empty: resume it, or choose another results directory", o.Out)}
+		return nil, &specfile.BadInputError{Err: option.Errorf("out", "%s exists and is not empty: resume it, or choose another results directory", o.Out)}
 	}
 	m := &Manifest{Schema: ManifestSchema, Name: f.Name, File: f.Path, SHA256: f.SHA256, Baseline: f.Baseline,
 		Shard: shardText(o.Shard), Cells: cells, Total: len(f.Cells()), Start: time.Now().UTC(), Command: o.Command}

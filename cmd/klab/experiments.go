@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"klab/experiments"
+	"klab/internal/specfile"
 )
 
 func newExperimentsCommand() *cobra.Command {
@@ -70,7 +71,7 @@ allowed. Exit status 2 when any file is invalid.`,
 			for _, a := range args {
 				f, err := experiments.Find(a)
 				if err != nil {
-					var se *experiments.SpecError
+					var se *specfile.Error
 					if !errors.As(err, &se) {
 						err = fmt.Errorf("%s: %w", a, err)
 					}

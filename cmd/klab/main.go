@@ -18,6 +18,7 @@ import (
 
 	"klab/images/apt"
 	"klab/internal/paths"
+	"klab/internal/specfile"
 	"klab/internal/textsafe"
 	"klab/lab"
 	"klab/lab/hostguest"
@@ -368,7 +369,7 @@ func runRoot(root *cobra.Command, g *globalOptions, args []string, stderr io.Wri
 			}
 		}
 	}()
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
@@ -377,6 +378,13 @@ func runRoot(root *cobra.Command, g *globalOptions, args []string, stderr io.Wri
 			}
 			return ee.code
 		}
+		// Input that is wrong before anything runs names options as
+		// the libraries do: say which flag each is.
+		var badErr *specfile.BadInputError
+		bad := errors.As(err, &badErr)
+		if bad {
+			err = flagNames(err)
+		}
 		msg := err.Error()
 		if errors.Is(err, apt.ErrNoMirror) {
 			msg += "; or give --debian-mirror URI"
@@ -384,6 +392,9 @@ func runRoot(root *cobra.Command, g *globalOptions, args []string, stderr io.Wri
 		// Errors may quote the guest or a kernel image: no escape
 		// sequences reach the terminal.
 		fmt.Fprintln(stderr, "klab:", textsafe.Clean(msg))
+		if bad && cmd != nil {
+			return badInputCode(cmd)
+		}
 		return lab.ExitCode(err)
 	}
 	return 0

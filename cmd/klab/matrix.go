@@ -176,10 +176,6 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 		mo.Terminal = isTerminal(stderr)
 	}
 	t, err := matrix.Run(ctx, f, mo)
-	var bad *matrix.BadInputError
-	if errors.As(err, &bad) {
-		return badInput(flagNames(err))
-	}
 	if t == nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -52,10 +51,6 @@ the comparison of the two runs.`,
 			}
 			fmt.Fprintf(os.Stderr, "klab: rerunning %s with kernels %v\n", old.Manifest.RunID, o.Kernels)
 			res, err := experiments.Run(ctx, f, o)
-			var bad *experiments.BadInputError
-			if errors.As(err, &bad) {
-				return badInput(err)
-			}
 			if res == nil {
 				return err
 			}

@@ -145,10 +145,6 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 		ro.Terminal = isTerminal(stderr)
 	}
 	res, err := experiments.Run(ctx, f, ro)
-	var bad *experiments.BadInputError
-	if errors.As(err, &bad) {
-		return badInput(flagNames(err))
-	}
 	if res == nil {
 		return err
 	}

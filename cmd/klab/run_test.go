@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"klab/experiments"
 	"klab/internal/option"
+	"klab/internal/specfile"
 )
 
 // TestRunFlagErrors: klab run's bad flags are bad input (status 2) that
@@ -50,7 +50,7 @@ func TestRunFlagErrors(t *testing.T) {
 // they are.
 func TestFlagNames(t *testing.T) {
 	other := os.ErrNotExist
-	err := &experiments.BadInputError{Err: errors.Join(
+	err := &specfile.BadInputError{Err: errors.Join(
 		option.Errorf("set", "x: no values"),
 		other,
 		option.Errorf("kernel", "k: %w", other),
