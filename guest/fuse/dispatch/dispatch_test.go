@@ -314,8 +314,8 @@ func TestParseInterruptPolicy(t *testing.T) {
 // the rate drops.
 func TestYielder(t *testing.T) {
 	// A loaded host can take the CPU from the loop for longer than
-	// YieldEvery, which costs yields: a few tries, one of them on a CPU
-	// of its own, tell the Yielder's rate from the host's.
+	// YieldEvery, which costs yields: of a few tries, one that keeps its
+	// CPU shows the Yielder's own rate.
 	yields := 0
 	var y Yielder
 	for try := 0; try < 5; try++ {
