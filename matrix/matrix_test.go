@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"klab/guest/proto"
+	"klab/internal/fileio"
 	"klab/internal/specfile"
 	"klab/lab"
 	"klab/results"
@@ -350,7 +351,7 @@ func TestRunShardsMergeResume(t *testing.T) {
 	}
 	cells := cut.Manifest.Cells
 	os.Remove(filepath.Join(cut.Dir, CellsDir, cells[1].ID, CellFile))
-	writeJSON(filepath.Join(cut.Dir, CellsDir, cells[2].ID, CellFile), &CellResult{Cell: cells[2], Status: StatusIncomplete})
+	fileio.WriteJSON(filepath.Join(cut.Dir, CellsDir, cells[2].ID, CellFile), &CellResult{Cell: cells[2], Status: StatusIncomplete})
 	os.RemoveAll(filepath.Join(cut.Dir, CellsDir, cells[3].ID))
 	reopen, err := Open(cut.Dir)
 	if err != nil {

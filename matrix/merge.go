@@ -79,7 +79,7 @@ func Merge(dirs []string, out string) (*Tree, error) {
 		}
 		t.Results[c.ID] = trees[from[c.ID]].Results[c.ID]
 	}
-	if err := writeJSON(filepath.Join(out, ManifestFile), m); err != nil {
+	if err := fileio.WriteJSON(filepath.Join(out, ManifestFile), m); err != nil {
 		return nil, err
 	}
 	return t, nil

@@ -2,7 +2,6 @@ package matrix
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -306,7 +305,7 @@ func prepareTree(f *File, o *Options, cells []Cell) (*Tree, error) {
 	if err := fileio.WriteAtomic(filepath.Join(o.Out, FileCopy), f.Data, 0o644); err != nil {
 		return nil, err
 	}
-	if err := writeJSON(filepath.Join(o.Out, ManifestFile), m); err != nil {
+	if err := fileio.WriteJSON(filepath.Join(o.Out, ManifestFile), m); err != nil {
 		return nil, err
 	}
 	return &Tree{Dir: o.Out, Manifest: m, Results: map[string]*CellResult{}}, nil
@@ -326,7 +325,7 @@ func (t *Tree) runCell(ctx context.Context, f *File, o *Options, c Cell, kernelE
 	r := &CellResult{Cell: c, Start: time.Now().UTC()}
 	finish := func(status, msg string) (*CellResult, error) {
 		r.Status, r.Message, r.End = status, msg, time.Now().UTC()
-		err := writeJSON(filepath.Join(dir, CellFile), r)
+		err := fileio.WriteJSON(filepath.Join(dir, CellFile), r)
 		disp.done(c, r)
 		return r, err
 	}
@@ -430,14 +429,6 @@ func (t *Tree) Missing() []Cell {
 		}
 	}
 	return out
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return fileio.WriteAtomic(path, append(b, '\n'), 0o644)
 }
 
 // sortedCells returns cells sorted by ID.

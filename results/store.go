@@ -229,11 +229,10 @@ func (r *Run) WriteJSON(name string, v any) error {
 	if slices.Contains(reserved, name) {
 		return fmt.Errorf("run %s: file %q is reserved: %w", r.ID, name, ErrBadName)
 	}
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("run %s: encode %s: %w", r.ID, name, err)
+	if err := fileio.WriteJSON(p, v); err != nil {
+		return fmt.Errorf("run %s: %w", r.ID, err)
 	}
-	return fileio.WriteAtomic(p, append(data, '\n'), 0o644)
+	return nil
 }
 
 // ReadJSON decodes the JSON file name in the run directory into v. The file
@@ -271,11 +270,10 @@ func (r *Run) WriteManifest(m *Manifest) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("run %s: %w", r.ID, err)
 	}
-	data, err := json.MarshalIndent(&c, "", "  ")
-	if err != nil {
-		return fmt.Errorf("run %s: encode manifest: %w", r.ID, err)
+	if err := fileio.WriteJSON(filepath.Join(r.Dir, ManifestFile), &c); err != nil {
+		return fmt.Errorf("run %s: %w", r.ID, err)
 	}
-	return fileio.WriteAtomic(filepath.Join(r.Dir, ManifestFile), append(data, '\n'), 0o644)
+	return nil
 }
 
 // ConsoleWriter opens console.log for appending and returns a writer for the

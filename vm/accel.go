@@ -198,14 +198,10 @@ func writeVerdict(file string, v Verdict) {
 	if file == "" {
 		return
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return
-	}
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return
 	}
 	// A unique temporary name: two first runs at once never cache a
 	// half-written verdict.
-	_ = fileio.WriteAtomic(file, append(b, '\n'), 0o644)
+	_ = fileio.WriteJSON(file, v)
 }

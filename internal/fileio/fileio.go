@@ -61,6 +61,17 @@ func WriteAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	return nil
 }
 
+// WriteJSON replaces path atomically (as WriteAtomic, mode 0644) with v
+// encoded as indented JSON and a final newline: the form of every JSON
+// file klab keeps.
+func WriteJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
+	}
+	return WriteAtomic(path, append(data, '\n'), 0o644)
+}
+
 // SyncDir fsyncs a directory so that a rename or create in it is durable.
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)
