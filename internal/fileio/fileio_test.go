@@ -83,3 +83,23 @@ func TestReadJSON(t *testing.T) {
 		t.Errorf("file over MaxJSON: %v, want a size error", err)
 	}
 }
+
+func TestWriteJSON(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.json")
+	if err := WriteJSON(path, map[string]int{"a": 1}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "{\n  \"a\": 1\n}\n" {
+		t.Errorf("WriteJSON wrote %q", got)
+	}
+	if err := WriteJSON(path, func() {}); err == nil || !strings.Contains(err.Error(), "v.json") {
+		t.Errorf("a value JSON cannot encode: %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != string(got) {
+		t.Errorf("a failed WriteJSON changed the file: %q", b)
+	}
+}
