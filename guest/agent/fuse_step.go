@@ -47,6 +47,9 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 	if st.InitFlags != "" {
 		init = ", INIT " + st.InitFlags
 	}
+	if s.FUSE.NoSplice {
+		init += ", READ data copied, not spliced"
+	}
 	a.Logf("fuse: %s server over %s mounted on %s (backing %s, connection %d%s)",
 		cfg.Server, cfg.Transport, cfg.Mountpoint, cfg.Backing, st.ConnID, init)
 

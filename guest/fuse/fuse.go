@@ -155,6 +155,7 @@ func ConfigFromStep(s *proto.FUSEStep) (Config, error) {
 	c.Threads = s.Threads
 	c.QueueDepth = s.QueueDepth
 	c.ZeroCopy = s.ZeroCopy
+	c.Splice = !s.NoSplice
 	c.MountOptions = s.MountOptions
 	if p := s.Passthrough.AttrTimeoutMs; p != nil {
 		c.AttrTimeout = time.Duration(*p) * time.Millisecond

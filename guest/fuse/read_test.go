@@ -22,7 +22,8 @@ func alignedBuf(n int) []byte {
 
 // TestReadReplies checks READ replies of every size through the data
 // path each transport takes for them (spliced from the backing file on
-// /dev/fuse from spliceMin up, read into the ring buffer over io_uring):
+// /dev/fuse from spliceMin up, or read into the server without Splice;
+// read into the ring buffer over io_uring):
 // a file written straight to the backing directory is read through the
 // mount sequentially (readahead), and with O_DIRECT at unaligned offsets
 // and across the end of the file.
@@ -30,6 +31,7 @@ func TestReadReplies(t *testing.T) {
 	for name, vary := range map[string]func(*Config){
 		"dev":          func(*Config) {},
 		"dev-threads4": func(c *Config) { c.Threads = 4 },
+		"dev-nosplice": func(c *Config) { c.Splice = false },
 		"uring":        func(c *Config) { c.Transport = TransportURing },
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -69,9 +71,12 @@ func TestReadReplies(t *testing.T) {
 					t.Errorf("O_DIRECT read of %d at %d: %d bytes (%v), want %d identical bytes", c.n, c.off, n, err, wantN)
 				}
 			}
-			if st := s.Stats(); cfg.Transport == TransportDev && (st.Dev == nil || st.Dev.SplicedReplies == 0) {
+			switch st := s.Stats(); {
+			case cfg.Transport == TransportDev && cfg.Splice && (st.Dev == nil || st.Dev.SplicedReplies == 0):
 				t.Errorf("no READ reply was spliced: %+v", st.Dev)
-			} else {
+			case !cfg.Splice && (st.Dev == nil || st.Dev.SplicedReplies != 0):
+				t.Errorf("READ replies were spliced without Splice: %+v", st.Dev)
+			default:
 				t.Logf("device counters: %+v", st.Dev)
 			}
 		})
@@ -80,7 +85,7 @@ func TestReadReplies(t *testing.T) {
 
 // TestSpliceDefaults: servers started by klab fuse serve and by the
 // agent's fuse steps splice READ replies (the agent adds the spliced
-// bytes to the server's rchar).
+// bytes to the server's rchar), unless the step says no_splice.
 func TestSpliceDefaults(t *testing.T) {
 	if !DefaultConfig().Splice {
 		t.Error("DefaultConfig does not splice")
@@ -88,5 +93,9 @@ func TestSpliceDefaults(t *testing.T) {
 	c, _ := ConfigFromStep(&proto.FUSEStep{Mountpoint: "/m", Backing: "/b"})
 	if !c.Splice {
 		t.Error("a fuse step does not splice")
+	}
+	c, err := ConfigFromStep(&proto.FUSEStep{Mountpoint: "/m", Backing: "/b", NoSplice: true})
+	if err != nil || c.Splice {
+		t.Errorf("a fuse step with no_splice: splice %v, %v", c.Splice, err)
 	}
 }

@@ -56,6 +56,14 @@ type FUSEStep struct {
 	// zero-copy (Linux 7.3+): READs of read-only files go from the
 	// backing file straight into the client's pages.
 	ZeroCopy bool `json:"zero_copy,omitempty"`
+	// NoSplice makes klab's servers copy READ data over /dev/fuse: read
+	// into the server's memory and written with the reply, rather than
+	// spliced from the backing file (klab fuse serve --no-splice).
+	// Absent, as from hosts that predate it, they splice. libfuse's
+	// servers never splice READ replies here: passthrough_hp runs with
+	// --nosplice, and passthrough_ll keeps libfuse's default, which
+	// writes replies without splice. Over uring nothing is spliced.
+	NoSplice bool `json:"no_splice,omitempty"`
 	// Mountpoint is where to mount; it is created when missing.
 	Mountpoint string `json:"mountpoint"`
 	// Backing is the directory the server mirrors; it is created when
