@@ -224,6 +224,39 @@ checks:
 			want: []string{`t.yaml:9:20: server.cache_timeout_s: libfuse's passthrough_hp caches for a day or not at all: give 0 (its --nocache) or leave it out`},
 		},
 		{
+			name: "splice for libfuse's servers",
+			yaml: yml(`
+name: x
+params:
+  server: [libfuse-passthrough_hp, passthrough, libfuse-passthrough_ll]
+server:
+  kind: ${server}
+  backing: /b
+  mountpoint: /m
+  splice: true
+checks:
+  - {name: c, run: "true"}
+`),
+			want: []string{
+				`t.yaml:8:11: server.splice: libfuse's passthrough_hp always runs with --nosplice, so that its rchar counts what it served (min_served): give false or leave it out (true is for klab's servers)`,
+				`t.yaml:8:11: server.splice: libfuse's passthrough_ll writes its READ replies without splice (libfuse's default): give false or leave it out`,
+			},
+		},
+		{
+			name: "splice not a boolean",
+			yaml: yml(`
+name: x
+server:
+  kind: passthrough
+  backing: /b
+  mountpoint: /m
+  splice: sometimes
+checks:
+  - {name: c, run: "true"}
+`),
+			want: []string{`t.yaml:6:11: found "sometimes", want true or false`},
+		},
+		{
 			name: "negative cache timeout",
 			yaml: yml(`
 name: x

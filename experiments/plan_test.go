@@ -366,3 +366,28 @@ func TestCacheTimeoutStep(t *testing.T) {
 		}
 	}
 }
+
+// TestSpliceStep: splice: false makes klab's servers' fuse steps over
+// /dev/fuse say no_splice; unset or true, they splice; libfuse's servers
+// and uring steps never carry it.
+func TestSpliceStep(t *testing.T) {
+	no, yes := false, true
+	for _, c := range []struct {
+		kind, transport string
+		splice          *bool
+		want            bool
+	}{
+		{"passthrough", "dev", &no, true},
+		{"passthrough", "", &no, true},
+		{"stuck", "dev", &no, true},
+		{"passthrough", "dev", nil, false},
+		{"passthrough", "dev", &yes, false},
+		{"passthrough", "uring", &no, false},
+		{"libfuse-passthrough_hp", "dev", &no, false},
+		{"libfuse-passthrough_ll", "dev", &no, false},
+	} {
+		if got := fuseStep(&Server{Kind: c.kind, Transport: c.transport, Splice: c.splice}, nil).NoSplice; got != c.want {
+			t.Errorf("%s over %q, splice %v: no_splice %v, want %v", c.kind, c.transport, c.splice, got, c.want)
+		}
+	}
+}

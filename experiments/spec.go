@@ -216,6 +216,18 @@ type Server struct {
 	// and is left out elsewhere, so that server and transport
 	// parameters can switch.
 	ZeroCopy bool `yaml:"zero_copy"`
+	// Splice says how the server copies READ data over /dev/fuse: true
+	// splices it from the backing file into the reply (one copy less),
+	// false reads it into the server's memory and writes it with the
+	// reply. Unset, klab's servers splice. libfuse's servers never
+	// splice here, so that for them it can only be false:
+	// passthrough_hp runs with --nosplice, because spliced data do not
+	// show in its rchar, which is what min_served counts, and
+	// passthrough_ll keeps libfuse's default of replies written without
+	// splice. A comparison with passthrough_hp is like for like with
+	// false. Over uring nothing is spliced and the field is left out,
+	// so that a transport parameter can switch.
+	Splice *bool `yaml:"splice"`
 	// Backing is the directory served; Mountpoint where it is mounted.
 	Backing    string `yaml:"backing"`
 	Mountpoint string `yaml:"mountpoint"`

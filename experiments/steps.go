@@ -110,8 +110,10 @@ func fuseStep(sv *Server, then *proto.Step) *proto.FUSEStep {
 		depth = 0 // the io_uring queues' depth: nothing to size over /dev/fuse
 	}
 	zc := sv.ZeroCopy && sv.Transport == "uring" && (sv.Kind == "" || sv.Kind == "passthrough")
+	// Only klab's servers splice, and only over /dev/fuse.
+	noSplice := sv.Splice != nil && !*sv.Splice && sv.Transport != "uring" && !strings.HasPrefix(sv.Kind, "libfuse-")
 	return &proto.FUSEStep{
-		Server: sv.Kind, Transport: sv.Transport, QueueDepth: depth, ZeroCopy: zc,
+		Server: sv.Kind, Transport: sv.Transport, QueueDepth: depth, ZeroCopy: zc, NoSplice: noSplice,
 		Mountpoint: sv.Mountpoint, Backing: sv.Backing, MountOptions: sv.Options,
 		Threads: sv.Threads, RequestTimeoutSec: sv.RequestTimeoutS, MaxWrite: sv.MaxWrite,
 		Passthrough: passthroughOptions(sv),

@@ -129,6 +129,14 @@ func validate(ps *specfile.Problems, root *yaml.Node, s *Spec, params Params, ax
 		if sv.KernelPassthrough && sv.Kind == "libfuse-passthrough_ll" {
 			ps.At(at("server", "kernel_passthrough"), "server.kernel_passthrough: klab's servers only; libfuse's passthrough_ll has none")
 		}
+		if sv.Splice != nil && *sv.Splice {
+			switch sv.Kind {
+			case "libfuse-passthrough_hp":
+				ps.At(at("server", "splice"), "server.splice: libfuse's passthrough_hp always runs with --nosplice, so that its rchar counts what it served (min_served): give false or leave it out (true is for klab's servers)")
+			case "libfuse-passthrough_ll":
+				ps.At(at("server", "splice"), "server.splice: libfuse's passthrough_ll writes its READ replies without splice (libfuse's default): give false or leave it out")
+			}
+		}
 		if c := sv.CacheTimeoutS; c != nil {
 			switch {
 			case *c < 0 || *c > 86400:
