@@ -337,3 +337,77 @@ func TestRunSetupFails(t *testing.T) {
 		t.Errorf("guest 1: %d Run calls, %d closes; want the setup only, closed once", len(g.calls), g.closes)
 	}
 }
+
+// fuseSteps compiles every unit of f's plan and returns its fuse steps
+// with the parameter point each was compiled for.
+func fuseSteps(t *testing.T, f *File, o PlanOptions) map[*proto.FUSEStep]map[string]string {
+	t.Helper()
+	p, err := MakePlan(f, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[*proto.FUSEStep]map[string]string{}
+	for _, gp := range p.Guests {
+		g := &guestRun{runner: &runner{f: f, plan: p}, gp: gp}
+		if err := g.compile(); err != nil {
+			t.Fatal(err)
+		}
+		for _, us := range g.units {
+			for _, it := range us.items {
+				for _, st := range it.steps {
+					if st.Kind == proto.StepFUSE {
+						out[st.FUSE] = p.Point(us.unit)
+					}
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s: no fuse step", f.Path)
+	}
+	return out
+}
+
+// TestCompileSplice: in the shipped comparisons with passthrough_hp,
+// which always runs with --nosplice, klab's server copies READ data too:
+// its fuse steps over /dev/fuse say no_splice, and passthrough_hp's and
+// every uring step leave it out. splice=true reaches klab's server alone
+// and is refused for passthrough_hp, where the file says splice.
+func TestCompileSplice(t *testing.T) {
+	for _, name := range []string{"fuse-bench-host.yaml", "fuse-bench-hp.yaml"} {
+		f, err := LoadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copied := 0
+		for st, pt := range fuseSteps(t, f, PlanOptions{Kernels: []string{"k"}}) {
+			want := pt["server"] == "passthrough" && pt["transport"] == "dev"
+			if st.NoSplice != want || st.Server != pt["server"] {
+				t.Errorf("%s %v: server %s, no_splice %v, want %v", name, pt, st.Server, st.NoSplice, want)
+			}
+			if st.NoSplice {
+				copied++
+			}
+		}
+		if copied == 0 {
+			t.Errorf("%s: no step of klab's server over /dev/fuse", name)
+		}
+
+		g, err := f.WithSets(map[string]string{"server": "passthrough", "splice": "false,true"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for st, pt := range fuseSteps(t, g, PlanOptions{Kernels: []string{"k"}, Compare: "splice"}) {
+			want := pt["splice"] == "false" && pt["transport"] == "dev"
+			if st.NoSplice != want {
+				t.Errorf("%s, klab's server alone, %v: no_splice %v, want %v", name, pt, st.NoSplice, want)
+			}
+		}
+
+		_, err = f.WithSets(map[string]string{"splice": "true"})
+		want := name + " (with parameters set):"
+		if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), ": server.splice: libfuse's passthrough_hp always runs with --nosplice") {
+			t.Errorf("%s with splice=true: %v, want %s...: server.splice: ...", name, err, want)
+		}
+	}
+}
