@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"klab/images/apt"
+	"klab/images/keyed"
 	"klab/internal/filehash"
 	"klab/internal/proc"
 )
@@ -70,22 +71,22 @@ func FetchDebianSource(ctx context.Context, ref string, o DebianOptions) (*Debia
 		key += "=" + pin
 	}
 	c := debianSourceCache(filepath.Join(o.cacheDir(), "sources", "debian"), o.logf)
-	s, _, err := c.get(ctx, key, o.Refresh, func(ctx context.Context) (keyedPlan, error) {
+	s, _, err := c.Get(ctx, key, o.Refresh, func(ctx context.Context) (keyed.Plan, error) {
 		env, err := o.aptEnv(ctx, "apt", debianSuites(), false)
 		if err != nil {
-			return keyedPlan{}, err
+			return keyed.Plan{}, err
 		}
 		out, err := env.Run(ctx, 5*time.Minute, "apt-cache", "madison", pkg)
 		if err != nil {
-			return keyedPlan{}, fmt.Errorf("looking up %s: %w", pkg, err)
+			return keyed.Plan{}, fmt.Errorf("looking up %s: %w", pkg, err)
 		}
 		best, err := pickSource(parseMadison(out), pkg, pin)
 		if err != nil {
-			return keyedPlan{}, err
+			return keyed.Plan{}, err
 		}
-		return keyedPlan{
-			name: pkg + "_" + strings.ReplaceAll(best.version, ":", "%3a"),
-			build: func(ctx context.Context, tmp, out string) error {
+		return keyed.Plan{
+			Name: pkg + "_" + strings.ReplaceAll(best.version, ":", "%3a"),
+			Build: func(ctx context.Context, tmp, out string) error {
 				return installDebianSource(ctx, env, tmp, out, best, &o)
 			},
 		}, nil
@@ -94,8 +95,8 @@ func FetchDebianSource(ctx context.Context, ref string, o DebianOptions) (*Debia
 }
 
 // debianSourceCache is the keyed cache of Debian kernel sources in sdir.
-func debianSourceCache(sdir string, logf func(string, ...any)) keyedCache[*DebianSource] {
-	return keyedCache[*DebianSource]{dir: sdir, what: "debian source cache", aliased: true, load: loadSourceDir, logf: logf}
+func debianSourceCache(sdir string, logf func(string, ...any)) keyed.Cache[*DebianSource] {
+	return keyed.Cache[*DebianSource]{Dir: sdir, What: "debian source cache", Aliased: true, Load: loadSourceDir, Logf: logf}
 }
 
 // pickSource chooses the newest version of pkg among madison lines from

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"klab/images/apt"
+	"klab/images/keyed"
 )
 
 func TestParseDebianSourceRef(t *testing.T) {
@@ -56,7 +57,7 @@ func TestDebianSourceCachedOffline(t *testing.T) {
 	dir := filepath.Join(sdir, "linux-source-7.3_7.3.4-1")
 	writeFile(t, filepath.Join(dir, "linux-source-7.3.tar.xz"), []byte("tarball"))
 	writeFile(t, filepath.Join(dir, "source.json"), []byte(`{"package":"linux-source-7.3","version":"7.3.4-1","tarball":"linux-source-7.3.tar.xz","sha256":"abc"}`))
-	if err := addAlias(sdir, "7.3", filepath.Base(dir)); err != nil {
+	if err := keyed.AddAlias(sdir, "7.3", filepath.Base(dir)); err != nil {
 		t.Fatal(err)
 	}
 	// No mirror is configured for the test: a cached answer needs none.
@@ -68,7 +69,7 @@ func TestDebianSourceCachedOffline(t *testing.T) {
 	if err := os.Remove(s.Tarball); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := debianSourceCache(sdir, nil).lookup("7.3"); ok {
+	if _, ok := debianSourceCache(sdir, nil).Lookup("7.3"); ok {
 		t.Error("an alias to a directory without its tarball answered")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"klab/images/keyed"
 	"klab/internal/paths"
 	"klab/results"
 )
@@ -153,28 +154,7 @@ func WriteKernelJSON(dir string, k *results.Kernel) error {
 	if err := os.WriteFile(filepath.Join(dir, "kernel.json"), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("kernel.json: %w", err)
 	}
-	return syncTree(dir)
-}
-
-// syncTree fsyncs every file and directory under dir.
-func syncTree(dir string) error {
-	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type()&os.ModeSymlink != 0 {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("sync %s: %w", p, err)
-		}
-		return nil
-	})
+	return keyed.SyncTree(dir)
 }
 
 // KernelID is a kernel's identity: "k-" and the first 16 hex digits of
@@ -217,7 +197,7 @@ func ConfigFragment(name string) ([]byte, error) {
 // taken for a whole one.
 func RemoveBuiltResult(cacheDir, key string) error {
 	dir := BuiltKernelsDir(cacheDir)
-	if !entryName(key) {
+	if !keyed.EntryName(key) {
 		return fmt.Errorf("remove built kernel: bad key %q", key)
 	}
 	for _, d := range []string{"names", "inputs"} {
@@ -229,5 +209,5 @@ func RemoveBuiltResult(cacheDir, key string) error {
 			}
 		}
 	}
-	return removeEntry(filepath.Join(dir, "results"), key)
+	return keyed.Discard(filepath.Join(dir, "results"), key)
 }

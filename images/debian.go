@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"klab/images/apt"
+	"klab/images/keyed"
 	"klab/internal/paths"
 	"klab/internal/proc"
 	"klab/internal/units"
@@ -205,8 +206,8 @@ func FetchDebian(ctx context.Context, ref string, o DebianOptions) (*results.Ker
 		return nil, err
 	}
 	kdir := filepath.Join(o.cacheDir(), "kernels", "debian")
-	c := keyedCache[*results.Kernel]{dir: kdir, what: "debian kernel cache", aliased: true, load: loadKernelDir, logf: o.logf}
-	k, hit, err := c.get(ctx, r.key(), o.Refresh, func(ctx context.Context) (keyedPlan, error) {
+	c := keyed.Cache[*results.Kernel]{Dir: kdir, What: "debian kernel cache", Aliased: true, Load: loadKernelDir, Logf: o.logf}
+	k, hit, err := c.Get(ctx, r.key(), o.Refresh, func(ctx context.Context) (keyed.Plan, error) {
 		return planDebian(ctx, r, kdir, &o)
 	})
 	if err != nil {
@@ -222,15 +223,15 @@ func FetchDebian(ctx context.Context, ref string, o DebianOptions) (*results.Ker
 }
 
 // planDebian resolves r in the archive and says how to install it.
-func planDebian(ctx context.Context, r debianRef, kdir string, o *DebianOptions) (keyedPlan, error) {
+func planDebian(ctx context.Context, r debianRef, kdir string, o *DebianOptions) (keyed.Plan, error) {
 	env, err := o.aptEnv(ctx, "apt", debianSuites(), false)
 	if err != nil {
-		return keyedPlan{}, err
+		return keyed.Plan{}, err
 	}
 	o.logf("resolving %s in %s...", r, strings.Join(debianSuites(), " "))
 	pick, err := resolveDebian(ctx, env, r)
 	if err != nil {
-		return keyedPlan{}, err
+		return keyed.Plan{}, err
 	}
 	if pick.skipped != "" {
 		o.logf("note: skipping %s: packages it depends on are missing from the archive", pick.skipped)
@@ -241,16 +242,16 @@ func planDebian(ctx context.Context, r debianRef, kdir string, o *DebianOptions)
 			strings.Join(pick.missing, ", "), pick.image.Name)
 	}
 	final := filepath.Join(kdir, pick.dirName())
-	plan := keyedPlan{name: pick.dirName(), build: func(ctx context.Context, tmp, out string) error {
+	plan := keyed.Plan{Name: pick.dirName(), Build: func(ctx context.Context, tmp, out string) error {
 		return installDebian(ctx, env, tmp, out, final, pick, o)
 	}}
 	// The exact release resolves offline too: to the newest package when
 	// a series was resolved, to the first one fetched for a pinned version.
 	switch {
 	case r.Series != "":
-		plan.aliases = []keyedAlias{{key: pick.release}}
+		plan.Aliases = []keyed.Alias{{Key: pick.release}}
 	case r.PkgVersion != "":
-		plan.aliases = []keyedAlias{{key: pick.release, keep: true}}
+		plan.Aliases = []keyed.Alias{{Key: pick.release, Keep: true}}
 	}
 	return plan, nil
 }

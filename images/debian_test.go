@@ -651,20 +651,3 @@ func TestFetchDebianNetwork(t *testing.T) {
 		}
 	}
 }
-
-// TestAliasIndexHoldingNull: an alias index that holds null (or is
-// damaged) does not stop the next fetch from recording its alias.
-func TestAliasIndexHoldingNull(t *testing.T) {
-	for _, content := range []string{"null", "{", "[]"} {
-		dir := t.TempDir()
-		if err := os.WriteFile(aliasFile(dir), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := addAlias(dir, "debian:7.3", "k-1"); err != nil {
-			t.Fatalf("%s: %v", content, err)
-		}
-		if got := readAliases(dir)["debian:7.3"]; got != "k-1" {
-			t.Errorf("%s: alias %q, want k-1", content, got)
-		}
-	}
-}

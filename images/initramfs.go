@@ -26,6 +26,7 @@ import (
 	"github.com/u-root/uio/llog"
 
 	"klab/images/embedded"
+	"klab/images/keyed"
 	"klab/internal/fileio"
 	"klab/internal/proc"
 	"klab/results"
@@ -199,7 +200,7 @@ func BuildInitramfs(ctx context.Context, o InitramfsOptions) (*Initramfs, error)
 	}
 	if _, err := os.Stat(out.Path); err == nil {
 		out.Cached = true
-		Touch(out.Path)
+		keyed.Touch(out.Path)
 		return out, nil
 	}
 	if err := assemble(out.Path, p.BasePath, p.AgentPath, mods, spare, o.Extra); err != nil {
@@ -392,7 +393,7 @@ func (o *InitramfsOptions) buildSourceParts(ctx context.Context) (*GuestParts, e
 		}
 		o.logf("built u-root base in %.1fs", time.Since(t).Seconds())
 	}
-	Touch(p.BasePath)
+	keyed.Touch(p.BasePath)
 	if _, err := os.Stat(p.AgentPath); err != nil {
 		o.logf("building klab-agent %s...", agentVersion(agentKey))
 		t := time.Now()
@@ -401,7 +402,7 @@ func (o *InitramfsOptions) buildSourceParts(ctx context.Context) (*GuestParts, e
 		}
 		o.logf("built klab-agent in %.1fs", time.Since(t).Seconds())
 	}
-	Touch(p.AgentPath)
+	keyed.Touch(p.AgentPath)
 	return p, nil
 }
 
@@ -416,7 +417,7 @@ func (o *InitramfsOptions) embeddedParts(e *embedded.Parts) (*GuestParts, error)
 		mode os.FileMode
 	}{{p.BasePath, e.Base, 0o644}, {p.AgentPath, e.Agent, 0o755}} {
 		if fi, err := os.Stat(f.path); err == nil && fi.Size() == int64(len(f.data)) {
-			Touch(f.path)
+			keyed.Touch(f.path)
 			continue
 		}
 		if err := writePart(f.path, f.data, f.mode); err != nil {

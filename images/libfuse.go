@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"klab/guest/proto"
+	"klab/images/keyed"
 	"klab/internal/proc"
 )
 
@@ -29,7 +30,7 @@ const libfuseHint = "install the host's libfuse example sources and a compiler: 
 // seeds' reference FUSE server, with gcc against the host's libfuse3
 // (pkg-config fuse3), from the sources in LibfuseExamplesDir. The binary is
 // cached under cacheDir/libfuse, keyed by the source, the compiler's
-// version and the pkg-config flags (see keyedCache); the result is its
+// version and the pkg-config flags (see keyed.Cache); the result is its
 // path, a file named passthrough_ll.
 func BuildPassthroughLL(ctx context.Context, cacheDir string, log io.Writer) (string, error) {
 	src, err := readExample("passthrough_ll.c")
@@ -65,9 +66,9 @@ func BuildPassthroughLL(ctx context.Context, cacheDir string, log io.Writer) (st
 			fmt.Fprintf(log, format+"\n", args...)
 		}
 	}
-	c := keyedCache[string]{dir: filepath.Join(cacheDir, "libfuse"), what: "passthrough_ll cache", load: loadLLDir, logf: logf}
-	bin, _, err := c.get(ctx, key, false, func(context.Context) (keyedPlan, error) {
-		return keyedPlan{name: key, build: func(ctx context.Context, tmp, out string) error {
+	c := keyed.Cache[string]{Dir: filepath.Join(cacheDir, "libfuse"), What: "passthrough_ll cache", Load: loadLLDir, Logf: logf}
+	bin, _, err := c.Get(ctx, key, false, func(context.Context) (keyed.Plan, error) {
+		return keyed.Plan{Name: key, Build: func(ctx context.Context, tmp, out string) error {
 			if err := os.WriteFile(filepath.Join(tmp, "passthrough_ll.c"), src, 0o644); err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images/apt"
+	"klab/images/keyed"
 	"klab/internal/fileio"
 	"klab/internal/proc"
 )
@@ -108,26 +109,26 @@ func BuildPassthroughHP(ctx context.Context, o PassthroughHPOptions) (path, vers
 	}
 	do := &o.DebianOptions
 	c := passthroughHPCache(filepath.Join(do.cacheDir(), "libfuse-hp"), do.logf)
-	e, _, err := c.get(ctx, key, o.Refresh, func(ctx context.Context) (keyedPlan, error) {
+	e, _, err := c.Get(ctx, key, o.Refresh, func(ctx context.Context) (keyed.Plan, error) {
 		if err := checkHPTools(); err != nil {
-			return keyedPlan{}, err
+			return keyed.Plan{}, err
 		}
 		suites := []string{libfuseHPSuite}
 		env, err := do.aptEnv(ctx, "apt-src", suites, true)
 		if err != nil {
-			return keyedPlan{}, err
+			return keyed.Plan{}, err
 		}
 		out, err := env.Run(ctx, 5*time.Minute, "apt-cache", "madison", libfuseHPPackage)
 		if err != nil {
-			return keyedPlan{}, fmt.Errorf("looking up source package %s: %w", libfuseHPPackage, err)
+			return keyed.Plan{}, fmt.Errorf("looking up source package %s: %w", libfuseHPPackage, err)
 		}
 		best, err := pickSourcePackage(parseMadisonSources(out), libfuseHPPackage, o.Version, suites)
 		if err != nil {
-			return keyedPlan{}, err
+			return keyed.Plan{}, err
 		}
-		return keyedPlan{
-			name: libfuseHPPackage + "_" + strings.ReplaceAll(best.version, ":", "%3a"),
-			build: func(ctx context.Context, tmp, out string) error {
+		return keyed.Plan{
+			Name: libfuseHPPackage + "_" + strings.ReplaceAll(best.version, ":", "%3a"),
+			Build: func(ctx context.Context, tmp, out string) error {
 				return buildPassthroughHP(ctx, env, tmp, out, best, do)
 			},
 		}, nil
@@ -145,9 +146,9 @@ type hpEntry struct {
 }
 
 // passthroughHPCache is the keyed cache of passthrough_hp builds in hdir.
-func passthroughHPCache(hdir string, logf func(string, ...any)) keyedCache[hpEntry] {
-	return keyedCache[hpEntry]{dir: hdir, what: "passthrough_hp cache", aliased: true, logf: logf,
-		load: func(dir string) (hpEntry, error) {
+func passthroughHPCache(hdir string, logf func(string, ...any)) keyed.Cache[hpEntry] {
+	return keyed.Cache[hpEntry]{Dir: hdir, What: "passthrough_hp cache", Aliased: true, Logf: logf,
+		Load: func(dir string) (hpEntry, error) {
 			b, p, err := loadHPDir(dir)
 			return hpEntry{b, p}, err
 		}}

@@ -9,6 +9,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images/apt"
+	"klab/images/keyed"
 )
 
 // TestPassthroughHPFilesCached puts a cached passthrough_hp (here a copy
@@ -31,7 +32,7 @@ func TestPassthroughHPFilesCached(t *testing.T) {
 	if err := os.Chmod(filepath.Join(dir, "passthrough_hp"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := addAlias(hdir, "sid", filepath.Base(dir)); err != nil {
+	if err := keyed.AddAlias(hdir, "sid", filepath.Base(dir)); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv(apt.MirrorEnv, "")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"klab/images/apt"
+	"klab/images/keyed"
 	"klab/internal/proc"
 	"klab/internal/testenv"
 )
@@ -85,7 +86,7 @@ func TestPassthroughHPCachedOffline(t *testing.T) {
 	if err := os.Chmod(filepath.Join(dir, "passthrough_hp"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := addAlias(hdir, "sid", filepath.Base(dir)); err != nil {
+	if err := keyed.AddAlias(hdir, "sid", filepath.Base(dir)); err != nil {
 		t.Fatal(err)
 	}
 	// No mirror and no build tools are needed for a cached answer.
@@ -98,7 +99,7 @@ func TestPassthroughHPCachedOffline(t *testing.T) {
 	if err := os.Remove(p); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := passthroughHPCache(hdir, nil).lookup("sid"); ok {
+	if _, ok := passthroughHPCache(hdir, nil).Lookup("sid"); ok {
 		t.Error("an alias to a directory without its binary answered")
 	}
 }

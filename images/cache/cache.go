@@ -21,6 +21,7 @@ import (
 
 	"klab/images"
 	"klab/images/apt"
+	"klab/images/keyed"
 )
 
 // Kind is a kind of cached thing.
@@ -73,7 +74,7 @@ type Entry struct {
 	// Size is the disk space it uses, in bytes (like du).
 	Size int64 `json:"size"`
 	// LastUsed is its modification time, which klab sets when it uses a
-	// cached entry (images.Touch).
+	// cached entry (keyed.Touch).
 	LastUsed time.Time `json:"last_used"`
 	// Names are the references that name it: a Debian kernel's aliases
 	// (debian:7.3, debian:<release>), a built kernel's build:<name>.
@@ -324,7 +325,7 @@ func (s *scanner) scanFiles(dir string, kindOf func(name string) Kind) {
 }
 
 // scanKeyed adds the entries of a keyed cache directory (see
-// images.RemoveKeyedEntry): one subdirectory per entry, named through
+// keyed.RemoveEntry): one subdirectory per entry, named through
 // aliases.json; dir/.lock guards them all.
 func (s *scanner) scanKeyed(dir string, kind Kind) {
 	names := map[string][]string{}
@@ -340,7 +341,7 @@ func (s *scanner) scanKeyed(dir string, kind Kind) {
 		name, p := fi.Name(), filepath.Join(dir, fi.Name())
 		switch {
 		case isDir(fi) && !strings.HasPrefix(name, "."):
-			e := Entry{locks: []string{lock}, Names: names[name], remove: func() error { return images.RemoveKeyedEntry(dir, name) }}
+			e := Entry{locks: []string{lock}, Names: names[name], remove: func() error { return keyed.RemoveEntry(dir, name) }}
 			sort.Strings(e.Names)
 			e.Pinned = kind == DebianKernel && len(e.Names) > 0
 			s.add(kind, p, fi, e)
@@ -452,7 +453,7 @@ func blocks(fi fs.FileInfo) int64 {
 }
 
 // removeFile removes dir/name, renamed out of the way first when it is a
-// directory (see images.RemoveKeyedEntry).
+// directory (see keyed.Discard).
 func removeFile(dir, name string) error {
 	p := filepath.Join(dir, name)
 	fi, err := os.Lstat(p)
