@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"klab/images/apt"
+	"klab/images/internal/imagetest"
 	"klab/images/keyed"
 )
 
@@ -55,8 +56,8 @@ func TestDebianSourceCachedOffline(t *testing.T) {
 	cache := t.TempDir()
 	sdir := filepath.Join(cache, "sources", "debian")
 	dir := filepath.Join(sdir, "linux-source-7.3_7.3.4-1")
-	writeFile(t, filepath.Join(dir, "linux-source-7.3.tar.xz"), []byte("tarball"))
-	writeFile(t, filepath.Join(dir, "source.json"), []byte(`{"package":"linux-source-7.3","version":"7.3.4-1","tarball":"linux-source-7.3.tar.xz","sha256":"abc"}`))
+	imagetest.WriteFile(t, filepath.Join(dir, "linux-source-7.3.tar.xz"), []byte("tarball"))
+	imagetest.WriteFile(t, filepath.Join(dir, "source.json"), []byte(`{"package":"linux-source-7.3","version":"7.3.4-1","tarball":"linux-source-7.3.tar.xz","sha256":"abc"}`))
 	if err := keyed.AddAlias(sdir, "7.3", filepath.Base(dir)); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package images
 
 import (
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"klab/images/kerneldir"
 	"klab/images/keyed"
 	"klab/internal/paths"
 	"klab/results"
@@ -123,7 +123,7 @@ func LoadBuiltKernelDir(dir string) (*results.Kernel, error) {
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real
 	}
-	k, err := loadKernelDir(dir)
+	k, err := kerneldir.Load(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -135,32 +135,6 @@ func LoadBuiltKernelDir(dir string) (*results.Kernel, error) {
 	}
 	return k, nil
 }
-
-// WriteKernelJSON writes k as dir/kernel.json.
-//
-// It records the image's size, which every later cache hit checks, and
-// syncs every file of dir to disk, so that the directory renamed into the
-// cache afterwards is whole even after a crash.
-func WriteKernelJSON(dir string, k *results.Kernel) error {
-	fi, err := os.Stat(filepath.Join(dir, "vmlinuz"))
-	if err != nil {
-		return fmt.Errorf("kernel.json: %w", err)
-	}
-	k.ImageSize = fi.Size()
-	data, err := json.MarshalIndent(k, "", "  ")
-	if err != nil {
-		return fmt.Errorf("kernel.json: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kernel.json"), append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("kernel.json: %w", err)
-	}
-	return keyed.SyncTree(dir)
-}
-
-// KernelID is a kernel's identity: "k-" and the first 16 hex digits of
-// the SHA-256 of the image followed by the config (a missing config counts
-// as empty).
-func KernelID(image, config string) (string, error) { return kernelID(image, config) }
 
 // Config fragments shipped with klab (images/configs). Read-only.
 //

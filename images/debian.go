@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +17,7 @@ import (
 	"time"
 
 	"klab/images/apt"
+	"klab/images/kerneldir"
 	"klab/images/keyed"
 	"klab/internal/paths"
 	"klab/internal/proc"
@@ -206,7 +204,7 @@ func FetchDebian(ctx context.Context, ref string, o DebianOptions) (*results.Ker
 		return nil, err
 	}
 	kdir := filepath.Join(o.cacheDir(), "kernels", "debian")
-	c := keyed.Cache[*results.Kernel]{Dir: kdir, What: "debian kernel cache", Aliased: true, Load: loadKernelDir, Logf: o.logf}
+	c := keyed.Cache[*results.Kernel]{Dir: kdir, What: "debian kernel cache", Aliased: true, Load: kerneldir.Load, Logf: o.logf}
 	k, hit, err := c.Get(ctx, r.key(), o.Refresh, func(ctx context.Context) (keyed.Plan, error) {
 		return planDebian(ctx, r, kdir, &o)
 	})
@@ -296,7 +294,7 @@ func CachedKernels(cacheDir string) ([]*results.Kernel, error) {
 		if !de.IsDir() || strings.HasPrefix(de.Name(), ".") {
 			continue
 		}
-		k, err := loadKernelDir(filepath.Join(kdir, de.Name()))
+		k, err := kerneldir.Load(filepath.Join(kdir, de.Name()))
 		if err != nil {
 			continue // not a complete kernel directory
 		}
@@ -312,37 +310,6 @@ func CachedKernels(cacheDir string) ([]*results.Kernel, error) {
 		return compareDebianVersions(ks[i].PackageVersion, ks[j].PackageVersion) < 0
 	})
 	return ks, nil
-}
-
-// loadKernelDir reads dir/kernel.json and points the paths into dir, so a
-// moved cache keeps working.
-func loadKernelDir(dir string) (*results.Kernel, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "kernel.json"))
-	if err != nil {
-		return nil, err
-	}
-	var k results.Kernel
-	if err := json.Unmarshal(data, &k); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "kernel.json"), err)
-	}
-	k.Image = filepath.Join(dir, "vmlinuz")
-	fi, err := os.Stat(k.Image)
-	if err != nil {
-		return nil, err
-	}
-	// A cheap check that the hit is what was installed: a cut or
-	// replaced image is a miss, fetched or built again.
-	if k.ImageSize > 0 && fi.Size() != k.ImageSize {
-		return nil, fmt.Errorf("%s: %d bytes, but %d were cached: damaged", k.Image, fi.Size(), k.ImageSize)
-	}
-	k.Config, k.Modules = "", ""
-	if _, err := os.Stat(filepath.Join(dir, "config")); err == nil {
-		k.Config = filepath.Join(dir, "config")
-	}
-	if fi, err := os.Stat(filepath.Join(dir, "modules")); err == nil && fi.IsDir() {
-		k.Modules = filepath.Join(dir, "modules")
-	}
-	return &k, nil
 }
 
 // debPkg is one binary package version.
@@ -710,7 +677,7 @@ func installDebian(ctx context.Context, env *apt.Env, tmp, out, final string, pi
 		return fmt.Errorf("%s %s: %w", pick.image.Name, pick.image.Version, err)
 	}
 	image := filepath.Join(out, "vmlinuz")
-	kver, err := CheckBzImage(image)
+	kver, err := kerneldir.CheckBzImage(image)
 	if err != nil {
 		return err
 	}
@@ -719,7 +686,7 @@ func installDebian(ctx context.Context, env *apt.Env, tmp, out, final string, pi
 	} else if kver != pick.release {
 		o.logf("note: %s reports kernel release %s, not %s", pick.image.Name, kver, pick.release)
 	}
-	id, err := kernelID(image, filepath.Join(out, "config"))
+	id, err := kerneldir.ID(image, filepath.Join(out, "config"))
 	if err != nil {
 		return err
 	}
@@ -749,7 +716,7 @@ func installDebian(ctx context.Context, env *apt.Env, tmp, out, final string, pi
 	if len(lacks) > 0 {
 		o.logf("warning: %s %s has %s", pick.image.Name, pick.image.Version, strings.Join(lacks, " and "))
 	}
-	if err := WriteKernelJSON(out, k); err != nil {
+	if err := kerneldir.Write(out, k); err != nil {
 		return err
 	}
 	o.logf("unpacked %s %s in %.1fs", pick.image.Name, pick.image.Version, time.Since(start).Seconds())
@@ -852,30 +819,6 @@ func mergeDir(src, dst string) error {
 		}
 	}
 	return nil
-}
-
-// kernelID is "k-" and the first 16 hex digits of sha256(image || config);
-// a missing config counts as empty.
-func kernelID(image, config string) (string, error) {
-	h := sha256.New()
-	for i, p := range []string{image, config} {
-		if p == "" {
-			continue
-		}
-		f, err := os.Open(p)
-		if i == 1 && errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("kernel id: %w", err)
-		}
-		_, err = io.Copy(h, f)
-		f.Close()
-		if err != nil {
-			return "", fmt.Errorf("kernel id: %w", err)
-		}
-	}
-	return "k-" + hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
 func humanSize(n int64) string {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"klab/images/apt"
+	"klab/images/internal/imagetest"
+	"klab/images/kerneldir"
 	"klab/internal/testenv"
 	"klab/results"
 )
@@ -264,7 +266,7 @@ func newFakeArchive(t *testing.T) *fakeArchive {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	for name, script := range map[string]string{"apt-get": fakeAptGet, "apt-cache": fakeAptCache, "dpkg-deb": fakeDpkgDeb} {
-		p := writeFile(t, filepath.Join(bin, name), []byte(script))
+		p := imagetest.WriteFile(t, filepath.Join(bin, name), []byte(script))
 		os.Chmod(p, 0o755)
 	}
 	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
@@ -286,7 +288,7 @@ func newFakeArchive(t *testing.T) *fakeArchive {
 		"linux-image-7.3.5+deb13-cloud-amd64", "linux-binary-7.3.5+deb13-cloud-amd64",
 		"linux-image-7.0.13+deb13-cloud-amd64", "linux-binary-7.0.13+deb13-cloud-amd64",
 	}
-	writeFile(t, filepath.Join(dir, "pkgnames"), []byte(strings.Join(pkgnames, "\n")+"\n"))
+	imagetest.WriteFile(t, filepath.Join(dir, "pkgnames"), []byte(strings.Join(pkgnames, "\n")+"\n"))
 	madison := map[string]string{
 		"linux-image-7.3.2+deb13-cloud-amd64":       "7.3.2-1 | http://mirror.example/debian sid/main amd64 Packages",
 		"linux-image-7.3.5+deb13-cloud-amd64":       "7.3.5-1 | http://mirror.example/debian sid/main amd64 Packages",
@@ -297,14 +299,14 @@ func newFakeArchive(t *testing.T) *fakeArchive {
 		"linux-image-6.1.0-50-cloud-amd64-unsigned": v61 + " | http://mirror.example/debian bookworm/main amd64 Packages",
 	}
 	for n, l := range madison {
-		writeFile(t, filepath.Join(dir, "madison", n), []byte(n+" | "+l+"\n"))
+		imagetest.WriteFile(t, filepath.Join(dir, "madison", n), []byte(n+" | "+l+"\n"))
 	}
 	show := func(name, version, depends string, size int) {
 		s := fmt.Sprintf("Package: %s\nVersion: %s\nSize: %d\n", name, version, size)
 		if depends != "" {
 			s += "Depends: " + depends + "\n"
 		}
-		writeFile(t, filepath.Join(dir, "show", name+"="+version), []byte(s))
+		imagetest.WriteFile(t, filepath.Join(dir, "show", name+"="+version), []byte(s))
 	}
 	show("linux-image-"+r73, v73, fmt.Sprintf("initramfs-tools | linux-initramfs-tool, linux-base-%[1]s (= %[2]s), linux-binary-%[1]s (= %[2]s), linux-modules-%[1]s (= %[2]s)", r73, v73), 1928)
 	show("linux-binary-"+r73, v73, fmt.Sprintf("linux-base-%s (= %s)", r73, v73), 13604064)
@@ -315,31 +317,31 @@ func newFakeArchive(t *testing.T) *fakeArchive {
 	const r70, v70 = "7.0.13+deb13-cloud-amd64", "7.0.13-1~bpo13+1"
 	show("linux-image-"+r70, v70, fmt.Sprintf("linux-base-%[1]s (= %[2]s), linux-binary-%[1]s (= %[2]s), linux-modules-%[1]s (= %[2]s)", r70, v70), 1928)
 	show("linux-binary-"+r70, v70, fmt.Sprintf("linux-base-%s (= %s)", r70, v70), 12500000)
-	writeFile(t, filepath.Join(dir, "debs", "linux-image-"+r70), tarOf(t, map[string][]byte{"usr/share/doc/linux-image-" + r70 + "/README": []byte("meta")}))
-	writeFile(t, filepath.Join(dir, "debs", "linux-binary-"+r70), tarOf(t, map[string][]byte{"usr/lib/modules/" + r70 + "/vmlinuz": fakeBzImage(r70 + " #1")}))
+	imagetest.WriteFile(t, filepath.Join(dir, "debs", "linux-image-"+r70), tarOf(t, map[string][]byte{"usr/share/doc/linux-image-" + r70 + "/README": []byte("meta")}))
+	imagetest.WriteFile(t, filepath.Join(dir, "debs", "linux-binary-"+r70), tarOf(t, map[string][]byte{"usr/lib/modules/" + r70 + "/vmlinuz": imagetest.BzImage(r70 + " #1")}))
 	show("linux-image-"+r61, v61, "kmod, linux-base (>= 4.3~), initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool", 26484304)
 
 	debs := filepath.Join(dir, "debs")
 	m73 := "usr/lib/modules/" + r73 + "/"
-	writeFile(t, filepath.Join(debs, "linux-image-"+r73), tarOf(t, map[string][]byte{"usr/share/doc/linux-image-" + r73 + "/README": []byte("meta")}))
-	writeFile(t, filepath.Join(debs, "linux-binary-"+r73), tarOf(t, map[string][]byte{m73 + "vmlinuz": fakeBzImage(r73 + " (debian-kernel@lists.example) #1 SMP")}))
-	writeFile(t, filepath.Join(debs, "linux-base-"+r73), tarOf(t, map[string][]byte{
+	imagetest.WriteFile(t, filepath.Join(debs, "linux-image-"+r73), tarOf(t, map[string][]byte{"usr/share/doc/linux-image-" + r73 + "/README": []byte("meta")}))
+	imagetest.WriteFile(t, filepath.Join(debs, "linux-binary-"+r73), tarOf(t, map[string][]byte{m73 + "vmlinuz": imagetest.BzImage(r73 + " (debian-kernel@lists.example) #1 SMP")}))
+	imagetest.WriteFile(t, filepath.Join(debs, "linux-base-"+r73), tarOf(t, map[string][]byte{
 		m73 + "config":          []byte("CONFIG_FUSE_FS=y\nCONFIG_BLK_DEV_RAM=m\n"),
 		m73 + "modules.builtin": []byte("kernel/fs/fuse/fuse.ko\nkernel/drivers/char/virtio_console.ko\n"),
 		m73 + "modules.order":   []byte("kernel/drivers/block/brd.ko\n"),
 	}))
-	writeFile(t, filepath.Join(debs, "linux-modules-"+r73), tarOf(t, map[string][]byte{
-		m73 + "kernel/drivers/block/brd.ko.xz": compressXZ(t, fakeModule("depends=")),
+	imagetest.WriteFile(t, filepath.Join(debs, "linux-modules-"+r73), tarOf(t, map[string][]byte{
+		m73 + "kernel/drivers/block/brd.ko.xz": imagetest.XZ(t, imagetest.Module("depends=")),
 	}))
 	m61 := "lib/modules/" + r61 + "/"
-	writeFile(t, filepath.Join(debs, "linux-image-"+r61), tarOf(t, map[string][]byte{
-		"boot/vmlinuz-" + r61:                         fakeBzImage(r61 + " (debian-kernel@lists.example) #1 SMP"),
+	imagetest.WriteFile(t, filepath.Join(debs, "linux-image-"+r61), tarOf(t, map[string][]byte{
+		"boot/vmlinuz-" + r61:                         imagetest.BzImage(r61 + " (debian-kernel@lists.example) #1 SMP"),
 		"boot/config-" + r61:                          []byte("CONFIG_FUSE_FS=m\n"),
 		"boot/System.map-" + r61:                      []byte("placeholder"),
 		m61 + "modules.builtin":                       []byte("kernel/fs/ext4/ext4.ko\n"),
-		m61 + "kernel/fs/fuse/fuse.ko":                fakeModule("depends="),
-		m61 + "kernel/drivers/block/brd.ko":           fakeModule("depends="),
-		m61 + "kernel/drivers/char/virtio_console.ko": fakeModule("depends="),
+		m61 + "kernel/fs/fuse/fuse.ko":                imagetest.Module("depends="),
+		m61 + "kernel/drivers/block/brd.ko":           imagetest.Module("depends="),
+		m61 + "kernel/drivers/char/virtio_console.ko": imagetest.Module("depends="),
 	}))
 	return &fakeArchive{dir: dir}
 }
@@ -387,7 +389,7 @@ func TestFetchDebianFake(t *testing.T) {
 		Package: "linux-image-7.3.4+deb13-cloud-amd64", PackageVersion: "7.3.4-1~bpo13+1", Suite: "trixie-backports",
 		Image: filepath.Join(dir, "vmlinuz"), Config: filepath.Join(dir, "config"), Modules: filepath.Join(dir, "modules"),
 	}
-	id, _ := kernelID(want.Image, want.Config)
+	id, _ := kerneldir.ID(want.Image, want.Config)
 	want.ID = id
 	if fi, err := os.Stat(want.Image); err == nil {
 		want.ImageSize = fi.Size()
@@ -539,7 +541,7 @@ func TestFetchDebianNoMirror(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
 			for name, content := range files {
-				writeFile(t, filepath.Join(root, "etc", "apt", name), []byte(content))
+				imagetest.WriteFile(t, filepath.Join(root, "etc", "apt", name), []byte(content))
 			}
 			_, err := FetchDebian(context.Background(), "debian:7.3", DebianOptions{CacheDir: t.TempDir(), AptRoot: root, aptStage: t.TempDir()})
 			if !errors.Is(err, apt.ErrNoMirror) || !strings.Contains(err.Error(), apt.MirrorEnv) {
@@ -551,7 +553,7 @@ func TestFetchDebianNoMirror(t *testing.T) {
 	// error above comes from the sources, not from a root that is never
 	// read.
 	root := t.TempDir()
-	writeFile(t, filepath.Join(root, "etc/apt/sources.list.d/debian.sources"), []byte("Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\nComponents: main\n"))
+	imagetest.WriteFile(t, filepath.Join(root, "etc/apt/sources.list.d/debian.sources"), []byte("Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\nComponents: main\n"))
 	if m, err := (&DebianOptions{AptRoot: root}).mirror(); err != nil || m != "http://mirror.example/debian" {
 		t.Errorf("mirror from the fake root = %q, %v", m, err)
 	}
@@ -560,10 +562,10 @@ func TestFetchDebianNoMirror(t *testing.T) {
 func TestLayoutKernelMerge(t *testing.T) {
 	root, out := t.TempDir(), t.TempDir()
 	rel := "7.3.4+deb13-cloud-amd64"
-	writeFile(t, filepath.Join(root, "usr/lib/modules", rel, "vmlinuz"), fakeBzImage(rel))
-	writeFile(t, filepath.Join(root, "usr/lib/modules", rel, "kernel/a.ko"), fakeModule())
-	writeFile(t, filepath.Join(root, "lib/modules", rel, "kernel/b.ko"), fakeModule())
-	writeFile(t, filepath.Join(root, "lib/modules", rel, "modules.builtin"), []byte("kernel/fs/fuse/fuse.ko\n"))
+	imagetest.WriteFile(t, filepath.Join(root, "usr/lib/modules", rel, "vmlinuz"), imagetest.BzImage(rel))
+	imagetest.WriteFile(t, filepath.Join(root, "usr/lib/modules", rel, "kernel/a.ko"), imagetest.Module())
+	imagetest.WriteFile(t, filepath.Join(root, "lib/modules", rel, "kernel/b.ko"), imagetest.Module())
+	imagetest.WriteFile(t, filepath.Join(root, "lib/modules", rel, "modules.builtin"), []byte("kernel/fs/fuse/fuse.ko\n"))
 	if err := layoutKernel(root, out, rel); err != nil {
 		t.Fatal(err)
 	}
@@ -619,7 +621,7 @@ func TestFetchDebianNetwork(t *testing.T) {
 		}
 		t.Logf("%s: second (cached) fetch %v", tc.ref, second)
 
-		v, err := CheckBzImage(k.Image)
+		v, err := kerneldir.CheckBzImage(k.Image)
 		if err != nil || v != k.Version {
 			t.Errorf("%s: CheckBzImage = %q, %v (kernel.json says %q)", tc.ref, v, err, k.Version)
 		}

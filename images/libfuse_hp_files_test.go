@@ -9,6 +9,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images/apt"
+	"klab/images/internal/imagetest"
 	"klab/images/keyed"
 )
 
@@ -27,8 +28,8 @@ func TestPassthroughHPFilesCached(t *testing.T) {
 	cache := t.TempDir()
 	hdir := filepath.Join(cache, "libfuse-hp")
 	dir := filepath.Join(hdir, "fuse3_3.18.3-1")
-	writeFile(t, filepath.Join(dir, "build.json"), []byte(`{"package":"fuse3","version":"3.18.3-1","suite":"sid","binary":"passthrough_hp"}`))
-	writeFile(t, filepath.Join(dir, "passthrough_hp"), prog)
+	imagetest.WriteFile(t, filepath.Join(dir, "build.json"), []byte(`{"package":"fuse3","version":"3.18.3-1","suite":"sid","binary":"passthrough_hp"}`))
+	imagetest.WriteFile(t, filepath.Join(dir, "passthrough_hp"), prog)
 	if err := os.Chmod(filepath.Join(dir, "passthrough_hp"), 0o755); err != nil {
 		t.Fatal(err)
 	}

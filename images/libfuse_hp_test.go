@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"klab/images/apt"
+	"klab/images/internal/imagetest"
 	"klab/images/keyed"
 	"klab/internal/proc"
 	"klab/internal/testenv"
@@ -81,8 +82,8 @@ func TestPassthroughHPCachedOffline(t *testing.T) {
 	cache := t.TempDir()
 	hdir := filepath.Join(cache, "libfuse-hp")
 	dir := filepath.Join(hdir, "fuse3_3.18.3-1")
-	writeFile(t, filepath.Join(dir, "build.json"), []byte(`{"package":"fuse3","version":"3.18.3-1","suite":"sid","binary":"passthrough_hp"}`))
-	writeFile(t, filepath.Join(dir, "passthrough_hp"), []byte("#!/bin/sh\n"))
+	imagetest.WriteFile(t, filepath.Join(dir, "build.json"), []byte(`{"package":"fuse3","version":"3.18.3-1","suite":"sid","binary":"passthrough_hp"}`))
+	imagetest.WriteFile(t, filepath.Join(dir, "passthrough_hp"), []byte("#!/bin/sh\n"))
 	if err := os.Chmod(filepath.Join(dir, "passthrough_hp"), 0o755); err != nil {
 		t.Fatal(err)
 	}

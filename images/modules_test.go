@@ -3,7 +3,6 @@ package images
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,65 +10,10 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/ulikunitz/xz"
 
+	"klab/images/internal/imagetest"
 	"klab/internal/testenv"
 )
-
-// fakeModule returns a minimal x86_64 ELF64 relocatable object whose
-// .modinfo section holds the given key=value strings, as a .ko has.
-func fakeModule(modinfo ...string) []byte {
-	var info []byte
-	for _, kv := range modinfo {
-		info = append(info, kv...)
-		info = append(info, 0)
-	}
-	shstr := []byte("\x00.modinfo\x00.shstrtab\x00")
-	const ehsize, shentsize = 64, 64
-	infoOff := ehsize
-	strOff := infoOff + len(info)
-	shOff := (strOff + len(shstr) + 7) &^ 7
-	b := make([]byte, shOff+3*shentsize)
-	copy(b, "\x7fELF")
-	b[4], b[5], b[6] = 2, 1, 1 // ELFCLASS64, little endian, EV_CURRENT
-	le := binary.LittleEndian
-	le.PutUint16(b[16:], 1)  // ET_REL
-	le.PutUint16(b[18:], 62) // EM_X86_64
-	le.PutUint32(b[20:], 1)
-	le.PutUint64(b[40:], uint64(shOff))
-	le.PutUint16(b[52:], ehsize)
-	le.PutUint16(b[58:], shentsize)
-	le.PutUint16(b[60:], 3) // e_shnum
-	le.PutUint16(b[62:], 2) // e_shstrndx
-	copy(b[infoOff:], info)
-	copy(b[strOff:], shstr)
-	sh := func(i int, name, typ uint32, flags uint64, off, size int) {
-		s := b[shOff+i*shentsize:]
-		le.PutUint32(s[0:], name)
-		le.PutUint32(s[4:], typ)
-		le.PutUint64(s[8:], flags)
-		le.PutUint64(s[24:], uint64(off))
-		le.PutUint64(s[32:], uint64(size))
-		le.PutUint64(s[48:], 1) // sh_addralign
-	}
-	sh(1, 1, 1 /* SHT_PROGBITS */, 2 /* SHF_ALLOC */, infoOff, len(info))
-	sh(2, 10, 3 /* SHT_STRTAB */, 0, strOff, len(shstr))
-	return b
-}
-
-func compressXZ(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w, err := xz.NewWriter(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(b)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
 
 func compressZstd(t *testing.T, b []byte) []byte {
 	t.Helper()
@@ -104,26 +48,26 @@ func fakeModulesDir(t *testing.T) string {
 	dir := t.TempDir()
 	k := filepath.Join(dir, "kernel")
 	mods := map[string][]byte{
-		"drivers/a.ko":              fakeModule("license=GPL", "softdep=pre: s missing_soft post: t", "depends=b,c,builtin-one", "name=a"),
-		"drivers/b.ko":              fakeModule("depends=c"),
-		"fs/c.ko":                   fakeModule("depends="),
-		"lib/s.ko":                  fakeModule("depends="),
-		"lib/t.ko":                  fakeModule("depends="),
-		"fs/e.ko.xz":                compressXZ(t, fakeModule("depends=f")),
-		"fs/f.ko.zst":               compressZstd(t, fakeModule("depends=g")),
-		"fs/g.ko.gz":                compressGzip(t, fakeModule("depends=")),
-		"x/x.ko":                    fakeModule("depends=y"),
-		"x/y.ko":                    fakeModule("depends=x"),
-		"x/h.ko":                    fakeModule("depends=zzz"),
-		"drivers/virtio-console.ko": fakeModule("depends=virtio_ring"),
-		"drivers/virtio_ring.ko":    fakeModule(),
-		"fs/builtin_one.ko":         fakeModule(), // stale file of a built-in module
+		"drivers/a.ko":              imagetest.Module("license=GPL", "softdep=pre: s missing_soft post: t", "depends=b,c,builtin-one", "name=a"),
+		"drivers/b.ko":              imagetest.Module("depends=c"),
+		"fs/c.ko":                   imagetest.Module("depends="),
+		"lib/s.ko":                  imagetest.Module("depends="),
+		"lib/t.ko":                  imagetest.Module("depends="),
+		"fs/e.ko.xz":                imagetest.XZ(t, imagetest.Module("depends=f")),
+		"fs/f.ko.zst":               compressZstd(t, imagetest.Module("depends=g")),
+		"fs/g.ko.gz":                compressGzip(t, imagetest.Module("depends=")),
+		"x/x.ko":                    imagetest.Module("depends=y"),
+		"x/y.ko":                    imagetest.Module("depends=x"),
+		"x/h.ko":                    imagetest.Module("depends=zzz"),
+		"drivers/virtio-console.ko": imagetest.Module("depends=virtio_ring"),
+		"drivers/virtio_ring.ko":    imagetest.Module(),
+		"fs/builtin_one.ko":         imagetest.Module(), // stale file of a built-in module
 	}
 	for p, data := range mods {
-		writeFile(t, filepath.Join(k, p), data)
+		imagetest.WriteFile(t, filepath.Join(k, p), data)
 	}
-	writeFile(t, filepath.Join(dir, "modules.builtin"), []byte("kernel/fs/builtin_one.ko\nkernel/fs/fuse/fuse.ko\n"))
-	writeFile(t, filepath.Join(dir, "modules.order"), []byte("kernel/drivers/a.ko\n"))
+	imagetest.WriteFile(t, filepath.Join(dir, "modules.builtin"), []byte("kernel/fs/builtin_one.ko\nkernel/fs/fuse/fuse.ko\n"))
+	imagetest.WriteFile(t, filepath.Join(dir, "modules.order"), []byte("kernel/drivers/a.ko\n"))
 	return dir
 }
 
@@ -184,14 +128,14 @@ func TestModuleClosure(t *testing.T) {
 
 func TestReadModule(t *testing.T) {
 	dir := t.TempDir()
-	plain := fakeModule("depends=a,b", "vermagic=7.3.4")
+	plain := imagetest.Module("depends=a,b", "vermagic=7.3.4")
 	for name, data := range map[string][]byte{
 		"m.ko":     plain,
-		"m.ko.xz":  compressXZ(t, plain),
+		"m.ko.xz":  imagetest.XZ(t, plain),
 		"m.ko.zst": compressZstd(t, plain),
 		"m.ko.gz":  compressGzip(t, plain),
 	} {
-		p := writeFile(t, filepath.Join(dir, name), data)
+		p := imagetest.WriteFile(t, filepath.Join(dir, name), data)
 		got, err := ReadModule(p)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -205,7 +149,7 @@ func TestReadModule(t *testing.T) {
 			t.Errorf("%s: depends = %v, %v", name, hard, err)
 		}
 	}
-	bad := writeFile(t, filepath.Join(dir, "bad.ko.xz"), []byte("not xz"))
+	bad := imagetest.WriteFile(t, filepath.Join(dir, "bad.ko.xz"), []byte("not xz"))
 	if _, err := ReadModule(bad); err == nil {
 		t.Error("corrupt .ko.xz: no error")
 	}
@@ -230,11 +174,11 @@ func TestParseSoftdepPre(t *testing.T) {
 func TestModinfoFromGCC(t *testing.T) {
 	testenv.RequiresCommand(t, "gcc")
 	dir := t.TempDir()
-	src := writeFile(t, filepath.Join(dir, "m.c"), []byte(
+	src := imagetest.WriteFile(t, filepath.Join(dir, "m.c"), []byte(
 		`__attribute__((section(".modinfo"), used)) static const char a[] = "depends=b,c";`+"\n"+
 			`__attribute__((section(".modinfo"), used)) static const char s[] = "softdep=pre: d";`+"\n"))
 	obj := filepath.Join(dir, "kernel", "m.ko")
-	writeFile(t, obj, nil)
+	imagetest.WriteFile(t, obj, nil)
 	if out, err := exec.Command("gcc", "-c", "-o", obj, src).CombinedOutput(); err != nil {
 		t.Fatalf("gcc -c failed: %v\n%s", err, out)
 	}
@@ -249,7 +193,7 @@ func TestModinfoFromGCC(t *testing.T) {
 
 func TestModuleAliases(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "fuse.ko")
-	if err := os.WriteFile(p, fakeModule("license=GPL", "alias=fs-fuse", "alias=devname:fuse", "alias=char-major-10-229", "alias=bad alias", "alias=", "depends="), 0o644); err != nil {
+	if err := os.WriteFile(p, imagetest.Module("license=GPL", "alias=fs-fuse", "alias=devname:fuse", "alias=char-major-10-229", "alias=bad alias", "alias=", "depends="), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got, err := moduleAliases(p)

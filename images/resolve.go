@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"klab/images/kerneldir"
 	"klab/results"
 )
 
@@ -92,7 +93,7 @@ func TreeKernel(dir string) (*results.Kernel, error) {
 		}
 		return nil, fmt.Errorf("%s is not a kernel tree or build directory: no %s (and no Kconfig)", dir, TreeImage)
 	}
-	version, err := CheckBzImage(image)
+	version, err := kerneldir.CheckBzImage(image)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +101,7 @@ func TreeKernel(dir string) (*results.Kernel, error) {
 	if fi, err := os.Stat(config); err != nil || !fi.Mode().IsRegular() {
 		config = ""
 	}
-	id, err := kernelID(image, config)
+	id, err := kerneldir.ID(image, config)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +174,7 @@ func isFile(p string) bool {
 
 // localKernel describes the bzImage at path.
 func localKernel(path, config string) (*results.Kernel, error) {
-	version, err := CheckBzImage(path)
+	version, err := kerneldir.CheckBzImage(path)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +194,7 @@ func localKernel(path, config string) (*results.Kernel, error) {
 	} else {
 		config = treeConfig(abs)
 	}
-	id, err := kernelID(abs, config)
+	id, err := kerneldir.ID(abs, config)
 	if err != nil {
 		return nil, err
 	}

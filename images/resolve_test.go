@@ -5,26 +5,29 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"klab/images/internal/imagetest"
+	"klab/images/kerneldir"
 )
 
 func TestResolveKernelLocal(t *testing.T) {
 	ctx := context.Background()
 	tree := t.TempDir()
-	image := writeFile(t, filepath.Join(tree, "arch/x86/boot/bzImage"), fakeBzImage("7.3.0-rc1-klab #3 SMP"))
-	writeFile(t, filepath.Join(tree, ".config"), []byte("CONFIG_FUSE_FS=y\n"))
+	image := imagetest.WriteFile(t, filepath.Join(tree, "arch/x86/boot/bzImage"), imagetest.BzImage("7.3.0-rc1-klab #3 SMP"))
+	imagetest.WriteFile(t, filepath.Join(tree, ".config"), []byte("CONFIG_FUSE_FS=y\n"))
 
 	k, err := ResolveKernel(ctx, image, ResolveOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantID, _ := kernelID(image, filepath.Join(tree, ".config"))
+	wantID, _ := kerneldir.ID(image, filepath.Join(tree, ".config"))
 	if k.Source != "local" || k.Name != image || k.Version != "7.3.0-rc1-klab" || k.Config != filepath.Join(tree, ".config") ||
 		k.ID != wantID || k.Modules != "" || k.Image != image {
 		t.Errorf("tree kernel = %+v", k)
 	}
 
 	// An explicit config wins and changes the ID.
-	other := writeFile(t, filepath.Join(t.TempDir(), "config"), []byte("CONFIG_FUSE_FS=m\n"))
+	other := imagetest.WriteFile(t, filepath.Join(t.TempDir(), "config"), []byte("CONFIG_FUSE_FS=m\n"))
 	k2, err := ResolveKernel(ctx, image, ResolveOptions{Config: other})
 	if err != nil {
 		t.Fatal(err)
@@ -35,19 +38,19 @@ func TestResolveKernelLocal(t *testing.T) {
 
 	// A bare file name in the working directory, with no config.
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "vmlinuz"), fakeBzImage("6.1.0-50-cloud-amd64 #1"))
+	imagetest.WriteFile(t, filepath.Join(dir, "vmlinuz"), imagetest.BzImage("6.1.0-50-cloud-amd64 #1"))
 	t.Chdir(dir)
 	k3, err := ResolveKernel(ctx, "vmlinuz", ResolveOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantID, _ = kernelID(filepath.Join(dir, "vmlinuz"), "")
+	wantID, _ = kerneldir.ID(filepath.Join(dir, "vmlinuz"), "")
 	if k3.Name != "vmlinuz" || k3.Image != filepath.Join(dir, "vmlinuz") || k3.Config != "" || k3.ID != wantID {
 		t.Errorf("bare file kernel = %+v", k3)
 	}
 
 	// Not a bzImage.
-	writeFile(t, filepath.Join(dir, "foo"), []byte("hello"))
+	imagetest.WriteFile(t, filepath.Join(dir, "foo"), []byte("hello"))
 	if _, err := ResolveKernel(ctx, "./foo", ResolveOptions{}); err == nil || !strings.Contains(err.Error(), "./foo: not a bzImage") {
 		t.Errorf("./foo: err = %v", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"klab/images/internal/imagetest"
 )
 
 // TestTreeKernel: a kernel tree built in place boots with its own image,
@@ -11,22 +13,22 @@ import (
 // the agent, is refused with the make target or option to fix it.
 func TestTreeKernel(t *testing.T) {
 	tree := t.TempDir()
-	writeFile(t, filepath.Join(tree, "Kconfig"), []byte("mainmenu \"Linux\"\n"))
+	imagetest.WriteFile(t, filepath.Join(tree, "Kconfig"), []byte("mainmenu \"Linux\"\n"))
 	if _, err := TreeKernel(tree); err == nil || !strings.Contains(err.Error(), "not configured or built") || !strings.Contains(err.Error(), "--build") {
 		t.Errorf("unconfigured tree: %v", err)
 	}
-	writeFile(t, filepath.Join(tree, ".config"), []byte("CONFIG_VIRTIO_PCI=y\nCONFIG_VIRTIO_CONSOLE=m\n"))
+	imagetest.WriteFile(t, filepath.Join(tree, ".config"), []byte("CONFIG_VIRTIO_PCI=y\nCONFIG_VIRTIO_CONSOLE=m\n"))
 	if _, err := TreeKernel(tree); err == nil || !strings.Contains(err.Error(), "make -j$(nproc) bzImage modules") {
 		t.Errorf("unbuilt tree: %v", err)
 	}
-	writeFile(t, filepath.Join(tree, TreeImage), fakeBzImage("7.3.0-rc1+ (me@host) #1 SMP"))
+	imagetest.WriteFile(t, filepath.Join(tree, TreeImage), imagetest.BzImage("7.3.0-rc1+ (me@host) #1 SMP"))
 	if _, err := TreeKernel(tree); err == nil || !strings.Contains(err.Error(), "CONFIG_VIRTIO_CONSOLE=m") || !strings.Contains(err.Error(), "make modules") {
 		t.Errorf("modular virtio without modules: %v", err)
 	}
 	// Modules built: modules.order names them (".o" since 6.x).
-	writeFile(t, filepath.Join(tree, "modules.order"), []byte("drivers/char/virtio_console.o\nfs/fuse/fuse.o\n"))
-	writeFile(t, filepath.Join(tree, "modules.builtin"), []byte("kernel/drivers/virtio/virtio_pci.ko\n"))
-	writeFile(t, filepath.Join(tree, "drivers/char/virtio_console.ko"), fakeModule("name=virtio_console", "depends="))
+	imagetest.WriteFile(t, filepath.Join(tree, "modules.order"), []byte("drivers/char/virtio_console.o\nfs/fuse/fuse.o\n"))
+	imagetest.WriteFile(t, filepath.Join(tree, "modules.builtin"), []byte("kernel/drivers/virtio/virtio_pci.ko\n"))
+	imagetest.WriteFile(t, filepath.Join(tree, "drivers/char/virtio_console.ko"), imagetest.Module("name=virtio_console", "depends="))
 	k, err := TreeKernel(tree)
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +63,8 @@ func TestTreeKernel(t *testing.T) {
 		t.Errorf("empty directory: %v", err)
 	}
 	noVirtio := t.TempDir()
-	writeFile(t, filepath.Join(noVirtio, TreeImage), fakeBzImage("7.3.0 (me@host) #1"))
-	writeFile(t, filepath.Join(noVirtio, ".config"), []byte("CONFIG_VIRTIO_PCI=y\n"))
+	imagetest.WriteFile(t, filepath.Join(noVirtio, TreeImage), imagetest.BzImage("7.3.0 (me@host) #1"))
+	imagetest.WriteFile(t, filepath.Join(noVirtio, ".config"), []byte("CONFIG_VIRTIO_PCI=y\n"))
 	if _, err := TreeKernel(noVirtio); err == nil || !strings.Contains(err.Error(), "lacks CONFIG_VIRTIO_CONSOLE") {
 		t.Errorf("tree without virtio console: %v", err)
 	}

@@ -5,11 +5,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"klab/images/internal/imagetest"
 )
 
 func TestParseUserPath(t *testing.T) {
 	dir := t.TempDir()
-	file := writeFile(t, filepath.Join(dir, "t.sh"), []byte("#!/bin/sh\necho ok\n"))
+	file := imagetest.WriteFile(t, filepath.Join(dir, "t.sh"), []byte("#!/bin/sh\necho ok\n"))
 	for _, c := range []struct {
 		v     string
 		isDir bool
@@ -58,13 +60,13 @@ func TestUserFiles(t *testing.T) {
 		t.Fatalf("%s is not a dynamically linked program here: the test needs one", prog)
 	}
 	dir := t.TempDir()
-	script := writeFile(t, filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\n"))
+	script := imagetest.WriteFile(t, filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\n"))
 	if err := os.Chmod(script, 0o750); err != nil {
 		t.Fatal(err)
 	}
 	tree := filepath.Join(dir, "tree")
-	writeFile(t, filepath.Join(tree, "a", "b.txt"), []byte("b"))
-	writeFile(t, filepath.Join(tree, "c.txt"), []byte("c"))
+	imagetest.WriteFile(t, filepath.Join(tree, "a", "b.txt"), []byte("b"))
+	imagetest.WriteFile(t, filepath.Join(tree, "c.txt"), []byte("c"))
 	if err := os.Symlink("/etc", filepath.Join(tree, "etc-link")); err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,8 @@ import (
 	"time"
 
 	"klab/images"
+	"klab/images/kerneldir"
+	"klab/images/keyed"
 	"klab/internal/flock"
 	"klab/internal/option"
 	"klab/internal/proc"
@@ -942,7 +944,7 @@ func (w *work) assemble(ctx context.Context, m *makeRun, tmp, final, key, cfgSHA
 			return fmt.Errorf("build cache: %w", err)
 		}
 	}
-	version, err := images.CheckBzImage(image)
+	version, err := kerneldir.CheckBzImage(image)
 	if err != nil {
 		return err
 	}
@@ -958,7 +960,7 @@ func (w *work) assemble(ctx context.Context, m *makeRun, tmp, final, key, cfgSHA
 	for _, p := range patches {
 		k.Build.Patches = append(k.Build.Patches, results.FileHash{Path: p.Path, SHA256: p.SHA256, Subject: p.Subject})
 	}
-	if k.ID, err = images.KernelID(image, filepath.Join(tmp, "config")); err != nil {
+	if k.ID, err = kerneldir.ID(image, filepath.Join(tmp, "config")); err != nil {
 		return err
 	}
 	if vals["MODULES"] == "y" {
@@ -983,7 +985,10 @@ func (w *work) assemble(ctx context.Context, m *makeRun, tmp, final, key, cfgSHA
 	if err := copyFile(w.logPath(), filepath.Join(tmp, "build.log")); err != nil {
 		return fmt.Errorf("build cache: %w", err)
 	}
-	return images.WriteKernelJSON(tmp, k)
+	if err := kerneldir.Write(tmp, k); err != nil {
+		return err
+	}
+	return keyed.SyncTree(tmp)
 }
 
 func exists(p string) bool {

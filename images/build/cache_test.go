@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"klab/images"
+	"klab/images/kerneldir"
 	"klab/internal/flock"
 	"klab/results"
 )
@@ -95,7 +96,7 @@ func fakeResult(t *testing.T, s *store, key, name string, size int, used time.Ti
 	t.Helper()
 	dir := filepath.Join(s.results(), key)
 	writeTemp(t, dir, "vmlinuz", strings.Repeat("x", size))
-	if err := images.WriteKernelJSON(dir, &results.Kernel{ID: "k-" + key, Source: "build", Build: &results.KernelBuild{Key: key}}); err != nil {
+	if err := kerneldir.Write(dir, &results.Kernel{ID: "k-" + key, Source: "build", Build: &results.KernelBuild{Key: key}}); err != nil {
 		t.Fatal(err)
 	}
 	if name != "" {

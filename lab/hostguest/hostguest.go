@@ -28,7 +28,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"klab/images"
+	"klab/images/kerneldir"
 	"klab/internal/fileio"
 	"klab/results"
 )
@@ -68,7 +68,7 @@ func Kernel(cacheDir string) (*results.Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host kernel: %w", err)
 	}
-	id, err := images.KernelID(versionFile, config)
+	id, err := kerneldir.ID(versionFile, config)
 	if err != nil {
 		return nil, err
 	}

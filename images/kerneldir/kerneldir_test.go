@@ -1,4 +1,4 @@
-package images
+package kerneldir
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"klab/images/internal/imagetest"
 	"klab/results"
 )
 
@@ -13,21 +14,21 @@ import (
 // image of another size (cut by a crash, replaced) is not a hit.
 func TestCacheHitChecked(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "vmlinuz"), fakeBzImage("7.3.0 (x@y) #1"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "vmlinuz"), imagetest.BzImage("7.3.0 (x@y) #1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	k := &results.Kernel{Name: "debian:7.3.0", ID: "k-1", Source: "debian", Image: filepath.Join(dir, "vmlinuz")}
-	if err := WriteKernelJSON(dir, k); err != nil {
+	if err := Write(dir, k); err != nil {
 		t.Fatal(err)
 	}
-	got, err := loadKernelDir(dir)
+	got, err := Load(dir)
 	if err != nil || got.ImageSize != 4096 {
 		t.Fatalf("hit: %+v, %v", got, err)
 	}
 	if err := os.Truncate(filepath.Join(dir, "vmlinuz"), 1000); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadKernelDir(dir); err == nil || !strings.Contains(err.Error(), "damaged") {
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Errorf("a cut image was a hit: %v", err)
 	}
 }
