@@ -21,6 +21,7 @@ import (
 
 	"klab/images"
 	"klab/images/apt"
+	"klab/images/buildstore"
 	"klab/images/keyed"
 )
 
@@ -231,9 +232,8 @@ func isDir(fi fs.FileInfo) bool { return fi.IsDir() && fi.Mode()&fs.ModeSymlink 
 // built), .klab-*.cpio (an initramfs being assembled), .<file>.tmp-* (an
 // atomic write, an agent being built).
 func temporary(name string) bool {
-	return strings.HasPrefix(name, ".tmp-") || strings.HasPrefix(name, ".base-") ||
-		(strings.HasPrefix(name, ".klab-") && strings.HasSuffix(name, ".cpio")) ||
-		(strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-"))
+	return keyed.IsTemp(name) || strings.HasPrefix(name, ".base-") ||
+		(strings.HasPrefix(name, ".klab-") && strings.HasSuffix(name, ".cpio"))
 }
 
 func (s *scanner) scanRoot() {
@@ -247,7 +247,7 @@ func (s *scanner) scanRoot() {
 				case sub.Name() == "debian" && isDir(sub):
 					s.scanKeyed(sp, DebianKernel)
 				case sub.Name() == "build" && isDir(sub):
-					s.scanBuild(sp)
+					s.scanBuild()
 				default:
 					s.add(Other, sp, sub, Entry{})
 				}
@@ -372,54 +372,23 @@ func aliasName(kind Kind, key string) string {
 	return key
 }
 
-// scanBuild adds the build cache (see images.BuiltKernelsDir and package
-// images/build): results/ (kernels, pinned by names/), work/ (work trees,
-// each with its lock), names/ and inputs/ (links), and small indexes.
-func (s *scanner) scanBuild(dir string) {
-	cacheDir := filepath.Dir(filepath.Dir(dir))
-	names := map[string][]string{}
-	for _, fi := range s.readDir(filepath.Join(dir, "names")) {
-		if t, err := os.Readlink(filepath.Join(dir, "names", fi.Name())); err == nil {
-			names[filepath.Base(t)] = append(names[filepath.Base(t)], "build:"+fi.Name())
+// scanBuild adds the store of kernels built from source, as package
+// images/buildstore lists it: kernels (pinned by their names), work trees
+// (each with its lock), leftovers, indexes.
+func (s *scanner) scanBuild() {
+	es, err := buildstore.New(s.root).Entries()
+	s.err = errors.Join(s.err, err)
+	for _, be := range es {
+		kind := map[buildstore.EntryKind]Kind{buildstore.Result: BuiltKernel, buildstore.WorkTree: WorkTree,
+			buildstore.Temporary: Temporary, buildstore.Index: Index}[be.Kind]
+		if kind == "" {
+			kind = Other
 		}
-	}
-	for _, fi := range s.readDir(dir) {
-		name, p := fi.Name(), filepath.Join(dir, fi.Name())
-		switch {
-		case name == "results" && isDir(fi):
-			for _, r := range s.readDir(p) {
-				key, rp := r.Name(), filepath.Join(p, r.Name())
-				switch {
-				case isDir(r) && !strings.HasPrefix(key, "."):
-					e := Entry{Names: names[key], remove: func() error { return images.RemoveBuiltResult(cacheDir, key) }}
-					sort.Strings(e.Names)
-					e.Pinned = len(e.Names) > 0
-					s.add(BuiltKernel, rp, r, e)
-				case temporary(key):
-					s.add(Temporary, rp, r, Entry{})
-				default:
-					s.add(Other, rp, r, Entry{})
-				}
-			}
-		case name == "work" && isDir(fi):
-			for _, w := range s.readDir(p) {
-				wp := filepath.Join(p, w.Name())
-				switch {
-				case isDir(w) && !strings.HasPrefix(w.Name(), "."):
-					s.add(WorkTree, wp, w, Entry{locks: []string{filepath.Join(wp, ".lock")}})
-				case temporary(w.Name()):
-					s.add(Temporary, wp, w, Entry{})
-				default:
-					s.add(Other, wp, w, Entry{})
-				}
-			}
-		case name == "names" || name == "inputs" || strings.HasSuffix(name, ".json") || name == ".lock":
-			s.add(Index, p, fi, Entry{})
-		case temporary(name):
-			s.add(Temporary, p, fi, Entry{})
-		default:
-			s.add(Other, p, fi, Entry{})
+		e := Entry{Names: be.Names, Pinned: be.Kind == buildstore.Result && len(be.Names) > 0, remove: be.Remove}
+		if be.Lock != "" {
+			e.locks = []string{be.Lock}
 		}
+		s.add(kind, be.Path, be.Info, e)
 	}
 }
 

@@ -28,6 +28,13 @@ import (
 // (Fill) or being removed (Discard).
 const TempPrefix = ".tmp-"
 
+// IsTemp reports whether name is a temporary entry that klab makes
+// while it writes: .tmp-* (Fill, Discard) or .<file>.tmp-* (an atomic
+// write of <file>).
+func IsTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, TempPrefix)
+}
+
 // Cache is one directory of cached artifacts: each artifact is a
 // subdirectory, complete or absent, that a key names either directly or
 // through the directory's alias index, aliases.json. Every change to the
