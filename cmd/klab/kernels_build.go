@@ -14,6 +14,7 @@ import (
 
 	"klab/images"
 	"klab/images/build"
+	"klab/images/cache"
 	"klab/internal/option"
 	"klab/internal/units"
 	"klab/results"
@@ -209,21 +210,26 @@ Debian kernel images and initramfs images are not touched.`,
 			if err != nil {
 				return fmt.Errorf("--max-size: %w", err)
 			}
-			res, err := build.GC(build.GCOptions{CacheDir: g.cacheDir, MaxSize: max, DryRun: dryRun})
+			res, err := cache.GC(cache.GCOptions{Dir: g.cacheDir, MaxSize: max, All: true, CheapFirst: true,
+				Kinds: []cache.Kind{cache.WorkTree, cache.Source, cache.BuiltKernel}, DryRun: dryRun})
 			if res != nil {
 				verb := "removed"
 				if dryRun {
 					verb = "would remove"
 				}
-				for _, it := range res.Removed {
+				for _, r := range res.Removed {
 					extra := ""
-					if len(it.Names) > 0 {
-						extra = " (build:" + strings.Join(it.Names, ", build:") + ")"
+					if len(r.Names) > 0 {
+						extra = " (" + strings.Join(r.Names, ", ") + ")"
 					}
-					fmt.Fprintf(os.Stderr, "%s %s %s, %s%s\n", verb, it.Kind, it.Path, build.HumanSize(it.Size), extra)
+					fmt.Fprintf(os.Stderr, "%s %s %s, %s%s\n", verb, buildKindWord(r.Kind), r.Path, build.HumanSize(r.Size), extra)
 				}
-				for _, b := range res.Busy {
-					fmt.Fprintf(os.Stderr, "skipped %s: a build is using it\n", b)
+				for _, s := range res.Skipped {
+					why := s.Reason
+					if s.Kind == cache.WorkTree {
+						why = "a build is using it"
+					}
+					fmt.Fprintf(os.Stderr, "skipped %s: %s\n", s.Path, why)
 				}
 				fmt.Printf("build cache: %s before, %s after (limit %s)\n",
 					build.HumanSize(res.Before), build.HumanSize(res.After), build.HumanSize(max))
@@ -234,6 +240,19 @@ Debian kernel images and initramfs images are not touched.`,
 	cmd.Flags().StringVar(&maxSize, "max-size", "20G", "the most space the build cache may use (K, M, G, T suffixes)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only say what would be removed")
 	return cmd
+}
+
+// buildKindWord is how klab kernels gc names a kind it removes.
+func buildKindWord(k cache.Kind) string {
+	switch k {
+	case cache.WorkTree:
+		return "work tree"
+	case cache.Source:
+		return "source"
+	case cache.BuiltKernel:
+		return "kernel"
+	}
+	return string(k)
 }
 
 // kernelOrigin says where a kernel came from, for klab kernels list.

@@ -11,16 +11,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 
 	"klab/images"
 	"klab/internal/filehash"
 	"klab/internal/fileio"
-	"klab/internal/flock"
 	"klab/internal/units"
 	"klab/results"
 )
@@ -265,175 +261,6 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
-}
-
-// duSize is the disk space used by the tree at path (like du).
-func duSize(path string) int64 {
-	var n int64
-	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			n += st.Blocks * 512
-		} else {
-			n += fi.Size()
-		}
-		return nil
-	})
-	return n
-}
-
-// GCOptions tunes GC.
-type GCOptions struct {
-	// CacheDir is klab's cache directory; empty means paths.CacheDir().
-	CacheDir string
-	// MaxSize bounds the space the build cache may use, in bytes.
-	MaxSize int64
-	// DryRun only reports what would be removed.
-	DryRun bool
-}
-
-// GCItem is one thing in the build cache.
-type GCItem struct {
-	// Kind is "work tree", "source" or "kernel".
-	Kind string
-	// Path is its directory.
-	Path string
-	// Size is the disk space it uses.
-	Size int64
-	// LastUsed is when a build last used it.
-	LastUsed time.Time
-	// Names are the build names of a kernel.
-	Names []string
-}
-
-// GCResult says what GC found and removed.
-type GCResult struct {
-	// Before and After are the cache's sizes.
-	Before, After int64
-	// Removed are the items removed (or, with DryRun, to remove).
-	Removed []GCItem
-	// Busy are work trees skipped because a build is using them.
-	Busy []string
-}
-
-// GC shrinks the build cache (work trees, Debian kernel sources and built
-// kernels) to o.MaxSize, least recently used first: work trees and sources
-// go first (they only cost time to make again), then kernels that no name
-// refers to, then named kernels. Work trees in use by a running build are
-// skipped. Debian kernel images and initramfs images are not touched.
-func GC(o GCOptions) (*GCResult, error) {
-	s := &store{dir: images.BuiltKernelsDir(o.CacheDir)}
-	cache := filepath.Dir(filepath.Dir(s.dir))
-	if !o.DryRun {
-		removeStale(filepath.Join(s.dir, "work"), s.results())
-	}
-	var items []GCItem
-	add := func(kind, dir string) {
-		des, err := os.ReadDir(dir)
-		if err != nil {
-			return
-		}
-		for _, de := range des {
-			if !de.IsDir() || strings.HasPrefix(de.Name(), ".") {
-				continue
-			}
-			p := filepath.Join(dir, de.Name())
-			fi, err := os.Stat(p)
-			if err != nil {
-				continue
-			}
-			items = append(items, GCItem{Kind: kind, Path: p, Size: duSize(p), LastUsed: fi.ModTime()})
-		}
-	}
-	add("work tree", filepath.Join(s.dir, "work"))
-	add("source", filepath.Join(cache, "sources", "debian"))
-	add("kernel", s.results())
-	names := map[string][]string{}
-	if des, err := os.ReadDir(filepath.Join(s.dir, "names")); err == nil {
-		for _, de := range des {
-			if k := linkTarget(s.nameLink(de.Name())); k != "" {
-				names[k] = append(names[k], de.Name())
-			}
-		}
-	}
-	res := &GCResult{}
-	for i := range items {
-		if items[i].Kind == "kernel" {
-			items[i].Names = names[filepath.Base(items[i].Path)]
-		}
-		res.Before += items[i].Size
-	}
-	tier := func(it GCItem) int {
-		switch {
-		case it.Kind != "kernel":
-			return 0
-		case len(it.Names) == 0:
-			return 1
-		}
-		return 2
-	}
-	sort.SliceStable(items, func(i, j int) bool {
-		if ti, tj := tier(items[i]), tier(items[j]); ti != tj {
-			return ti < tj
-		}
-		return items[i].LastUsed.Before(items[j].LastUsed)
-	})
-	total := res.Before
-	for _, it := range items {
-		if total <= o.MaxSize {
-			break
-		}
-		if it.Kind == "work tree" {
-			unlock, ok := flock.TryLock(filepath.Join(it.Path, ".lock"))
-			if !ok {
-				res.Busy = append(res.Busy, it.Path)
-				continue
-			}
-			if !o.DryRun {
-				err := removeAll(it.Path)
-				unlock()
-				if err != nil {
-					return res, fmt.Errorf("gc: %w", err)
-				}
-			} else {
-				unlock()
-			}
-		} else if !o.DryRun {
-			if it.Kind == "kernel" {
-				s.unlinkResult(filepath.Base(it.Path))
-			}
-			if err := removeAll(it.Path); err != nil {
-				return res, fmt.Errorf("gc: %w", err)
-			}
-		}
-		total -= it.Size
-		res.Removed = append(res.Removed, it)
-	}
-	res.After = total
-	return res, nil
-}
-
-// removeStale removes what interrupted builds and removals left in dirs:
-// temporary entries older than an hour (younger ones may belong to a
-// build that is running).
-func removeStale(dirs ...string) {
-	for _, dir := range dirs {
-		des, _ := os.ReadDir(dir)
-		for _, de := range des {
-			if !strings.HasPrefix(de.Name(), ".tmp-") {
-				continue
-			}
-			if fi, err := de.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
-				os.RemoveAll(filepath.Join(dir, de.Name()))
-			}
-		}
-	}
 }
 
 // removeAll removes a directory by renaming it out of the way first, so

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -32,6 +33,15 @@ type GCOptions struct {
 	MaxSize int64
 	// All lets MaxSize take kernels that a name refers to (Pinned).
 	All bool
+	// Kinds, when not empty, limits GC to entries of these kinds: only
+	// they count towards the sizes, and only they go.
+	Kinds []Kind
+	// CheapFirst orders what MaxSize takes by what it costs to make
+	// again: entries that are not kernels first, then kernels that no
+	// name refers to, then named kernels (with All); the least recently
+	// used first within each. Without it, the least recently used entry
+	// goes first, whatever its kind.
+	CheapFirst bool
 	// MaxAge is how long an initramfs part (u-root base, agent,
 	// assembled initramfs) may go unused; zero means DefaultMaxAge.
 	MaxAge time.Duration
@@ -98,6 +108,9 @@ func GC(o GCOptions) (*GCResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(o.Kinds) > 0 {
+		l = l.only(o.Kinds)
+	}
 	locks := &lockSet{held: map[string]func(){}}
 	defer locks.release()
 	res := &GCResult{Before: l.Size, Removed: []Removal{}, Skipped: []Skip{}}
@@ -133,7 +146,12 @@ func GC(o GCOptions) (*GCResult, error) {
 				lru = append(lru, e)
 			}
 		}
-		sort.SliceStable(lru, func(i, j int) bool { return lru[i].LastUsed.Before(lru[j].LastUsed) })
+		sort.SliceStable(lru, func(i, j int) bool {
+			if ti, tj := o.tier(lru[i]), o.tier(lru[j]); ti != tj {
+				return ti < tj
+			}
+			return lru[i].LastUsed.Before(lru[j].LastUsed)
+		})
 		var pinned []Entry
 		for _, e := range lru {
 			if total <= o.MaxSize {
@@ -153,6 +171,35 @@ func GC(o GCOptions) (*GCResult, error) {
 	}
 	res.After = total
 	return res, errors.Join(errs...)
+}
+
+// tier is the rank of e in what MaxSize takes (see CheapFirst): lower
+// goes first.
+func (o GCOptions) tier(e Entry) int {
+	switch {
+	case !o.CheapFirst || (e.Kind != DebianKernel && e.Kind != BuiltKernel):
+		return 0
+	case !e.Pinned:
+		return 1
+	}
+	return 2
+}
+
+// only is the part of l of the given kinds.
+func (l *Listing) only(kinds []Kind) *Listing {
+	part := &Listing{Dir: l.Dir, Entries: []Entry{}, Kinds: []KindSize{}}
+	for _, e := range l.Entries {
+		if slices.Contains(kinds, e.Kind) {
+			part.Entries = append(part.Entries, e)
+			part.Size += e.Size
+		}
+	}
+	for _, ks := range l.Kinds {
+		if slices.Contains(kinds, ks.Kind) {
+			part.Kinds = append(part.Kinds, ks)
+		}
+	}
+	return part
 }
 
 func skipped(res *GCResult, path string) bool {
