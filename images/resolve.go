@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"klab/images/buildstore"
 	"klab/images/kerneldir"
 	"klab/results"
 )
@@ -30,7 +31,7 @@ type ResolveOptions struct {
 //     a local kernel, used in place. Its ID hashes the image and its
 //     config; its modules are not supported yet;
 //   - "build:<name>" or "build:<kernel ID>": a kernel built from source by
-//     `klab kernels build` (see LookupBuiltKernel);
+//     `klab kernels build` (see buildstore.Store.Lookup);
 //   - "tree:<dir>", or a directory ("."): a kernel tree (or make O=
 //     directory) built in place, booted with its own bzImage, .config and
 //     modules (see TreeKernel).
@@ -39,7 +40,7 @@ func ResolveKernel(ctx context.Context, ref string, o ResolveOptions) (*results.
 	case strings.HasPrefix(ref, "debian:"):
 		return FetchDebian(ctx, ref, o.Debian)
 	case strings.HasPrefix(ref, "build:"):
-		return LookupBuiltKernel(o.Debian.cacheDir(), ref)
+		return buildstore.New(o.Debian.CacheDir).Lookup(ref)
 	case strings.HasPrefix(ref, "tree:"):
 		return TreeKernel(strings.TrimPrefix(ref, "tree:"))
 	case isDir(ref):

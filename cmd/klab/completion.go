@@ -12,6 +12,7 @@ import (
 	"klab/experiments"
 	"klab/guest/fuse"
 	"klab/images"
+	"klab/images/buildstore"
 	"klab/matrix"
 	"klab/results"
 	"klab/results/report"
@@ -119,7 +120,7 @@ func argCompletions(g *globalOptions) map[string]cobra.CompletionFunc {
 		return filterPrefix(debianRefs(), toComplete), cobra.ShellCompDirectiveNoFileComp
 	}
 	built := func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		ks, _ := images.CachedBuiltKernels(g.cacheDir)
+		ks, _ := buildstore.New(g.cacheDir).List()
 		return filterPrefix(kernelNames(ks, "built"), toComplete), cobra.ShellCompDirectiveNoFileComp
 	}
 	run := func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
@@ -170,7 +171,7 @@ func completeKernel(cacheDir, toComplete string) ([]cobra.Completion, cobra.Shel
 	refs := debianRefs()
 	ks, _ := images.CachedKernels(cacheDir)
 	refs = append(refs, kernelNames(ks, "cached")...)
-	built, _ := images.CachedBuiltKernels(cacheDir)
+	built, _ := buildstore.New(cacheDir).List()
 	refs = append(refs, kernelNames(built, "built")...)
 	return completeOrFiles(refs, toComplete)
 }

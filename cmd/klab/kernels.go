@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"klab/images"
+	"klab/images/buildstore"
 )
 
 func newKernelsCommand(g *globalOptions) *cobra.Command {
@@ -83,7 +84,7 @@ func newKernelsListCommand(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			built, err := images.CachedBuiltKernels(g.cacheDir)
+			built, err := buildstore.New(g.cacheDir).List()
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 
 	"klab/images"
 	"klab/images/build"
+	"klab/images/buildstore"
 	"klab/images/cache"
 	"klab/internal/option"
 	"klab/internal/units"
@@ -182,7 +183,7 @@ Debian kernels are not removed by this command.`,
 					return fmt.Errorf("%s: klab kernels rm removes kernels built from source, named build:<name>", a)
 				}
 			}
-			removed, err := build.Remove(g.cacheDir, args)
+			removed, err := buildstore.New(g.cacheDir).Remove(args)
 			for _, p := range removed {
 				fmt.Fprintf(os.Stderr, "removed %s\n", p)
 			}
@@ -346,7 +347,7 @@ func buildTree(ctx context.Context, g *globalOptions, ref string, config []strin
 	if len(name) > 60 {
 		name = name[:60]
 	}
-	if images.CheckBuildName(name) == nil {
+	if buildstore.CheckName(name) == nil {
 		o.Name = name
 	}
 	res, err := build.Build(ctx, o)

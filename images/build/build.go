@@ -16,7 +16,7 @@
 //
 // The user's tree is never touched: git trees are cloned with --shared
 // (borrowing their objects), tarballs are unpacked. Only complete builds
-// enter the cache. See images.BuiltKernelsDir for the layout.
+// enter the cache, the store of package images/buildstore.
 package build
 
 import (
@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"klab/images"
+	"klab/images/buildstore"
 	"klab/images/kerneldir"
 	"klab/images/keyed"
 	"klab/internal/flock"
@@ -128,7 +129,7 @@ type Phase struct {
 // builder carries one Build call's state.
 type builder struct {
 	o        *Options
-	s        *store
+	s        *buildstore.Store
 	b        *base
 	frags    []Fragment
 	fragHash []results.FileHash
@@ -151,7 +152,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	bd := &builder{o: &o, s: &store{dir: images.BuiltKernelsDir(o.CacheDir)}, res: &Result{}}
+	bd := &builder{o: &o, s: buildstore.New(o.CacheDir), res: &Result{}}
 	if o.Progress != nil {
 		bd.prog = newProgress(o.Progress, o.Terminal)
 	}
@@ -185,10 +186,10 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		_, err := exec.LookPath("ccache")
 		bd.ccache = err == nil
 	}
-	if err := os.MkdirAll(bd.s.dir, 0o755); err != nil {
+	if err := os.MkdirAll(bd.s.Dir(), 0o755); err != nil {
 		return nil, fmt.Errorf("build cache: %w", err)
 	}
-	memo := newHashMemo(filepath.Join(bd.s.dir, "hashes.json"))
+	memo := newHashMemo(bd.s.HashesFile())
 	if bd.b, err = resolveBase(ctx, &o, memo); err != nil {
 		return nil, err
 	}
@@ -254,9 +255,9 @@ func (o *Options) check() error {
 		errs = append(errs, errors.New("no source: give a git tree, a kernel tarball or debian:<series>"))
 	}
 	if o.Name != "" {
-		if err := images.CheckBuildName(o.Name); err != nil {
+		if err := buildstore.CheckName(o.Name); err != nil {
 			errs = append(errs, err)
-		} else if o.WithBaseline && images.CheckBuildName(o.Name+"-base") != nil {
+		} else if o.WithBaseline && buildstore.CheckName(o.Name+"-base") != nil {
 			errs = append(errs, option.Errorf("name", "%s: too long for the baseline's name %s-base", o.Name, o.Name))
 		}
 	}
@@ -393,47 +394,50 @@ func defaultName(b *base, inKey string) string {
 }
 
 // one builds (or finds) one kernel: the base tree with patches, named
-// name.
+// name. The work tree's lock is the build's: a build of the same inputs
+// that finished while this one waited for it is a cache hit.
 func (bd *builder) one(ctx context.Context, name string, patches []Patch) (*results.Kernel, bool, error) {
 	in := bd.inputs(patches)
-	inKey := in.InputKey()
+	var look func() (*results.Kernel, bool)
 	if !bd.o.Rebuild {
-		if k, dir, ok := bd.s.lookupInput(inKey); ok {
-			touch(dir)
-			if err := bd.s.link(bd.s.nameLink(name), filepath.Base(dir)); err != nil {
-				return nil, false, fmt.Errorf("naming build:%s: %w", name, err)
-			}
-			k.Name = "build:" + name
-			bd.logf("build:%s is cached (%s, %s)", name, k.Version, k.ID)
-			return k, true, nil
+		look = func() (*results.Kernel, bool) { return bd.s.LookupInput(in.InputKey()) }
+	}
+	slot := bd.s.WorkDir(in.SlotKey())
+	fresh := false
+	lock := func(ctx context.Context) (func(), error) {
+		_, serr := os.Stat(slot)
+		fresh = serr != nil
+		if err := os.MkdirAll(slot, 0o755); err != nil {
+			return nil, fmt.Errorf("work tree: %w", err)
 		}
+		return flock.Lock(ctx, filepath.Join(slot, ".lock"), func() {
+			bd.logf("waiting for another klab that is building in %s...", slot)
+		})
 	}
-	slot := bd.s.work(in.SlotKey())
-	_, serr := os.Stat(slot)
-	fresh := serr != nil
-	if err := os.MkdirAll(slot, 0o755); err != nil {
-		return nil, false, fmt.Errorf("work tree: %w", err)
-	}
-	unlock, err := flock.Lock(ctx, filepath.Join(slot, ".lock"), func() {
-		bd.logf("waiting for another klab that is building in %s...", slot)
+	k, hit, err := keyed.Locked(ctx, look, lock, func(ctx context.Context) (*results.Kernel, error) {
+		touch(slot)
+		w := &work{bd: bd, dir: slot, src: filepath.Join(slot, "src"), out: filepath.Join(slot, "out"), name: name}
+		k, err := w.safeBuild(ctx, in, patches)
+		if err != nil && fresh {
+			if _, serr := os.Stat(w.src); serr != nil {
+				// The source never made it into this new work tree (a
+				// file that is not a tarball, an interrupted fetch):
+				// nothing in it is worth keeping.
+				os.RemoveAll(slot)
+			}
+		}
+		return k, err
 	})
 	if err != nil {
 		return nil, false, err
 	}
-	defer unlock()
-	touch(slot)
-	w := &work{bd: bd, dir: slot, src: filepath.Join(slot, "src"), out: filepath.Join(slot, "out"), name: name}
-	k, err := w.safeBuild(ctx, in, patches)
-	if err != nil {
-		if _, serr := os.Stat(w.src); fresh && serr != nil {
-			// The source never made it into this new work tree (a file
-			// that is not a tarball, an interrupted fetch): nothing in
-			// it is worth keeping.
-			os.RemoveAll(slot)
+	if hit {
+		if err := bd.s.Name(name, k); err != nil {
+			return nil, false, fmt.Errorf("naming build:%s: %w", name, err)
 		}
-		return nil, false, err
+		bd.logf("build:%s is cached (%s, %s)", name, k.Version, k.ID)
 	}
-	return k, false, nil
+	return k, hit, nil
 }
 
 // safeBuild runs w.build and turns a panic into an error: the stack goes
@@ -509,7 +513,7 @@ func (w *work) build(ctx context.Context, in Inputs, patches []Patch) (*results.
 	estKey := hashFields(recipe, "estimate", bd.baseCfg, strings.Join(in.Fragments, ","))
 	est := 0
 	if cold {
-		if est = bd.s.estimate(estKey); est == 0 {
+		if est = estimate(bd.s.EstimatesFile(), estKey); est == 0 {
 			est = 2000
 			if bd.baseCfg == "defconfig" {
 				est = 6000
@@ -546,7 +550,7 @@ func (w *work) build(ctx context.Context, in Inputs, patches []Patch) (*results.
 		return nil, err
 	}
 	if cold && steps > 0 {
-		bd.s.saveEstimate(estKey, steps)
+		saveEstimate(bd.s.EstimatesFile(), estKey, steps)
 	}
 	var k *results.Kernel
 	if err := w.timed("install", func() error {
@@ -890,7 +894,7 @@ func (w *work) makeConfig(ctx context.Context, m *makeRun) error {
 	return nil
 }
 
-// install copies the finished kernel into the results cache and names it.
+// install puts the finished kernel into the store and names it.
 func (w *work) install(ctx context.Context, m *makeRun, in Inputs, patches []Patch, vals map[string]string) (*results.Kernel, error) {
 	bd := w.bd
 	cfg, err := os.ReadFile(filepath.Join(w.out, ".config"))
@@ -899,46 +903,19 @@ func (w *work) install(ctx context.Context, m *makeRun, in Inputs, patches []Pat
 	}
 	cfgSHA := sha256Hex(cfg)
 	key := ResultKey(in.Arch, in.Base, in.Patches, cfgSHA, in.Compiler)
-	final := filepath.Join(bd.s.results(), key)
-	if _, err := images.LoadBuiltKernelDir(final); err != nil {
-		if err := os.MkdirAll(bd.s.results(), 0o755); err != nil {
-			return nil, fmt.Errorf("build cache: %w", err)
-		}
-		tmp, err := os.MkdirTemp(bd.s.results(), ".tmp-")
-		if err != nil {
-			return nil, fmt.Errorf("build cache: %w", err)
-		}
-		defer os.RemoveAll(tmp)
-		if err := w.assemble(ctx, m, tmp, final, key, cfgSHA, patches, vals); err != nil {
-			return nil, err
-		}
-		os.RemoveAll(final) // an incomplete leftover
-		if err := os.Rename(tmp, final); err != nil {
-			return nil, fmt.Errorf("build cache: %w", err)
-		}
-	}
-	for _, link := range []string{bd.s.inputLink(in.InputKey()), bd.s.nameLink(w.name)} {
-		if err := bd.s.link(link, key); err != nil {
-			return nil, fmt.Errorf("build cache: %w", err)
-		}
-	}
-	touch(final)
-	k, err := images.LoadBuiltKernelDir(final)
-	if err != nil {
-		return nil, fmt.Errorf("build cache: %w", err)
-	}
-	k.Name = "build:" + w.name
-	return k, nil
+	return bd.s.Commit(ctx, key, in.InputKey(), w.name, func(ctx context.Context, tmp, out string) error {
+		return w.assemble(ctx, m, tmp, out, bd.s.ResultDir(key), key, cfgSHA, patches, vals)
+	})
 }
 
-// assemble fills tmp with the kernel's files and kernel.json (whose paths
-// point into final).
-func (w *work) assemble(ctx context.Context, m *makeRun, tmp, final, key, cfgSHA string, patches []Patch, vals map[string]string) error {
+// assemble fills out with the kernel's files and kernel.json (whose paths
+// point into final, where out goes); tmp is scratch space.
+func (w *work) assemble(ctx context.Context, m *makeRun, tmp, out, final, key, cfgSHA string, patches []Patch, vals map[string]string) error {
 	bd := w.bd
-	image := filepath.Join(tmp, "vmlinuz")
+	image := filepath.Join(out, "vmlinuz")
 	for src, dst := range map[string]string{
 		filepath.Join(w.out, "arch", "x86", "boot", "bzImage"): image,
-		filepath.Join(w.out, ".config"):                        filepath.Join(tmp, "config"),
+		filepath.Join(w.out, ".config"):                        filepath.Join(out, "config"),
 	} {
 		if err := copyFile(src, dst); err != nil {
 			return fmt.Errorf("build cache: %w", err)
@@ -960,7 +937,7 @@ func (w *work) assemble(ctx context.Context, m *makeRun, tmp, final, key, cfgSHA
 	for _, p := range patches {
 		k.Build.Patches = append(k.Build.Patches, results.FileHash{Path: p.Path, SHA256: p.SHA256, Subject: p.Subject})
 	}
-	if k.ID, err = kerneldir.ID(image, filepath.Join(tmp, "config")); err != nil {
+	if k.ID, err = kerneldir.ID(image, filepath.Join(out, "config")); err != nil {
 		return err
 	}
 	if vals["MODULES"] == "y" {
@@ -975,20 +952,17 @@ func (w *work) assemble(ctx context.Context, m *makeRun, tmp, final, key, cfgSHA
 		for _, l := range []string{"build", "source"} {
 			os.Remove(filepath.Join(dirs[0], l))
 		}
-		if err := os.Rename(dirs[0], filepath.Join(tmp, "modules")); err != nil {
+		if err := os.Rename(dirs[0], filepath.Join(out, "modules")); err != nil {
 			return fmt.Errorf("build cache: %w", err)
 		}
 		os.RemoveAll(root)
 		k.Modules = filepath.Join(final, "modules")
 	}
 	w.log.Sync()
-	if err := copyFile(w.logPath(), filepath.Join(tmp, "build.log")); err != nil {
+	if err := copyFile(w.logPath(), filepath.Join(out, "build.log")); err != nil {
 		return fmt.Errorf("build cache: %w", err)
 	}
-	if err := kerneldir.Write(tmp, k); err != nil {
-		return err
-	}
-	return keyed.SyncTree(tmp)
+	return kerneldir.Write(out, k)
 }
 
 func exists(p string) bool {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"klab/images"
+	"klab/images/buildstore"
 	"klab/internal/testenv"
 )
 
@@ -357,7 +357,7 @@ func runCmd(dir string, argv ...string) ([]byte, error) {
 // resBase returns the ID of the built kernel called name.
 func resBase(t *testing.T, cache, name string) string {
 	t.Helper()
-	k, err := images.LookupBuiltKernel(cache, "build:"+name)
+	k, err := buildstore.New(cache).Lookup("build:" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,33 +5,24 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
-	"klab/images"
 	"klab/internal/filehash"
 	"klab/internal/fileio"
 	"klab/internal/units"
-	"klab/results"
 )
 
-// The build cache lives in images.BuiltKernelsDir(cache):
+// A build keeps its work trees, tarball hashes (hashes.json) and cold
+// build estimates (estimates.json) in the store of built kernels, whose
+// layout package images/buildstore owns; what a work tree holds is this
+// package's:
 //
-//	results/<key>/   finished kernels (see images.BuiltKernelsDir)
-//	names/<name>     -> ../results/<key>
-//	inputs/<key>     -> ../results/<key>: the inputs that made a result,
-//	                 so a repeated build is answered without the tree
-//	work/<slot>/     one work tree per base tree and config: src/ (the
-//	                 tree with the current patches), out/ (make O=),
-//	                 state.json, build.log, .lock
-//	hashes.json      tarball hashes by path, size and mtime
-//	estimates.json   steps of a cold build by config, for the progress bar
+//	work/<slot>/     src/ (the tree with the current patches), out/ (make
+//	                 O=), state.json, build.log, .lock
 
 // recipe changes whenever the way klab builds changes what it produces.
 const recipe = "klab-build-1"
@@ -100,68 +91,20 @@ func join(lists ...[]string) []string {
 	return all
 }
 
-// store is the on-disk build cache.
-type store struct {
-	dir string
-}
-
-func (s *store) results() string             { return filepath.Join(s.dir, "results") }
-func (s *store) work(slot string) string     { return filepath.Join(s.dir, "work", slot) }
-func (s *store) inputLink(key string) string { return filepath.Join(s.dir, "inputs", key) }
-func (s *store) nameLink(name string) string { return filepath.Join(s.dir, "names", name) }
-
-// lookupInput returns the result the input key led to, if it is still
-// there.
-func (s *store) lookupInput(key string) (*results.Kernel, string, bool) {
-	dir, err := filepath.EvalSymlinks(s.inputLink(key))
-	if err != nil {
-		return nil, "", false
-	}
-	k, err := images.LoadBuiltKernelDir(dir)
-	if err != nil {
-		return nil, "", false
-	}
-	return k, dir, true
-}
-
-// link points the symbolic link at path to results/<key>, atomically.
-func (s *store) link(path, key string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-"+strconv.Itoa(os.Getpid()))
-	os.Remove(tmp)
-	if err := os.Symlink(filepath.Join("..", "results", key), tmp); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
-}
-
-// linkTarget returns the result key a link points to, "" when none.
-func linkTarget(path string) string {
-	t, err := os.Readlink(path)
-	if err != nil {
-		return ""
-	}
-	return filepath.Base(t)
-}
-
-// estimates remembers how many kbuild steps a cold build of a config took.
-func (s *store) estimate(cfgKey string) int {
+// estimate is how many kbuild steps a cold build of a config took, as the
+// estimates file path remembers it; 0 when unknown.
+func estimate(path, cfgKey string) int {
 	m := map[string]int{}
-	if data, err := os.ReadFile(filepath.Join(s.dir, "estimates.json")); err == nil {
+	if data, err := os.ReadFile(path); err == nil {
 		_ = json.Unmarshal(data, &m)
 	}
 	return m[cfgKey]
 }
 
-func (s *store) saveEstimate(cfgKey string, steps int) {
+// saveEstimate remembers in the estimates file p that a cold build of a
+// config took steps kbuild steps.
+func saveEstimate(p, cfgKey string, steps int) {
 	m := map[string]int{}
-	p := filepath.Join(s.dir, "estimates.json")
 	if data, err := os.ReadFile(p); err == nil {
 		_ = json.Unmarshal(data, &m)
 	}
@@ -263,71 +206,33 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// removeAll removes a directory by renaming it out of the way first, so
-// that a half-removed entry is never mistaken for a complete one.
-func removeAll(p string) error {
-	tmp := filepath.Join(filepath.Dir(p), ".tmp-rm-"+filepath.Base(p))
-	if err := os.Rename(p, tmp); err != nil {
-		return err
-	}
-	return os.RemoveAll(tmp)
-}
-
-// unlinkResult removes the names and input links that point to key.
-func (s *store) unlinkResult(key string) {
-	for _, d := range []string{"names", "inputs"} {
-		des, _ := os.ReadDir(filepath.Join(s.dir, d))
-		for _, de := range des {
-			p := filepath.Join(s.dir, d, de.Name())
-			if linkTarget(p) == key {
-				os.Remove(p)
-			}
+// ParseSize parses a size such as "20G", "500M", "1.5T" or "1048576"
+// (bytes; K, M, G and T are powers of 1024, and a trailing "B" or "iB" is
+// allowed).
+func ParseSize(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
+	mult := float64(1)
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult != 1 {
+			t = t[:len(t)-1]
 		}
 	}
-}
-
-// Remove deletes the built kernels refs name ("build:<name>" or
-// "<name>"). A kernel's files go when no other name refers to them. It
-// returns the results directories removed.
-func Remove(cacheDir string, refs []string) ([]string, error) {
-	s := &store{dir: images.BuiltKernelsDir(cacheDir)}
-	var errs []error
-	var removed []string
-	for _, ref := range refs {
-		name := strings.TrimPrefix(ref, "build:")
-		if err := images.CheckBuildName(name); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
-			continue
-		}
-		link := s.nameLink(name)
-		key := linkTarget(link)
-		if key == "" {
-			errs = append(errs, fmt.Errorf("%s: no built kernel by that name (see klab kernels list)", ref))
-			continue
-		}
-		if err := os.Remove(link); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
-			continue
-		}
-		still := false
-		des, _ := os.ReadDir(filepath.Join(s.dir, "names"))
-		for _, de := range des {
-			if linkTarget(s.nameLink(de.Name())) == key {
-				still = true
-			}
-		}
-		if still {
-			continue
-		}
-		s.unlinkResult(key)
-		p := filepath.Join(s.results(), key)
-		if err := removeAll(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
-			continue
-		}
-		removed = append(removed, p)
+	f, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("size %q: want a number of bytes with an optional K, M, G or T suffix, e.g. 20G", s)
 	}
-	return removed, errors.Join(errs...)
+	return int64(f * mult), nil
 }
 
 // HumanSize formats n bytes in binary units: "2.5 MiB", "20.0 GiB".

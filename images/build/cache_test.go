@@ -4,16 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"klab/images"
-	"klab/images/kerneldir"
-	"klab/results"
 )
 
 func TestCacheKeys(t *testing.T) {
@@ -90,63 +83,17 @@ func keyOf(lists ...[]string) string {
 	return hex.EncodeToString(sum[:])[:20]
 }
 
-// fakeResult puts a built kernel into the cache under name.
-func fakeResult(t *testing.T, s *store, key, name string, size int, used time.Time) string {
-	t.Helper()
-	dir := filepath.Join(s.results(), key)
-	writeTemp(t, dir, "vmlinuz", strings.Repeat("x", size))
-	if err := kerneldir.Write(dir, &results.Kernel{ID: "k-" + key, Source: "build", Build: &results.KernelBuild{Key: key}}); err != nil {
-		t.Fatal(err)
-	}
-	if name != "" {
-		if err := s.link(s.nameLink(name), key); err != nil {
-			t.Fatal(err)
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{
+		"20G": 20 << 30, "500M": 500 << 20, "1.5T": 3 << 39, "1024": 1024, "0": 0, "64KiB": 64 << 10, "2gb": 2 << 30,
+	} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	if err := s.link(s.inputLink("in-"+key), key); err != nil {
-		t.Fatal(err)
-	}
-	os.Chtimes(dir, used, used)
-	return dir
-}
-
-func TestLookupAndRemove(t *testing.T) {
-	cache := t.TempDir()
-	s := &store{dir: images.BuiltKernelsDir(cache)}
-	now := time.Now()
-	old := fakeResult(t, s, "r-old", "old", 100<<10, now.Add(-3*time.Hour))
-	newer := fakeResult(t, s, "r-new", "new", 100<<10, now.Add(-1*time.Hour))
-
-	ks, err := images.CachedBuiltKernels(cache)
-	if err != nil || len(ks) != 2 || ks[0].Name != "build:new" || ks[1].Name != "build:old" {
-		t.Fatalf("CachedBuiltKernels = %+v, %v", ks, err)
-	}
-	if k, err := images.LookupBuiltKernel(cache, "build:old"); err != nil || k.ID != "k-r-old" || k.Image != filepath.Join(old, "vmlinuz") {
-		t.Errorf("LookupBuiltKernel(build:old) = %+v, %v", k, err)
-	}
-	if k, err := images.LookupBuiltKernel(cache, "build:k-r-new"); err != nil || k.Name != "build:new" {
-		t.Errorf("LookupBuiltKernel by ID = %+v, %v", k, err)
-	}
-	if _, err := images.LookupBuiltKernel(cache, "build:nope"); err == nil || !strings.Contains(err.Error(), "build:new build:old") {
-		t.Errorf("unknown name: %v", err)
-	}
-	// A lookup (a boot) marks the kernel used: its time moves from 3
-	// hours ago (set above) to the lookup's; any time after an hour ago
-	// shows the mark, however coarse the file system's clock.
-	if fi, err := os.Stat(old); err != nil || fi.ModTime().Before(now.Add(-time.Hour)) {
-		t.Errorf("looking build:old up did not mark it used: %v", err)
-	}
-	os.Chtimes(old, now.Add(-3*time.Hour), now.Add(-3*time.Hour))
-
-	// rm removes the name, and the files once no name is left.
-	if err := s.link(s.nameLink("alias"), "r-new"); err != nil {
-		t.Fatal(err)
-	}
-	if removed, err := Remove(cache, []string{"build:new"}); err != nil || len(removed) != 0 || !exists(newer) {
-		t.Errorf("rm of one of two names: %q, %v", removed, err)
-	}
-	if removed, err := Remove(cache, []string{"build:alias", "build:nope"}); len(removed) != 1 || exists(newer) ||
-		err == nil || !strings.Contains(err.Error(), "build:nope: no built kernel by that name") {
-		t.Errorf("rm of the last name: %q, %v", removed, err)
+	for _, bad := range []string{"", "G", "-1G", "ten"} {
+		if _, err := ParseSize(bad); err == nil || !strings.Contains(err.Error(), "e.g. 20G") {
+			t.Errorf("ParseSize(%q): err = %v", bad, err)
+		}
 	}
 }

@@ -174,10 +174,9 @@ func TestStateFilesHoldingNull(t *testing.T) {
 		}
 		st.Files["f"], st.Orig["f"] = fileStamp{}, fileStamp{} // would panic on a nil map
 	}
-	writeTemp(t, dir, "estimates.json", "null")
-	s := &store{dir: dir}
-	s.saveEstimate("k", 7)
-	if got := s.estimate("k"); got != 7 {
+	estimates := writeTemp(t, dir, "estimates.json", "null")
+	saveEstimate(estimates, "k", 7)
+	if got := estimate(estimates, "k"); got != 7 {
 		t.Errorf("estimate after a null file: %d, want 7", got)
 	}
 	memo := writeTemp(t, dir, "hashes.json", "null")
