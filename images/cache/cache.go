@@ -198,7 +198,7 @@ func (s *scanner) add(kind Kind, p string, fi fs.FileInfo, e Entry) {
 	e.born = birthTime(p)
 	if e.remove == nil && removable(kind) {
 		dir, name := filepath.Split(p)
-		e.remove = func() error { return removeFile(filepath.Clean(dir), name) }
+		e.remove = func() error { return keyed.Discard(filepath.Clean(dir), name) }
 	}
 	s.entries = append(s.entries, e)
 }
@@ -268,7 +268,7 @@ func (s *scanner) scanRoot() {
 						return err
 					}
 				}
-				return removeFile(s.root, name)
+				return keyed.Discard(s.root, name)
 			}})
 		case name == "initramfs" && isDir(fi):
 			s.scanFiles(p, func(n string) Kind {
@@ -419,25 +419,4 @@ func blocks(fi fs.FileInfo) int64 {
 		return st.Blocks * 512
 	}
 	return fi.Size()
-}
-
-// removeFile removes dir/name, renamed out of the way first when it is a
-// directory (see keyed.Discard).
-func removeFile(dir, name string) error {
-	p := filepath.Join(dir, name)
-	fi, err := os.Lstat(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !isDir(fi) {
-		return os.Remove(p)
-	}
-	tmp := filepath.Join(dir, ".tmp-rm-"+strings.TrimPrefix(name, "."))
-	if err := os.Rename(p, tmp); err != nil {
-		return err
-	}
-	return os.RemoveAll(tmp)
 }
