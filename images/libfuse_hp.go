@@ -14,6 +14,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images/apt"
+	"klab/images/debian"
 	"klab/images/keyed"
 	"klab/internal/fileio"
 	"klab/internal/proc"
@@ -61,9 +62,9 @@ const (
 
 // PassthroughHPOptions tunes BuildPassthroughHP.
 type PassthroughHPOptions struct {
-	// Mirror, CacheDir, Refresh and Progress are used as by FetchDebian;
-	// Flavour is ignored.
-	DebianOptions
+	// DebianOptions' Mirror, CacheDir, Refresh and Progress are used as
+	// by debian.Fetch; Flavour is ignored.
+	DebianOptions debian.Options
 	// Version pins the fuse3 source package version (e.g. "3.18.3-1");
 	// empty means the newest in sid.
 	Version string
@@ -108,28 +109,19 @@ func BuildPassthroughHP(ctx context.Context, o PassthroughHPOptions) (path, vers
 		key += "=" + o.Version
 	}
 	do := &o.DebianOptions
-	c := passthroughHPCache(filepath.Join(do.cacheDir(), "libfuse-hp"), do.logf)
-	e, _, err := c.Get(ctx, key, o.Refresh, func(ctx context.Context) (keyed.Plan, error) {
+	c := passthroughHPCache(filepath.Join(do.CacheRoot(), "libfuse-hp"), do.Logf)
+	e, _, err := c.Get(ctx, key, do.Refresh, func(ctx context.Context) (keyed.Plan, error) {
 		if err := checkHPTools(); err != nil {
 			return keyed.Plan{}, err
 		}
-		suites := []string{libfuseHPSuite}
-		env, err := do.aptEnv(ctx, "apt-src", suites, true)
-		if err != nil {
-			return keyed.Plan{}, err
-		}
-		out, err := env.Run(ctx, 5*time.Minute, "apt-cache", "madison", libfuseHPPackage)
-		if err != nil {
-			return keyed.Plan{}, fmt.Errorf("looking up source package %s: %w", libfuseHPPackage, err)
-		}
-		best, err := pickSourcePackage(parseMadisonSources(out), libfuseHPPackage, o.Version, suites)
+		sp, env, err := do.FindSourcePackage(ctx, libfuseHPPackage, o.Version, []string{libfuseHPSuite})
 		if err != nil {
 			return keyed.Plan{}, err
 		}
 		return keyed.Plan{
-			Name: libfuseHPPackage + "_" + strings.ReplaceAll(best.version, ":", "%3a"),
+			Name: debian.DirName(sp.Name, sp.Version),
 			Build: func(ctx context.Context, tmp, out string) error {
-				return buildPassthroughHP(ctx, env, tmp, out, best, do)
+				return buildPassthroughHP(ctx, env, tmp, out, sp, do)
 			},
 		}, nil
 	})
@@ -200,24 +192,6 @@ func loadHPDir(dir string) (*PassthroughHPBuild, string, error) {
 	return &b, p, nil
 }
 
-// parseMadisonSources returns the source package lines of apt-cache
-// madison ("name | version | uri suite/component Sources").
-func parseMadisonSources(out []byte) []madisonLine { return parseMadisonIndex(out, "Sources") }
-
-// pickSourcePackage chooses the newest version of pkg in suites (the one
-// pinned, when pin is set).
-func pickSourcePackage(lines []madisonLine, pkg, pin string, suites []string) (madisonLine, error) {
-	best, versions, ok := newestIn(lines, pkg, pin, suites)
-	if ok {
-		return best, nil
-	}
-	if pin != "" && len(versions) > 0 {
-		return madisonLine{}, fmt.Errorf("no source package %s version %s in %s; there are: %s",
-			pkg, pin, strings.Join(suites, " "), strings.Join(versions, " "))
-	}
-	return madisonLine{}, fmt.Errorf("no source package %s in %s", pkg, strings.Join(suites, " "))
-}
-
 // dscFile is one file a .dsc lists.
 type dscFile struct{ Name, SHA256 string }
 
@@ -286,7 +260,7 @@ func parseSeries(data []byte) []string {
 // buildPassthroughHP downloads the source package l, builds
 // passthrough_hp and leaves it with its build.json in out, the new entry;
 // tmp is scratch space.
-func buildPassthroughHP(ctx context.Context, env *apt.Env, tmp, out string, l madisonLine, o *DebianOptions) error {
+func buildPassthroughHP(ctx context.Context, env *apt.Env, tmp, out string, l debian.SourcePackage, o *debian.Options) error {
 	dl, src, build := filepath.Join(tmp, "dl"), filepath.Join(tmp, "src"), filepath.Join(tmp, "build")
 	for _, d := range []string{dl, src} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -294,13 +268,13 @@ func buildPassthroughHP(ctx context.Context, env *apt.Env, tmp, out string, l ma
 		}
 	}
 	start := time.Now()
-	o.logf("downloading source package %s %s (%s)...", l.name, l.version, l.suite)
-	if err := env.Download(ctx, 30*time.Minute, dl, "-q", "source", "--download-only", l.name+"="+l.version); err != nil {
-		return fmt.Errorf("downloading source package %s %s: %w", l.name, l.version, err)
+	o.Logf("downloading source package %s %s (%s)...", l.Name, l.Version, l.Suite)
+	if err := env.Download(ctx, 30*time.Minute, dl, "-q", "source", "--download-only", l.Name+"="+l.Version); err != nil {
+		return fmt.Errorf("downloading source package %s %s: %w", l.Name, l.Version, err)
 	}
-	dscs, _ := filepath.Glob(filepath.Join(dl, globEscape(l.name)+"_*.dsc"))
+	dscs, _ := filepath.Glob(filepath.Join(dl, debian.GlobEscape(l.Name)+"_*.dsc"))
 	if len(dscs) != 1 {
-		return fmt.Errorf("downloading source package %s: apt-get source left %d .dsc files in %s", l.name, len(dscs), dl)
+		return fmt.Errorf("downloading source package %s: apt-get source left %d .dsc files in %s", l.Name, len(dscs), dl)
 	}
 	dsc, err := os.ReadFile(dscs[0])
 	if err != nil {
@@ -311,7 +285,7 @@ func buildPassthroughHP(ctx context.Context, env *apt.Env, tmp, out string, l ma
 		return fmt.Errorf("%s: %w", filepath.Base(dscs[0]), err)
 	}
 
-	o.logf("unpacking %s...", orig.Name)
+	o.Logf("unpacking %s...", orig.Name)
 	untar := func(name string, extra ...string) error {
 		argv := append([]string{"tar", "-xf", filepath.Join(dl, name), "-C", src}, extra...)
 		if _, err := proc.Run(ctx, proc.Opts{Timeout: 5 * time.Minute}, argv...); err != nil {
@@ -333,7 +307,7 @@ func buildPassthroughHP(ctx context.Context, env *apt.Env, tmp, out string, l ma
 	}
 	for _, p := range patches {
 		if strings.Contains(p, "..") {
-			return fmt.Errorf("%s: bad patch name %q in debian/patches/series", l.name, p)
+			return fmt.Errorf("%s: bad patch name %q in debian/patches/series", l.Name, p)
 		}
 		if _, err := proc.Run(ctx, proc.Opts{Dir: src, Timeout: time.Minute},
 			"patch", "-p1", "-N", "-s", "-i", filepath.Join("debian", "patches", p)); err != nil {
@@ -341,10 +315,10 @@ func buildPassthroughHP(ctx context.Context, env *apt.Env, tmp, out string, l ma
 		}
 	}
 	if _, err := os.Stat(filepath.Join(src, "meson.build")); err != nil {
-		return fmt.Errorf("%s %s: no meson.build at the top of %s: not a libfuse 3 source", l.name, l.version, orig.Name)
+		return fmt.Errorf("%s %s: no meson.build at the top of %s: not a libfuse 3 source", l.Name, l.Version, orig.Name)
 	}
 
-	o.logf("configuring libfuse with io_uring (meson)...")
+	o.Logf("configuring libfuse with io_uring (meson)...")
 	setup := []string{"meson", "setup", build, src,
 		"--wrap-mode=nodownload",
 		// libfuse, liburing and libnuma linked in: the binary runs on
@@ -358,9 +332,9 @@ func buildPassthroughHP(ctx context.Context, env *apt.Env, tmp, out string, l ma
 	}
 	if cfg, err := os.ReadFile(filepath.Join(build, "fuse_config.h")); err != nil || !bytes.Contains(cfg, []byte("#define HAVE_URING")) {
 		return fmt.Errorf("libfuse %s was configured without io_uring: meson found no liburing with IORING_SETUP_SQE128 or no libnuma (see %s); %s",
-			l.version, "meson-logs/meson-log.txt", libfuseHPHint)
+			l.Version, "meson-logs/meson-log.txt", libfuseHPHint)
 	}
-	o.logf("building passthrough_hp (ninja)...")
+	o.Logf("building passthrough_hp (ninja)...")
 	if _, err := proc.Run(ctx, proc.Opts{Dir: tmp, Timeout: 30 * time.Minute}, "ninja", "-C", build, "example/passthrough_hp"); err != nil {
 		return fmt.Errorf("building passthrough_hp: %w", err)
 	}
@@ -377,7 +351,7 @@ func buildPassthroughHP(ctx context.Context, env *apt.Env, tmp, out string, l ma
 	}
 
 	b := &PassthroughHPBuild{
-		Package: l.name, Version: l.version, Suite: l.suite,
+		Package: l.Name, Version: l.Version, Suite: l.Suite,
 		Orig: orig.Name, OrigSHA256: orig.SHA256, Patches: patches,
 		Binary:   "passthrough_hp",
 		Compiler: toolVersion(ctx, "c++", "--version"),
@@ -394,7 +368,7 @@ func buildPassthroughHP(ctx context.Context, env *apt.Env, tmp, out string, l ma
 	if err := fileio.WriteAtomic(filepath.Join(out, "build.json"), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("build.json: %w", err)
 	}
-	o.logf("built libfuse %s passthrough_hp with io_uring (liburing %s) in %.1fs", l.version, b.Liburing, b.BuildSeconds)
+	o.Logf("built libfuse %s passthrough_hp with io_uring (liburing %s) in %.1fs", l.Version, b.Liburing, b.BuildSeconds)
 	return nil
 }
 
@@ -423,7 +397,7 @@ func PassthroughHPFiles(ctx context.Context, o PassthroughHPOptions) ([]ExtraFil
 		return nil, fmt.Errorf("server %s needs libfuse's passthrough_hp, built on the host from Debian %s's %s source: %s",
 			proto.FUSELibfusePassthroughHP, libfuseHPSuite, libfuseHPPackage, msg)
 	}
-	o.logf("libfuse %s passthrough_hp for the guest: %s", version, bin)
+	o.DebianOptions.Logf("libfuse %s passthrough_hp for the guest: %s", version, bin)
 	return passthroughHPFiles(bin)
 }
 

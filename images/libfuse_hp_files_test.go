@@ -9,6 +9,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images/apt"
+	"klab/images/debian"
 	"klab/images/internal/imagetest"
 	"klab/images/keyed"
 )
@@ -37,7 +38,7 @@ func TestPassthroughHPFilesCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(apt.MirrorEnv, "")
-	files, err := PassthroughHPFiles(t.Context(), PassthroughHPOptions{DebianOptions: DebianOptions{CacheDir: cache}})
+	files, err := PassthroughHPFiles(t.Context(), PassthroughHPOptions{DebianOptions: debian.Options{CacheDir: cache}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestPassthroughHPFilesCached(t *testing.T) {
 func TestPassthroughHPFilesMissingTools(t *testing.T) {
 	t.Setenv(apt.MirrorEnv, "")
 	t.Setenv("PATH", t.TempDir())
-	_, err := PassthroughHPFiles(t.Context(), PassthroughHPOptions{DebianOptions: DebianOptions{CacheDir: t.TempDir()}})
+	_, err := PassthroughHPFiles(t.Context(), PassthroughHPOptions{DebianOptions: debian.Options{CacheDir: t.TempDir()}})
 	if err == nil {
 		t.Fatal("no error without build tools")
 	}

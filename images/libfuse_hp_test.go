@@ -11,34 +11,12 @@ import (
 	"time"
 
 	"klab/images/apt"
+	"klab/images/debian"
 	"klab/images/internal/imagetest"
 	"klab/images/keyed"
 	"klab/internal/proc"
 	"klab/internal/testenv"
 )
-
-func TestParseMadisonSources(t *testing.T) {
-	ls := parseMadisonSources([]byte(`     fuse3 |   3.18.3-1 | file:/srv/debian sid/main Sources
-     fuse3 |   3.14.0-4 | file:/srv/debian bookworm/main amd64 Packages
-  liburing |     2.15-1 | file:/srv/debian sid/main Sources
-`))
-	if len(ls) != 2 || ls[0] != (madisonLine{"fuse3", "3.18.3-1", "sid"}) || ls[1].name != "liburing" {
-		t.Fatalf("parseMadisonSources = %+v", ls)
-	}
-	lines := []madisonLine{{"fuse3", "3.18.2-1", "sid"}, {"fuse3", "3.18.3-1", "sid"}, {"fuse3", "3.19.0-1", "experimental"}}
-	if l, err := pickSourcePackage(lines, "fuse3", "", []string{"sid"}); err != nil || l.version != "3.18.3-1" {
-		t.Errorf("newest = %+v, %v", l, err)
-	}
-	if l, err := pickSourcePackage(lines, "fuse3", "3.18.2-1", []string{"sid"}); err != nil || l.version != "3.18.2-1" {
-		t.Errorf("pinned = %+v, %v", l, err)
-	}
-	if _, err := pickSourcePackage(lines, "fuse3", "3.1-1", []string{"sid"}); err == nil || !strings.Contains(err.Error(), "there are: 3.18.2-1 3.18.3-1") {
-		t.Errorf("missing pin: %v", err)
-	}
-	if _, err := pickSourcePackage(lines, "fuse", "", []string{"sid"}); err == nil {
-		t.Error("a missing package was found")
-	}
-}
 
 func TestParseDsc(t *testing.T) {
 	dsc := []byte(`-----BEGIN PGP SIGNED MESSAGE-----
@@ -93,7 +71,7 @@ func TestPassthroughHPCachedOffline(t *testing.T) {
 	// No mirror and no build tools are needed for a cached answer.
 	t.Setenv(apt.MirrorEnv, "")
 	t.Setenv("PATH", t.TempDir())
-	p, v, err := BuildPassthroughHP(t.Context(), PassthroughHPOptions{DebianOptions: DebianOptions{CacheDir: cache}})
+	p, v, err := BuildPassthroughHP(t.Context(), PassthroughHPOptions{DebianOptions: debian.Options{CacheDir: cache}})
 	if err != nil || p != filepath.Join(dir, "passthrough_hp") || v != "3.18.3-1" {
 		t.Fatalf("BuildPassthroughHP = %q, %q, %v", p, v, err)
 	}
@@ -117,7 +95,7 @@ func TestBuildPassthroughHP(t *testing.T) {
 		cache = t.TempDir()
 	}
 	var log bytes.Buffer
-	o := PassthroughHPOptions{DebianOptions: DebianOptions{CacheDir: cache, Progress: &log}}
+	o := PassthroughHPOptions{DebianOptions: debian.Options{CacheDir: cache, Progress: &log}}
 	start := time.Now()
 	bin, version, err := BuildPassthroughHP(context.Background(), o)
 	t.Logf("first call: %v\n%s", time.Since(start), log.String())

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"klab/images/buildstore"
+	"klab/images/debian"
 	"klab/images/kerneldir"
 	"klab/results"
 )
@@ -15,7 +16,7 @@ import (
 // ResolveOptions tunes ResolveKernel.
 type ResolveOptions struct {
 	// Debian is used for "debian:..." references.
-	Debian DebianOptions
+	Debian debian.Options
 	// Config is the .config of a local kernel image. When empty, a
 	// bzImage at <tree>/arch/x86/boot/bzImage uses <tree>/.config if it
 	// exists.
@@ -26,7 +27,7 @@ type ResolveOptions struct {
 //
 //   - "debian:<series>" (debian:6.1, debian:7.3, ...) or
 //     "debian:<kernel release>" (debian:7.3.4+deb13-cloud-amd64): a Debian
-//     kernel, fetched into the cache unless it is there (see FetchDebian);
+//     kernel, fetched into the cache unless it is there (see debian.Fetch);
 //   - a path to a bzImage (anything containing '/', or an existing file):
 //     a local kernel, used in place. Its ID hashes the image and its
 //     config; its modules are not supported yet;
@@ -38,7 +39,7 @@ type ResolveOptions struct {
 func ResolveKernel(ctx context.Context, ref string, o ResolveOptions) (*results.Kernel, error) {
 	switch {
 	case strings.HasPrefix(ref, "debian:"):
-		return FetchDebian(ctx, ref, o.Debian)
+		return debian.Fetch(ctx, ref, o.Debian)
 	case strings.HasPrefix(ref, "build:"):
 		return buildstore.New(o.Debian.CacheDir).Lookup(ref)
 	case strings.HasPrefix(ref, "tree:"):
@@ -52,13 +53,9 @@ func ResolveKernel(ctx context.Context, ref string, o ResolveOptions) (*results.
 }
 
 // KernelRefHelp says what a kernel reference may be.
-var KernelRefHelp = "want debian:<series> (" + strings.Join(DebianSeries(), ", ") + "), " +
+var KernelRefHelp = "want debian:<series> (" + strings.Join(debian.Series(), ", ") + "), " +
 	"debian:<exact package version>, build:<name> (from klab kernels build), " +
 	"tree:<dir> or a directory (a kernel tree built in place, e.g. .), or the path of a bzImage"
-
-// DebianSeries are the upstream series klab's Debian suites carry, as
-// help texts and errors list them.
-func DebianSeries() []string { return append([]string(nil), debianSourceSeries...) }
 
 func isDir(p string) bool {
 	fi, err := os.Stat(p)

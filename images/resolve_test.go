@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"klab/images/debian"
 	"klab/images/internal/imagetest"
 	"klab/images/kerneldir"
 )
@@ -70,7 +71,7 @@ func TestResolveKernelBadRefs(t *testing.T) {
 		!strings.Contains(err.Error(), "tree:<dir>") || !strings.Contains(err.Error(), "path of a bzImage") {
 		t.Errorf("foo: err = %v", err)
 	}
-	noBuilds := ResolveOptions{Debian: DebianOptions{CacheDir: t.TempDir()}}
+	noBuilds := ResolveOptions{Debian: debian.Options{CacheDir: t.TempDir()}}
 	if _, err := ResolveKernel(ctx, "build:abc123", noBuilds); err == nil || !strings.Contains(err.Error(), "no kernels built yet") {
 		t.Errorf("build: err = %v", err)
 	}

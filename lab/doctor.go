@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"klab/images"
+	"klab/images/debian"
 	"klab/vm"
 )
 
@@ -79,7 +80,7 @@ func (o *Options) Doctor(ctx context.Context, probe bool) []Check {
 		add("guest parts", true, "%s", origin)
 	}
 
-	for _, s := range images.CheckDebianSuites(ctx, images.DebianOptions{Mirror: o.Mirror, CacheDir: o.CacheDir}) {
+	for _, s := range debian.CheckSuites(ctx, debian.Options{Mirror: o.Mirror, CacheDir: o.CacheDir}) {
 		add("debian "+s.Suite, s.Err == nil, "%s", s.Detail())
 	}
 
@@ -127,7 +128,7 @@ func (o *Options) kvmCheck(ctx context.Context, dev, qemu string, probe bool) Ch
 		}
 		return o.cachedAccelCheck(c, dev, why)
 	}
-	ks, _ := images.CachedKernels(o.CacheDir)
+	ks, _ := debian.CachedKernels(o.CacheDir)
 	if len(ks) == 0 {
 		return o.cachedAccelCheck(c, dev, "cannot prove it without a kernel: run `klab kernels fetch debian:7.3` first")
 	}

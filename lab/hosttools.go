@@ -12,6 +12,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images"
+	"klab/images/debian"
 )
 
 // FioTool is the host program a fio step needs in the guest.
@@ -133,7 +134,7 @@ func (o *Options) libfuseFiles(ctx context.Context, r *BootRequest) ([]images.Ex
 		files = append(files, f...)
 	}
 	if needsLibfuse(r.Steps, proto.FUSELibfusePassthroughHP) {
-		f, err := passthroughHPFiles(ctx, images.PassthroughHPOptions{DebianOptions: images.DebianOptions{
+		f, err := passthroughHPFiles(ctx, images.PassthroughHPOptions{DebianOptions: debian.Options{
 			Mirror: o.Mirror, CacheDir: o.CacheDir, Progress: o.Progress}})
 		if err != nil {
 			return nil, err

@@ -70,7 +70,7 @@ func TestLibfuseFiles(t *testing.T) {
 		return []images.ExtraFile{{Source: "/c/ll", Dest: proto.LibfusePassthroughLLPath}, {Source: "/lib/libc.so.6", Dest: "/lib/libc.so.6"}}, nil
 	}
 	passthroughHPFiles = func(_ context.Context, o images.PassthroughHPOptions) ([]images.ExtraFile, error) {
-		built = append(built, "hp:"+o.CacheDir+":"+o.Mirror)
+		built = append(built, "hp:"+o.DebianOptions.CacheDir+":"+o.DebianOptions.Mirror)
 		return []images.ExtraFile{{Source: "/c/hp", Dest: proto.LibfusePassthroughHPPath}, {Source: "/lib/libc.so.6", Dest: "/lib/libc.so.6"}}, nil
 	}
 	fuseStep := func(server string) proto.Step {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"klab/images"
+	"klab/images/debian"
 	"klab/internal/textsafe"
 	"klab/results"
 	"klab/vm"
@@ -132,7 +133,7 @@ func (o *Options) qemu() string {
 // needed.
 func (o *Options) ResolveKernel(ctx context.Context, ref string) (*results.Kernel, error) {
 	return images.ResolveKernel(ctx, ref, images.ResolveOptions{
-		Debian: images.DebianOptions{
+		Debian: debian.Options{
 			Mirror:   o.Mirror,
 			CacheDir: o.CacheDir,
 			Flavour:  o.Flavour,

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"klab/images"
+	"klab/images/debian"
 	"klab/internal/proc"
 	"klab/internal/units"
 	"klab/results"
@@ -78,7 +79,7 @@ func run(klab, series string, n, rebuilds, pairs int, skipBare bool) error {
 	if err != nil {
 		return err
 	}
-	src, err := images.FetchDebianSource(ctx, "debian:"+series, images.DebianOptions{Progress: os.Stderr})
+	src, err := debian.FetchSource(ctx, "debian:"+series, debian.Options{Progress: os.Stderr})
 	if err != nil {
 		return err
 	}

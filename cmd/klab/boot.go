@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"klab/images"
+	"klab/images/debian"
 	"klab/internal/units"
 	"klab/lab"
 	"klab/results/splat"
@@ -98,7 +99,7 @@ func newBootCommand(g *globalOptions, runF func(context.Context, *bootOptions) e
 		Long: `Boot a kernel in a QEMU guest with klab's initramfs, run one command in the
 guest through the agent, stream its output, and exit with its status.
 
-The kernel is debian:<series> (` + strings.Join(images.DebianSeries(), ", ") + `), an exact Debian package
+The kernel is debian:<series> (` + strings.Join(debian.Series(), ", ") + `), an exact Debian package
 version (debian:7.3.4+deb13), build:<name> (from klab kernels build), the
 path of a bzImage, or a kernel tree built in place (. or tree:DIR): its own
 arch/x86/boot/bzImage, .config and modules. With --build, klab builds the

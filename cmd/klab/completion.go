@@ -11,8 +11,8 @@ import (
 
 	"klab/experiments"
 	"klab/guest/fuse"
-	"klab/images"
 	"klab/images/buildstore"
+	"klab/images/debian"
 	"klab/matrix"
 	"klab/results"
 	"klab/results/report"
@@ -169,7 +169,7 @@ func completeKernel(cacheDir, toComplete string) ([]cobra.Completion, cobra.Shel
 		return nil, cobra.ShellCompDirectiveDefault
 	}
 	refs := debianRefs()
-	ks, _ := images.CachedKernels(cacheDir)
+	ks, _ := debian.CachedKernels(cacheDir)
 	refs = append(refs, kernelNames(ks, "cached")...)
 	built, _ := buildstore.New(cacheDir).List()
 	refs = append(refs, kernelNames(built, "built")...)

@@ -12,6 +12,7 @@ import (
 
 	"klab/images"
 	"klab/images/buildstore"
+	"klab/images/debian"
 )
 
 func newKernelsCommand(g *globalOptions) *cobra.Command {
@@ -56,7 +57,7 @@ looks for a newer package.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, ref := range args {
-				k, err := images.FetchDebian(cmd.Context(), ref, images.DebianOptions{
+				k, err := debian.Fetch(cmd.Context(), ref, debian.Options{
 					Mirror: g.mirror, CacheDir: g.cacheDir, Flavour: o.flavour, Refresh: o.refresh, Progress: os.Stderr,
 				})
 				if err != nil {
@@ -67,7 +68,7 @@ looks for a newer package.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&o.flavour, "flavour", images.DefaultDebianFlavour, flavourUsage())
+	cmd.Flags().StringVar(&o.flavour, "flavour", debian.DefaultFlavour, flavourUsage())
 	cmd.Flags().BoolVar(&o.refresh, "refresh", false, "look for a newer package even when one is cached")
 	return cmd
 }
@@ -80,7 +81,7 @@ func newKernelsListCommand(g *globalOptions) *cobra.Command {
 		Example: "  klab kernels list\n  klab kernels list --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ks, err := images.CachedKernels(g.cacheDir)
+			ks, err := debian.CachedKernels(g.cacheDir)
 			if err != nil {
 				return err
 			}
@@ -121,7 +122,7 @@ config and modules. A Debian kernel that is not cached yet is fetched. With
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			k, err := images.ResolveKernel(cmd.Context(), args[0], images.ResolveOptions{
-				Debian: images.DebianOptions{Mirror: g.mirror, CacheDir: g.cacheDir, Flavour: flavour, Progress: os.Stderr},
+				Debian: debian.Options{Mirror: g.mirror, CacheDir: g.cacheDir, Flavour: flavour, Progress: os.Stderr},
 			})
 			if err != nil {
 				return err
@@ -151,7 +152,7 @@ config and modules. A Debian kernel that is not cached yet is fetched. With
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().StringVar(&flavour, "flavour", images.DefaultDebianFlavour, flavourUsage())
+	cmd.Flags().StringVar(&flavour, "flavour", debian.DefaultFlavour, flavourUsage())
 	return cmd
 }
 

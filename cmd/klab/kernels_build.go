@@ -12,10 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"klab/images"
 	"klab/images/build"
 	"klab/images/buildstore"
 	"klab/images/cache"
+	"klab/images/debian"
 	"klab/internal/option"
 	"klab/internal/units"
 	"klab/results"
@@ -112,7 +112,7 @@ compiler errors and the log's path. --arch is x86_64 only for now.`,
 				NoCcache:     o.noCcache,
 				Rebuild:      o.rebuild,
 				CacheDir:     g.cacheDir,
-				Debian: images.DebianOptions{
+				Debian: debian.Options{
 					Mirror: g.mirror, CacheDir: g.cacheDir, Refresh: o.refresh, Progress: os.Stderr,
 				},
 				Progress: os.Stderr,
@@ -327,7 +327,7 @@ func buildTree(ctx context.Context, g *globalOptions, ref string, config []strin
 		return nil, badInput(err)
 	}
 	o := build.Options{Source: abs, Dirty: true, CacheDir: g.cacheDir,
-		Debian:   images.DebianOptions{Mirror: g.mirror, CacheDir: g.cacheDir, Progress: os.Stderr},
+		Debian:   debian.Options{Mirror: g.mirror, CacheDir: g.cacheDir, Progress: os.Stderr},
 		Progress: os.Stderr, Terminal: build.IsTerminal(os.Stderr)}
 	for _, c := range config {
 		for _, f := range strings.Split(c, ",") {

@@ -17,6 +17,7 @@ import (
 	"klab/guest/proto"
 	"klab/images"
 	"klab/images/apt"
+	"klab/images/debian"
 	"klab/lab"
 )
 
@@ -296,29 +297,29 @@ func TestHelpListsAgree(t *testing.T) {
 	inParens := regexp.MustCompile(`\(([0-9., ]+)\)`)
 	// images' own errors list what it accepts.
 	var fromErrors [][]string
-	_, err := images.ResolveKernel(ctx, "fedora:40", images.ResolveOptions{Debian: images.DebianOptions{CacheDir: cache}})
+	_, err := images.ResolveKernel(ctx, "fedora:40", images.ResolveOptions{Debian: debian.Options{CacheDir: cache}})
 	if m := inParens.FindStringSubmatch(fmt.Sprint(err)); m != nil {
 		fromErrors = append(fromErrors, strings.Split(m[1], ", "))
 	} else {
 		t.Errorf("images.ResolveKernel's error lists no series: %v", err)
 	}
-	_, err = images.FetchDebianSource(ctx, "debian:nope", images.DebianOptions{CacheDir: cache})
+	_, err = debian.FetchSource(ctx, "debian:nope", debian.Options{CacheDir: cache})
 	if m := inParens.FindStringSubmatch(fmt.Sprint(err)); m != nil {
 		fromErrors = append(fromErrors, strings.Split(m[1], ", "))
 	} else {
-		t.Errorf("images.FetchDebianSource's error lists no series: %v", err)
+		t.Errorf("debian.FetchSource's error lists no series: %v", err)
 	}
 	for _, s := range fromErrors {
 		if !slices.Equal(s, debianSeries()) {
 			t.Errorf("images lists the series %q, klab's help %q", s, debianSeries())
 		}
 	}
-	_, err = images.FetchDebian(ctx, "debian:7.3", images.DebianOptions{CacheDir: cache, Flavour: "nope"})
+	_, err = debian.Fetch(ctx, "debian:7.3", debian.Options{CacheDir: cache, Flavour: "nope"})
 	if m := regexp.MustCompile(`want (.*)$`).FindStringSubmatch(fmt.Sprint(err)); m == nil || m[1] != orList(debianFlavours()) {
 		t.Errorf("images' flavour error %q; klab's help says %s", err, orList(debianFlavours()))
 	}
-	if debianFlavours()[0] != images.DefaultDebianFlavour {
-		t.Errorf("the first flavour %s is not images' default %s", debianFlavours()[0], images.DefaultDebianFlavour)
+	if debianFlavours()[0] != debian.DefaultFlavour {
+		t.Errorf("the first flavour %s is not images' default %s", debianFlavours()[0], debian.DefaultFlavour)
 	}
 
 	// Every list of series or flavours in the help texts is the whole list.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"klab/images"
 	"klab/images/build"
+	"klab/images/debian"
 	"klab/matrix"
 	"klab/results/xreport"
 	"klab/vm"
@@ -165,7 +165,7 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 		Build: func(ctx context.Context, r *matrix.Recipe) error {
 			_, err := build.Build(ctx, build.Options{
 				Source: r.Source, Rev: r.Rev, Patches: r.Patches, Config: r.Config, Name: r.Name, CacheDir: g.cacheDir,
-				Debian:   images.DebianOptions{Mirror: g.mirror, CacheDir: g.cacheDir, Progress: stderr},
+				Debian:   debian.Options{Mirror: g.mirror, CacheDir: g.cacheDir, Progress: stderr},
 				Progress: stderr,
 			})
 			return err

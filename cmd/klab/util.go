@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"klab/images"
+	"klab/images/debian"
 	"klab/internal/option"
 )
 
@@ -48,7 +48,7 @@ func checkAccel(a string) error {
 
 // debianSeries are the upstream series of debian:<series>, as images
 // lists them in its errors.
-func debianSeries() []string { return images.DebianSeries() }
+func debianSeries() []string { return debian.Series() }
 
 // debianFlavours are the Debian kernel flavours images accepts, the
 // default first (TestHelpListsAgree checks them against images' errors).

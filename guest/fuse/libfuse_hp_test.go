@@ -15,6 +15,7 @@ import (
 	"klab/guest/fuse/stuck"
 	"klab/guest/proto"
 	"klab/images"
+	"klab/images/debian"
 	"klab/internal/paths"
 	"klab/internal/testenv"
 )
@@ -145,7 +146,7 @@ func TestLibfusePassthroughHP(t *testing.T) {
 	if cache == "" {
 		cache = paths.CacheDir()
 	}
-	bin, _, err := images.BuildPassthroughHP(context.Background(), images.PassthroughHPOptions{DebianOptions: images.DebianOptions{CacheDir: cache}})
+	bin, _, err := images.BuildPassthroughHP(context.Background(), images.PassthroughHPOptions{DebianOptions: debian.Options{CacheDir: cache}})
 	if err != nil {
 		testenv.Missingf(t, "cannot build passthrough_hp: %v", err)
 	}

@@ -39,6 +39,7 @@ import (
 
 	"klab/images"
 	"klab/images/buildstore"
+	"klab/images/debian"
 	"klab/images/kerneldir"
 	"klab/images/keyed"
 	"klab/internal/flock"
@@ -93,7 +94,7 @@ type Options struct {
 	// CacheDir is klab's cache directory; empty means paths.CacheDir().
 	CacheDir string
 	// Debian tunes the fetching of Debian's kernel sources.
-	Debian images.DebianOptions
+	Debian debian.Options
 	// Progress receives progress lines and, when Terminal, a progress bar;
 	// nil discards them.
 	Progress io.Writer

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"klab/internal/filehash"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,7 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"klab/images"
+	"klab/images/debian"
+	"klab/internal/filehash"
 	"klab/internal/fileio"
 	"klab/internal/option"
 	"klab/internal/proc"
@@ -49,7 +49,7 @@ func resolveBase(ctx context.Context, o *Options, hashes *hashMemo) (*base, erro
 		if o.Rev != "" {
 			return nil, option.Errorf("rev", "%s: a revision needs a git tree, not %s", o.Rev, src)
 		}
-		d, err := images.FetchDebianSource(ctx, src, o.Debian)
+		d, err := debian.FetchSource(ctx, src, o.Debian)
 		if err != nil {
 			return nil, err
 		}

@@ -19,9 +19,9 @@ import (
 	"syscall"
 	"time"
 
-	"klab/images"
 	"klab/images/apt"
 	"klab/images/buildstore"
+	"klab/images/debian"
 	"klab/images/keyed"
 )
 
@@ -360,7 +360,7 @@ func aliasName(kind Kind, key string) string {
 	switch kind {
 	case DebianKernel:
 		if series, flavour, ok := strings.Cut(key, "/"); ok {
-			if flavour == images.DefaultDebianFlavour {
+			if flavour == debian.DefaultFlavour {
 				return "debian:" + series
 			}
 			return "debian:" + series + " (" + flavour + ")"

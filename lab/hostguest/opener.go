@@ -16,6 +16,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images"
+	"klab/images/debian"
 	"klab/lab"
 	"klab/results"
 )
@@ -130,7 +131,7 @@ func (o *Opener) libfuse(ctx context.Context, req *lab.BootRequest) (map[string]
 		case proto.FUSELibfusePassthroughLL:
 			p, err = images.BuildPassthroughLL(ctx, o.CacheDir, o.Progress)
 		default:
-			p, _, err = images.BuildPassthroughHP(ctx, images.PassthroughHPOptions{DebianOptions: images.DebianOptions{
+			p, _, err = images.BuildPassthroughHP(ctx, images.PassthroughHPOptions{DebianOptions: debian.Options{
 				Mirror: o.Mirror, CacheDir: o.CacheDir, Progress: o.Progress}})
 		}
 		if err != nil {

@@ -1,4 +1,4 @@
-package images
+package debian
 
 import (
 	"context"
@@ -18,15 +18,16 @@ import (
 
 // Debian kernel sources: Debian's linux-source-<series> packages, fetched
 // through the same private apt configuration as the kernel images (see
-// FetchDebian), for building kernels from source.
+// Fetch), for building kernels from source.
 
-// debianSourceSeries are the linux-source-<series> packages known to exist
-// in the suites klab searches; others are tried but may be missing.
-var debianSourceSeries = []string{"6.1", "6.12", "7.2", "7.3"}
+// Series are the upstream series klab's Debian suites carry, as help
+// texts and errors list them: the linux-source-<series> packages known to
+// exist there (others are tried but may be missing).
+func Series() []string { return []string{"6.1", "6.12", "7.2", "7.3"} }
 
-// DebianSource is Debian's linux-source-<series> package, unpacked into
+// Source is Debian's linux-source-<series> package, unpacked into
 // the cache.
-type DebianSource struct {
+type Source struct {
 	// Package is the binary package, e.g. "linux-source-7.3".
 	Package string `json:"package"`
 	// Version is the package version, e.g. "7.3.4-1~bpo13+1".
@@ -40,28 +41,28 @@ type DebianSource struct {
 	SHA256 string `json:"sha256"`
 }
 
-// parseDebianSourceRef parses "debian:<series>" or
+// parseSourceRef parses "debian:<series>" or
 // "debian:<series>=<package version>" ("debian:" may be left out).
-func parseDebianSourceRef(ref string) (series, pin string, err error) {
+func parseSourceRef(ref string) (series, pin string, err error) {
 	s := strings.TrimPrefix(ref, "debian:")
 	s = strings.TrimPrefix(s, "linux-source-")
 	series, pin, pinned := strings.Cut(s, "=")
 	if !seriesRe.MatchString(series) || (pinned && pin == "") {
 		return "", "", fmt.Errorf("bad Debian kernel source %q: want debian:<series> (%s), optionally pinned as debian:7.3=<package version>",
-			ref, strings.Join(debianSourceSeries, ", "))
+			ref, strings.Join(Series(), ", "))
 	}
 	return series, pin, nil
 }
 
-// FetchDebianSource returns Debian's linux-source-<series> for ref
+// FetchSource returns Debian's linux-source-<series> for ref
 // ("debian:7.3", or "debian:7.3=7.3.4-1~bpo13+1" to pin a package
 // version), downloading it when it is not cached. The newest version in
 // bookworm, trixie, trixie-backports and sid wins. Only the tarball is
-// kept, at <cache>/sources/debian/<package>_<version>/; like FetchDebian,
+// kept, at <cache>/sources/debian/<package>_<version>/; like Fetch,
 // a reference fetched once is answered from the cache with no network and
 // no apt call unless o.Refresh is set.
-func FetchDebianSource(ctx context.Context, ref string, o DebianOptions) (*DebianSource, error) {
-	series, pin, err := parseDebianSourceRef(ref)
+func FetchSource(ctx context.Context, ref string, o Options) (*Source, error) {
+	series, pin, err := parseSourceRef(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -70,9 +71,9 @@ func FetchDebianSource(ctx context.Context, ref string, o DebianOptions) (*Debia
 	if pin != "" {
 		key += "=" + pin
 	}
-	c := debianSourceCache(filepath.Join(o.cacheDir(), "sources", "debian"), o.logf)
+	c := debianSourceCache(filepath.Join(o.CacheRoot(), "sources", "debian"), o.Logf)
 	s, _, err := c.Get(ctx, key, o.Refresh, func(ctx context.Context) (keyed.Plan, error) {
-		env, err := o.aptEnv(ctx, "apt", debianSuites(), false)
+		env, err := o.aptEnv(ctx, "apt", suites(), false)
 		if err != nil {
 			return keyed.Plan{}, err
 		}
@@ -85,9 +86,9 @@ func FetchDebianSource(ctx context.Context, ref string, o DebianOptions) (*Debia
 			return keyed.Plan{}, err
 		}
 		return keyed.Plan{
-			Name: pkg + "_" + strings.ReplaceAll(best.version, ":", "%3a"),
+			Name: DirName(pkg, best.version),
 			Build: func(ctx context.Context, tmp, out string) error {
-				return installDebianSource(ctx, env, tmp, out, best, &o)
+				return installSource(ctx, env, tmp, out, best, &o)
 			},
 		}, nil
 	})
@@ -95,23 +96,23 @@ func FetchDebianSource(ctx context.Context, ref string, o DebianOptions) (*Debia
 }
 
 // debianSourceCache is the keyed cache of Debian kernel sources in sdir.
-func debianSourceCache(sdir string, logf func(string, ...any)) keyed.Cache[*DebianSource] {
-	return keyed.Cache[*DebianSource]{Dir: sdir, What: "debian source cache", Aliased: true, Load: loadSourceDir, Logf: logf}
+func debianSourceCache(sdir string, logf func(string, ...any)) keyed.Cache[*Source] {
+	return keyed.Cache[*Source]{Dir: sdir, What: "debian source cache", Aliased: true, Load: loadSourceDir, Logf: logf}
 }
 
 // pickSource chooses the newest version of pkg among madison lines from
 // klab's suites (the one pinned, when pin is set).
 func pickSource(lines []madisonLine, pkg, pin string) (madisonLine, error) {
-	best, versions, ok := newestIn(lines, pkg, pin, debianSuites())
+	best, versions, ok := newestIn(lines, pkg, pin, suites())
 	if ok {
 		return best, nil
 	}
 	if pin != "" && len(versions) > 0 {
 		return madisonLine{}, fmt.Errorf("no %s version %s in %s; there are: %s", pkg, pin,
-			strings.Join(debianSuites(), " "), strings.Join(versions, " "))
+			strings.Join(suites(), " "), strings.Join(versions, " "))
 	}
 	return madisonLine{}, fmt.Errorf("no %s package in %s; Debian ships kernel sources for %s",
-		pkg, strings.Join(debianSuites(), " "), strings.Join(debianSourceSeries, ", "))
+		pkg, strings.Join(suites(), " "), strings.Join(Series(), ", "))
 }
 
 // newestIn returns the newest version of pkg among madison lines from
@@ -145,12 +146,12 @@ func newestIn(lines []madisonLine, pkg, pin string, suites []string) (best madis
 }
 
 // loadSourceDir reads dir/source.json and points Tarball into dir.
-func loadSourceDir(dir string) (*DebianSource, error) {
+func loadSourceDir(dir string) (*Source, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "source.json"))
 	if err != nil {
 		return nil, err
 	}
-	var s DebianSource
+	var s Source
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "source.json"), err)
 	}
@@ -164,9 +165,9 @@ func loadSourceDir(dir string) (*DebianSource, error) {
 	return &s, nil
 }
 
-// installDebianSource downloads l and keeps the tarball it ships in out,
+// installSource downloads l and keeps the tarball it ships in out,
 // the new entry; tmp is scratch space.
-func installDebianSource(ctx context.Context, env *apt.Env, tmp, out string, l madisonLine, o *DebianOptions) error {
+func installSource(ctx context.Context, env *apt.Env, tmp, out string, l madisonLine, o *Options) error {
 	debs, root := filepath.Join(tmp, "debs"), filepath.Join(tmp, "root")
 	for _, d := range []string{debs, root} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -174,18 +175,18 @@ func installDebianSource(ctx context.Context, env *apt.Env, tmp, out string, l m
 		}
 	}
 	start := time.Now()
-	o.logf("downloading %s %s (%s)...", l.name, l.version, l.suite)
+	o.Logf("downloading %s %s (%s)...", l.name, l.version, l.suite)
 	if err := env.Download(ctx, 30*time.Minute, debs, "-q", "download", l.name+"="+l.version); err != nil {
 		return fmt.Errorf("downloading %s: %w", l.name, err)
 	}
-	m, _ := filepath.Glob(filepath.Join(debs, globEscape(l.name)+"_*.deb"))
+	m, _ := filepath.Glob(filepath.Join(debs, GlobEscape(l.name)+"_*.deb"))
 	if len(m) != 1 {
 		return fmt.Errorf("downloading %s: apt-get download left %d matching .deb files in %s", l.name, len(m), debs)
 	}
 	if _, err := proc.Run(ctx, proc.Opts{Timeout: 10 * time.Minute}, "dpkg-deb", "-x", m[0], root); err != nil {
 		return fmt.Errorf("unpacking %s: %w", filepath.Base(m[0]), err)
 	}
-	tars, _ := filepath.Glob(filepath.Join(root, "usr", "src", globEscape(l.name)+".tar.*"))
+	tars, _ := filepath.Glob(filepath.Join(root, "usr", "src", GlobEscape(l.name)+".tar.*"))
 	if len(tars) != 1 {
 		return fmt.Errorf("%s %s: want one usr/src/%s.tar.* in the package, found %d", l.name, l.version, l.name, len(tars))
 	}
@@ -197,7 +198,7 @@ func installDebianSource(ctx context.Context, env *apt.Env, tmp, out string, l m
 	if err != nil {
 		return err
 	}
-	s := &DebianSource{Package: l.name, Version: l.version, Suite: l.suite, Tarball: name, SHA256: sum}
+	s := &Source{Package: l.name, Version: l.version, Suite: l.suite, Tarball: name, SHA256: sum}
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("source.json: %w", err)
@@ -205,6 +206,6 @@ func installDebianSource(ctx context.Context, env *apt.Env, tmp, out string, l m
 	if err := os.WriteFile(filepath.Join(out, "source.json"), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("source.json: %w", err)
 	}
-	o.logf("fetched %s %s in %.1fs", l.name, l.version, time.Since(start).Seconds())
+	o.Logf("fetched %s %s in %.1fs", l.name, l.version, time.Since(start).Seconds())
 	return nil
 }

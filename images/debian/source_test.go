@@ -1,4 +1,4 @@
-package images
+package debian
 
 import (
 	"os"
@@ -18,14 +18,14 @@ func TestParseDebianSourceRef(t *testing.T) {
 		"debian:linux-source-6.1":    {"6.1", ""},
 		"debian:7.3=7.3.4-1~bpo13+1": {"7.3", "7.3.4-1~bpo13+1"},
 	} {
-		s, pin, err := parseDebianSourceRef(ref)
+		s, pin, err := parseSourceRef(ref)
 		if err != nil || s != want[0] || pin != want[1] {
-			t.Errorf("parseDebianSourceRef(%q) = %q, %q, %v", ref, s, pin, err)
+			t.Errorf("parseSourceRef(%q) = %q, %q, %v", ref, s, pin, err)
 		}
 	}
 	for _, bad := range []string{"debian:latest", "debian:7.3=", "debian:7.3.4"} {
-		if _, _, err := parseDebianSourceRef(bad); err == nil || !strings.Contains(err.Error(), "6.1, 6.12, 7.2, 7.3") {
-			t.Errorf("parseDebianSourceRef(%q): err = %v", bad, err)
+		if _, _, err := parseSourceRef(bad); err == nil || !strings.Contains(err.Error(), "6.1, 6.12, 7.2, 7.3") {
+			t.Errorf("parseSourceRef(%q): err = %v", bad, err)
 		}
 	}
 }
@@ -63,9 +63,9 @@ func TestDebianSourceCachedOffline(t *testing.T) {
 	}
 	// No mirror is configured for the test: a cached answer needs none.
 	t.Setenv(apt.MirrorEnv, "")
-	s, err := FetchDebianSource(t.Context(), "debian:7.3", DebianOptions{CacheDir: cache})
+	s, err := FetchSource(t.Context(), "debian:7.3", Options{CacheDir: cache})
 	if err != nil || s.Tarball != filepath.Join(dir, "linux-source-7.3.tar.xz") || s.SHA256 != "abc" {
-		t.Fatalf("FetchDebianSource = %+v, %v", s, err)
+		t.Fatalf("FetchSource = %+v, %v", s, err)
 	}
 	if err := os.Remove(s.Tarball); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package images
+package debian
 
 import (
 	"context"
@@ -27,14 +27,14 @@ func (s SuiteStatus) Detail() string {
 	return fmt.Sprintf("reachable at %s", s.Mirror)
 }
 
-// CheckDebianSuites checks each suite klab fetches kernels from.
-func CheckDebianSuites(ctx context.Context, o DebianOptions) []SuiteStatus {
+// CheckSuites checks each suite klab fetches kernels from.
+func CheckSuites(ctx context.Context, o Options) []SuiteStatus {
 	mirror, err := o.mirror()
 	if err != nil {
 		return []SuiteStatus{{Suite: "mirror", Err: err}}
 	}
 	var out []SuiteStatus
-	for _, s := range debianSuites() {
+	for _, s := range suites() {
 		out = append(out, SuiteStatus{Suite: s, Mirror: mirror, Err: checkSuite(ctx, mirror, s)})
 	}
 	return out

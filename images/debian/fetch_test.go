@@ -1,13 +1,11 @@
-package images
+package debian_test
 
 import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"sort"
@@ -16,167 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"klab/images/apt"
+	"klab/images"
+	"klab/images/debian"
 	"klab/images/internal/imagetest"
 	"klab/images/kerneldir"
 	"klab/internal/testenv"
 	"klab/results"
 )
-
-func TestCompareDebianVersions(t *testing.T) {
-	tests := []struct {
-		a, b string
-		want int
-	}{
-		{"1.0", "1.0", 0},
-		{"1.0", "1.1", -1},
-		{"1.0~rc1", "1.0", -1},
-		{"1.0", "1.0+b1", -1},
-		{"7.3.4-1~bpo13+1", "7.3.4-1", -1},
-		{"6.1.0-50", "6.1.0-47", 1},
-		{"6.1.0-9", "6.1.0-10", -1},
-		{"7.2.13+deb14", "7.2.12+deb13", 1},
-		{"7.2.13+deb13", "7.2.13+deb14", -1},
-		{"6.12", "6.1", 1},
-		{"1:0.1", "2.0", 1},
-		{"1.0a", "1.0", 1},
-		{"1.0-1", "1.0-1.1", -1},
-		{"0001", "1", 0},
-		{"a", "b", -1},
-		{"1.0.", "1.0", 1},
-		{"~~", "~", -1},
-		{"", "~", 1},
-	}
-	for _, tc := range tests {
-		if got := compareDebianVersions(tc.a, tc.b); got != tc.want {
-			t.Errorf("compare(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-		if got := compareDebianVersions(tc.b, tc.a); got != -tc.want {
-			t.Errorf("compare(%q, %q) = %d, want %d", tc.b, tc.a, got, -tc.want)
-		}
-	}
-	// Agree with dpkg itself, when it is here.
-	dpkg, err := exec.LookPath("dpkg")
-	if err != nil {
-		return
-	}
-	vs := []string{"6.1.176-1", "6.1.170-3", "6.12.117-1", "7.3.4-1~bpo13+1", "7.3.4-1", "7.2.13-1", "1:1.0", "1.0+dfsg-2", "1.0~beta", "1.0b"}
-	for _, a := range vs {
-		for _, b := range vs {
-			lt := exec.Command(dpkg, "--compare-versions", a, "lt", b).Run() == nil
-			if got := compareDebianVersions(a, b) < 0; got != lt {
-				t.Errorf("%s < %s: we say %v, dpkg says %v", a, b, got, lt)
-			}
-		}
-	}
-}
-
-func TestParseDebianRef(t *testing.T) {
-	tests := []struct {
-		ref, flavour string
-		want         debianRef
-		err          bool
-	}{
-		{"debian:7.3", "", debianRef{Series: "7.3", Flavour: "cloud-amd64"}, false},
-		{"debian:6.12", "amd64", debianRef{Series: "6.12", Flavour: "amd64"}, false},
-		{"debian:7.3.4+deb13-cloud-amd64", "", debianRef{Release: "7.3.4+deb13-cloud-amd64", Flavour: "cloud-amd64"}, false},
-		{"debian:6.1.0-37-cloud-amd64", "", debianRef{Release: "6.1.0-37-cloud-amd64", Flavour: "cloud-amd64"}, false},
-		{"debian:6.1.0-37-amd64", "cloud-amd64", debianRef{Release: "6.1.0-37-amd64", Flavour: "amd64"}, false},
-		{"debian:7.3.4+deb13", "amd64", debianRef{Release: "7.3.4+deb13-amd64", Flavour: "amd64"}, false},
-		{"debian:linux-image-7.3.4+deb13-cloud-amd64", "", debianRef{Release: "7.3.4+deb13-cloud-amd64", Flavour: "cloud-amd64"}, false},
-		{"debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1", "", debianRef{Release: "7.3.4+deb13-cloud-amd64", PkgVersion: "7.3.4-1~bpo13+1", Flavour: "cloud-amd64"}, false},
-		{"debian:7.3=7.3.4-1", "", debianRef{}, true},
-		{"debian:7.3.4+deb13-arm64", "", debianRef{}, true},
-		{"debian:7.3", "s390x", debianRef{}, true},
-		{"debian:latest", "", debianRef{}, true},
-		{"debian:", "", debianRef{}, true},
-	}
-	for _, tc := range tests {
-		got, err := parseDebianRef(tc.ref, tc.flavour)
-		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
-			t.Errorf("parseDebianRef(%q, %q) = %+v, %v; want %+v, error %v", tc.ref, tc.flavour, got, err, tc.want, tc.err)
-		}
-	}
-}
-
-func TestMatchImageName(t *testing.T) {
-	tests := []struct {
-		name, flavour string
-		ok            bool
-		kver          string
-		unsigned      bool
-	}{
-		{"linux-image-7.3.4+deb13-cloud-amd64", "cloud-amd64", true, "7.3.4+deb13", false},
-		{"linux-image-7.3.4+deb13-cloud-amd64-dbg", "cloud-amd64", false, "", false},
-		{"linux-image-6.1.0-50-cloud-amd64-unsigned", "cloud-amd64", true, "6.1.0-50", true},
-		{"linux-image-6.1.0-50-cloud-amd64", "amd64", false, "", false},
-		{"linux-image-6.1.0-50-rt-amd64", "amd64", false, "", false},
-		{"linux-image-6.1.0-50-amd64", "amd64", true, "6.1.0-50", false},
-		{"linux-image-cloud-amd64", "cloud-amd64", false, "", false},
-		{"linux-image-amd64-signed-template", "amd64", false, "", false},
-	}
-	for _, tc := range tests {
-		c, ok := matchImageName(tc.name, tc.flavour)
-		if ok != tc.ok || c.kver != tc.kver || c.unsigned != tc.unsigned {
-			t.Errorf("matchImageName(%q, %q) = %+v, %v", tc.name, tc.flavour, c, ok)
-		}
-	}
-	for kver, series := range map[string]string{"6.1.0-50": "6.1", "6.12.117+deb13": "6.12", "7.3.4+deb13": "7.3", "7.0": "7.0"} {
-		if got := seriesOf(kver); got != series {
-			t.Errorf("seriesOf(%q) = %q, want %q", kver, got, series)
-		}
-		if !inSeries(kver, series) {
-			t.Errorf("inSeries(%q, %q) = false", kver, series)
-		}
-	}
-	if inSeries("6.12.117+deb13", "6.1") || inSeries("7.30.1", "7.3") {
-		t.Error("inSeries matches a longer minor number")
-	}
-}
-
-func TestParseAptOutput(t *testing.T) {
-	madison := []byte(`linux-image-7.3.4+deb13-cloud-amd64 | 7.3.4-1~bpo13+1 | http://mirror.example/debian trixie-backports/main amd64 Packages
-linux-image-7.2.13+deb14-cloud-amd64 |   7.2.13-1 | http://mirror.example/debian sid/main amd64 Packages
-     linux | 7.3.4-1 | http://mirror.example/debian sid/main Sources
-`)
-	ls := parseMadison(madison)
-	if len(ls) != 2 || ls[0] != (madisonLine{"linux-image-7.3.4+deb13-cloud-amd64", "7.3.4-1~bpo13+1", "trixie-backports"}) || ls[1].suite != "sid" {
-		t.Errorf("parseMadison = %+v", ls)
-	}
-	show := []byte(`Package: linux-image-7.3.4+deb13-cloud-amd64
-Version: 7.3.4-1~bpo13+1
-Installed-Size: 15
-Pre-Depends: linux-base (>= 4.17~)
-Depends: dracut | initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool, linux-base-7.3.4+deb13-cloud-amd64 (= 7.3.4-1~bpo13+1), linux-binary-7.3.4+deb13-cloud-amd64 (= 7.3.4-1~bpo13+1),
- linux-modules-7.3.4+deb13-cloud-amd64 (= 7.3.4-1~bpo13+1)
-Description: Linux 7.3.4 for x86-64 cloud
- A long description
- Depends: not-a-field
-Size: 1928
-
-Package: linux-binary-7.3.4+deb13-cloud-amd64
-Version: 7.3.4-1~bpo13+1
-Depends: linux-base-7.3.4+deb13-cloud-amd64 (= 7.3.4-1~bpo13+1)
-Size: 13604064
-`)
-	ps := parseShow(show)
-	if len(ps) != 2 || ps[0].Size != 1928 || ps[1].Size != 13604064 {
-		t.Fatalf("parseShow = %+v", ps)
-	}
-	var deps []string
-	for _, d := range releaseDeps(ps[0], "7.3.4+deb13-cloud-amd64") {
-		deps = append(deps, d.Name+"="+d.Version)
-	}
-	sort.Strings(deps)
-	want := "linux-base-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1 linux-binary-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1 linux-modules-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1"
-	if strings.Join(deps, " ") != want {
-		t.Errorf("releaseDeps = %v", deps)
-	}
-	old := debPkg{Name: "linux-image-6.1.0-50-cloud-amd64", Version: "6.1.176-1", depends: "kmod, linux-base (>= 4.3~), initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool"}
-	if d := releaseDeps(old, "6.1.0-50-cloud-amd64"); len(d) != 0 {
-		t.Errorf("6.1 releaseDeps = %v, want none", d)
-	}
-}
 
 // fakeApt installs fake apt-get, apt-cache and dpkg-deb commands that
 // serve a small made-up archive, and returns the directory holding their
@@ -376,10 +220,10 @@ func TestFetchDebianFake(t *testing.T) {
 	fa := newFakeArchive(t)
 	cache, stage := openCache(t)
 	var progress bytes.Buffer
-	o := DebianOptions{Mirror: "http://mirror.example/debian", CacheDir: cache, Progress: &progress, aptStage: stage}
+	o := debian.WithAptStage(debian.Options{Mirror: "http://mirror.example/debian", CacheDir: cache, Progress: &progress}, stage)
 	ctx := context.Background()
 
-	k, err := FetchDebian(ctx, "debian:7.3", o)
+	k, err := debian.Fetch(ctx, "debian:7.3", o)
 	if err != nil {
 		t.Fatalf("%v\nprogress:\n%s\nlog:\n%s", err, progress.String(), fa.log(t))
 	}
@@ -424,8 +268,8 @@ func TestFetchDebianFake(t *testing.T) {
 	if got, want := downloads(log), "linux-image-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1 linux-base-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1 linux-binary-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1 linux-modules-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1"; got != want {
 		t.Errorf("downloads = %s\nwant %s", got, want)
 	}
-	ms, err := ModuleClosure(k.Modules, []string{"fuse", "brd", "virtio_console"})
-	if err != nil || names(ms) != "brd" {
+	ms, err := images.ModuleClosure(k.Modules, []string{"fuse", "brd", "virtio_console"})
+	if err != nil || moduleNames(ms) != "brd" {
 		t.Errorf("ModuleClosure = %v, %v", ms, err)
 	}
 
@@ -435,7 +279,7 @@ func TestFetchDebianFake(t *testing.T) {
 	fakePath := os.Getenv("PATH")
 	t.Setenv("PATH", t.TempDir())
 	for _, ref := range []string{"debian:7.3", "debian:7.3.4+deb13-cloud-amd64"} {
-		k2, err := FetchDebian(ctx, ref, DebianOptions{CacheDir: cache})
+		k2, err := debian.Fetch(ctx, ref, debian.Options{CacheDir: cache})
 		if err != nil {
 			t.Fatalf("cached %s: %v", ref, err)
 		}
@@ -451,7 +295,7 @@ func TestFetchDebianFake(t *testing.T) {
 	// 6.1: signed over unsigned, newest ABI, the old layout. The lists are
 	// fresh, so no second apt-get update.
 	progress.Reset()
-	k61, err := FetchDebian(ctx, "debian:6.1", o)
+	k61, err := debian.Fetch(ctx, "debian:6.1", o)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
@@ -461,14 +305,14 @@ func TestFetchDebianFake(t *testing.T) {
 	if log := fa.log(t); strings.Contains(log, "update") || downloads(log) != "linux-image-6.1.0-50-cloud-amd64=6.1.176-1" {
 		t.Errorf("6.1 fetch calls:\n%s", log)
 	}
-	if ms, err := ModuleClosure(k61.Modules, []string{"fuse", "brd", "virtio_console"}); err != nil || names(ms) != "fuse brd virtio_console" {
+	if ms, err := images.ModuleClosure(k61.Modules, []string{"fuse", "brd", "virtio_console"}); err != nil || moduleNames(ms) != "fuse brd virtio_console" {
 		t.Errorf("6.1 ModuleClosure = %v, %v", ms, err)
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(k61.Image), "modules", "kernel", "fs", "fuse", "fuse.ko")); err != nil {
 		t.Error(err)
 	}
 
-	ks, err := CachedKernels(cache)
+	ks, err := debian.CachedKernels(cache)
 	if err != nil || len(ks) != 2 || ks[0].Version != "6.1.0-50-cloud-amd64" || ks[1].Name != "debian:7.3.4+deb13-cloud-amd64" {
 		t.Errorf("CachedKernels = %+v, %v", ks, err)
 	}
@@ -476,7 +320,7 @@ func TestFetchDebianFake(t *testing.T) {
 	// Refresh re-resolves (and updates the lists) but reuses the files.
 	os.Remove(filepath.Join(fa.dir, "log"))
 	o.Refresh = true
-	if k3, err := FetchDebian(ctx, "debian:7.3", o); err != nil || k3.ID != k.ID {
+	if k3, err := debian.Fetch(ctx, "debian:7.3", o); err != nil || k3.ID != k.ID {
 		t.Errorf("refresh: %+v, %v", k3, err)
 	}
 	if log := fa.log(t); !strings.Contains(log, "update") || strings.Contains(log, "download") {
@@ -487,7 +331,7 @@ func TestFetchDebianFake(t *testing.T) {
 	// install what there is, and say so.
 	progress.Reset()
 	o.Refresh = false
-	k70, err := FetchDebian(ctx, "debian:7.0", o)
+	k70, err := debian.Fetch(ctx, "debian:7.0", o)
 	if err != nil {
 		t.Fatalf("7.0: %v\n%s", err, progress.String())
 	}
@@ -500,7 +344,7 @@ func TestFetchDebianFake(t *testing.T) {
 	}
 
 	// Unknown series: the error lists what exists.
-	_, err = FetchDebian(ctx, "debian:5.10", o)
+	_, err = debian.Fetch(ctx, "debian:5.10", o)
 	if err == nil || !strings.Contains(err.Error(), "6.1 6.12 7.0 7.3") {
 		t.Errorf("unknown series: err = %v", err)
 	}
@@ -510,7 +354,7 @@ func TestFetchDebianFailureLeavesNothing(t *testing.T) {
 	newFakeArchive(t)
 	cache, stage := openCache(t)
 	t.Setenv("FAKE_DPKG_FAIL", "1")
-	_, err := FetchDebian(context.Background(), "debian:7.3", DebianOptions{Mirror: "http://mirror.example/debian", CacheDir: cache, aptStage: stage})
+	_, err := debian.Fetch(context.Background(), "debian:7.3", debian.WithAptStage(debian.Options{Mirror: "http://mirror.example/debian", CacheDir: cache}, stage))
 	if err == nil || !strings.Contains(err.Error(), "dpkg-deb") {
 		t.Fatalf("err = %v", err)
 	}
@@ -520,65 +364,8 @@ func TestFetchDebianFailureLeavesNothing(t *testing.T) {
 			t.Errorf("left behind: %s", de.Name())
 		}
 	}
-	if ks, _ := CachedKernels(cache); len(ks) != 0 {
+	if ks, _ := debian.CachedKernels(cache); len(ks) != 0 {
 		t.Errorf("CachedKernels = %v", ks)
-	}
-}
-
-func TestFetchDebianNoMirror(t *testing.T) {
-	// No cache entry and no mirror: the error says how to configure one.
-	// The apt sources are a fake root's, which name only archives that
-	// are not Debian's (the host's own may name a mirror).
-	t.Setenv(apt.MirrorEnv, "")
-	for name, files := range map[string]map[string]string{
-		"no sources": nil,
-		"no Debian suite": {
-			"sources.list":                "deb http://ubuntu.example/ubuntu jammy main\n",
-			"sources.list.d/node.sources": "Types: deb\nURIs: http://node.example/node\nSuites: nodistro\nComponents: main\n",
-			"sources.list.d/sec.list":     "deb http://mirror.example/debian-security bookworm-security main\n",
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			root := t.TempDir()
-			for name, content := range files {
-				imagetest.WriteFile(t, filepath.Join(root, "etc", "apt", name), []byte(content))
-			}
-			_, err := FetchDebian(context.Background(), "debian:7.3", DebianOptions{CacheDir: t.TempDir(), AptRoot: root, aptStage: t.TempDir()})
-			if !errors.Is(err, apt.ErrNoMirror) || !strings.Contains(err.Error(), apt.MirrorEnv) {
-				t.Errorf("err = %v", err)
-			}
-		})
-	}
-	// The same fake root with a Debian entry does name a mirror: the
-	// error above comes from the sources, not from a root that is never
-	// read.
-	root := t.TempDir()
-	imagetest.WriteFile(t, filepath.Join(root, "etc/apt/sources.list.d/debian.sources"), []byte("Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\nComponents: main\n"))
-	if m, err := (&DebianOptions{AptRoot: root}).mirror(); err != nil || m != "http://mirror.example/debian" {
-		t.Errorf("mirror from the fake root = %q, %v", m, err)
-	}
-}
-
-func TestLayoutKernelMerge(t *testing.T) {
-	root, out := t.TempDir(), t.TempDir()
-	rel := "7.3.4+deb13-cloud-amd64"
-	imagetest.WriteFile(t, filepath.Join(root, "usr/lib/modules", rel, "vmlinuz"), imagetest.BzImage(rel))
-	imagetest.WriteFile(t, filepath.Join(root, "usr/lib/modules", rel, "kernel/a.ko"), imagetest.Module())
-	imagetest.WriteFile(t, filepath.Join(root, "lib/modules", rel, "kernel/b.ko"), imagetest.Module())
-	imagetest.WriteFile(t, filepath.Join(root, "lib/modules", rel, "modules.builtin"), []byte("kernel/fs/fuse/fuse.ko\n"))
-	if err := layoutKernel(root, out, rel); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{"vmlinuz", "modules/kernel/a.ko", "modules/kernel/b.ko", "modules/modules.builtin"} {
-		if _, err := os.Stat(filepath.Join(out, p)); err != nil {
-			t.Error(err)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(out, "modules", "vmlinuz")); err == nil {
-		t.Error("vmlinuz left in modules/")
-	}
-	if err := layoutKernel(t.TempDir(), t.TempDir(), rel); err == nil || !strings.Contains(err.Error(), "no kernel image") {
-		t.Errorf("empty tree: err = %v", err)
 	}
 }
 
@@ -604,7 +391,7 @@ func TestFetchDebianNetwork(t *testing.T) {
 	} {
 		var progress bytes.Buffer
 		start := time.Now()
-		k, err := FetchDebian(ctx, tc.ref, DebianOptions{CacheDir: cache, Progress: &progress})
+		k, err := debian.Fetch(ctx, tc.ref, debian.Options{CacheDir: cache, Progress: &progress})
 		first := time.Since(start)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", tc.ref, err, progress.String())
@@ -613,7 +400,7 @@ func TestFetchDebianNetwork(t *testing.T) {
 
 		t.Setenv("PATH", t.TempDir()) // a cache hit must not run anything
 		start = time.Now()
-		k2, err := FetchDebian(ctx, tc.ref, DebianOptions{Mirror: "http://unreachable.example/debian", CacheDir: cache})
+		k2, err := debian.Fetch(ctx, tc.ref, debian.Options{Mirror: "http://unreachable.example/debian", CacheDir: cache})
 		second := time.Since(start)
 		t.Setenv("PATH", origPath)
 		if err != nil || k2.ID != k.ID {
@@ -626,7 +413,7 @@ func TestFetchDebianNetwork(t *testing.T) {
 			t.Errorf("%s: CheckBzImage = %q, %v (kernel.json says %q)", tc.ref, v, err, k.Version)
 		}
 		start = time.Now()
-		ms, err := ModuleClosure(k.Modules, []string{"fuse", "brd", "virtio_console"})
+		ms, err := images.ModuleClosure(k.Modules, []string{"fuse", "brd", "virtio_console"})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.ref, err)
 		}
@@ -634,22 +421,31 @@ func TestFetchDebianNetwork(t *testing.T) {
 		for _, m := range ms {
 			desc = append(desc, m.Name+"="+strings.TrimPrefix(m.Path, k.Modules+"/"))
 		}
-		t.Logf("%s: %s %s %s (%s) id %s\n  ModuleClosure(fuse brd virtio_console) in %v: %s",
+		t.Logf("%s: %s %s %s (%s) id %s\n  images.ModuleClosure(fuse brd virtio_console) in %v: %s",
 			tc.ref, k.Package, k.PackageVersion, k.Suite, k.Version, k.ID, time.Since(start), strings.Join(desc, " "))
-		if got := names(ms); got != tc.modules {
+		if got := moduleNames(ms); got != tc.modules {
 			t.Errorf("%s: ModuleClosure = %q, want %q", tc.ref, got, tc.modules)
 		}
 		for _, m := range ms {
-			if _, err := ReadModule(m.Path); err != nil {
+			if _, err := images.ReadModule(m.Path); err != nil {
 				t.Error(err)
 			}
 		}
 		// virtio_console finds its device only through a virtio
 		// transport, which no depends= names.
-		if ms, err := ModuleClosure(k.Modules, []string{"virtio_pci", "virtio_console", "fuse", "brd"}); err != nil {
+		if ms, err := images.ModuleClosure(k.Modules, []string{"virtio_pci", "virtio_console", "fuse", "brd"}); err != nil {
 			t.Error(err)
 		} else {
-			t.Logf("%s: ModuleClosure(virtio_pci virtio_console fuse brd) = %s", tc.ref, names(ms))
+			t.Logf("%s: images.ModuleClosure(virtio_pci virtio_console fuse brd) = %s", tc.ref, moduleNames(ms))
 		}
 	}
+}
+
+// moduleNames lists the names of ms, in order.
+func moduleNames(ms []images.Module) string {
+	var s []string
+	for _, m := range ms {
+		s = append(s, m.Name)
+	}
+	return strings.Join(s, " ")
 }
