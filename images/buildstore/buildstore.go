@@ -404,23 +404,12 @@ type lister struct {
 	errs    []error
 }
 
-// readDir lists dir, which must be a real directory (not a link); a
-// missing one is empty.
+// readDir lists dir (see keyed.ReadDir), keeping the error for the
+// listing.
 func (l *lister) readDir(dir string) []fs.FileInfo {
-	fi, err := os.Lstat(dir)
-	if err != nil || !isDir(fi) {
-		return nil
-	}
-	des, err := os.ReadDir(dir)
+	fis, err := keyed.ReadDir(dir)
 	if err != nil {
 		l.errs = append(l.errs, err)
-		return nil
-	}
-	var fis []fs.FileInfo
-	for _, de := range des {
-		if fi, err := de.Info(); err == nil {
-			fis = append(fis, fi)
-		}
 	}
 	return fis
 }

@@ -67,7 +67,21 @@ func fillFake(s *Store, key, out string) error {
 func TestCommitThenRead(t *testing.T) {
 	cache := t.TempDir()
 	s := New(cache)
+	// What an interrupted commit left an hour ago goes; what a running
+	// one is making stays.
+	stale, young := filepath.Join(s.Dir(), "results", ".tmp-1"), filepath.Join(s.Dir(), "results", ".tmp-2")
+	imagetest.WriteFile(t, filepath.Join(stale, "vmlinuz"), nil)
+	imagetest.WriteFile(t, filepath.Join(young, "vmlinuz"), nil)
+	twoHoursAgo := time.Now().Add(-2 * time.Hour)
+	os.Chtimes(stale, twoHoursAgo, twoHoursAgo)
 	k := commit(t, s, "r1", "in1", "fix")
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("a commit left an old temporary directory")
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Errorf("a commit removed a young temporary directory: %v", err)
+	}
+	os.RemoveAll(young)
 	dir := s.ResultDir("r1")
 	if k.Name != "build:fix" || k.Image != filepath.Join(dir, "vmlinuz") || k.Modules != filepath.Join(dir, "modules") ||
 		k.Build.Log != filepath.Join(dir, "build.log") || k.ImageSize != 4096 || !strings.HasPrefix(k.ID, "k-") {

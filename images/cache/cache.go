@@ -203,24 +203,11 @@ func (s *scanner) add(kind Kind, p string, fi fs.FileInfo, e Entry) {
 	s.entries = append(s.entries, e)
 }
 
-// readDir lists dir, which must be a real directory (not a link); a
-// missing one is empty.
+// readDir lists dir (see keyed.ReadDir), keeping the error for the
+// listing.
 func (s *scanner) readDir(dir string) []fs.FileInfo {
-	fi, err := os.Lstat(dir)
-	if err != nil || !fi.IsDir() {
-		return nil
-	}
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		s.err = errors.Join(s.err, err)
-		return nil
-	}
-	var fis []fs.FileInfo
-	for _, de := range des {
-		if fi, err := de.Info(); err == nil {
-			fis = append(fis, fi)
-		}
-	}
+	fis, err := keyed.ReadDir(dir)
+	s.err = errors.Join(s.err, err)
 	return fis
 }
 

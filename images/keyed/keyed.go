@@ -382,6 +382,27 @@ func Discard(dir, name string) error {
 	return nil
 }
 
+// ReadDir lists dir without following a symbolic link: a link, a file
+// or a missing directory lists as empty; entries that vanish meanwhile are
+// left out. An error is one that reading dir gave.
+func ReadDir(dir string) ([]fs.FileInfo, error) {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return nil, nil
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var fis []fs.FileInfo
+	for _, de := range des {
+		if fi, err := de.Info(); err == nil {
+			fis = append(fis, fi)
+		}
+	}
+	return fis, nil
+}
+
 // Touch marks a cached file or directory as used now: `klab cache gc
 // --max-size` removes the least recently used entries first, by their
 // modification time. Errors are ignored (a read-only cache still works).
