@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"klab/images/buildstore"
@@ -362,4 +363,41 @@ func resBase(t *testing.T, cache, name string) string {
 		t.Fatal(err)
 	}
 	return k.ID
+}
+
+// TestBuildSameInputsAtOnce: two builds of the same inputs at once make
+// the kernel once; the one that waited for the work tree's lock finds the
+// other's result, as a cache hit, and names it too.
+func TestBuildSameInputsAtOnce(t *testing.T) {
+	for _, c := range []string{"make", "git", "patch", "tar", "gcc", "ld", "flex", "bison", "bc", "perl"} {
+		testenv.RequiresCommand(t, c)
+	}
+	dir, _, source := fakeSource(t, "git")
+	frag := writeTemp(t, dir, "my.config", "CONFIG_A=y\nCONFIG_C=y\n")
+	p1 := fakePatch(t, dir, "p1.patch", "a: one", "a", "/* a */", "/* a1 */")
+	cache := filepath.Join(dir, "cache")
+	results := make([]*Result, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, name := range []string{"one", "two"} {
+		wg.Go(func() {
+			results[i], errs[i] = Build(t.Context(), Options{Source: source, Patches: []string{p1}, Config: []string{frag}, Name: name, CacheDir: cache, Jobs: 1})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if results[0].Hit == results[1].Hit || results[0].Kernel.ID != results[1].Kernel.ID {
+		t.Errorf("hits %v and %v, IDs %s and %s: want one build and one hit of the same kernel",
+			results[0].Hit, results[1].Hit, results[0].Kernel.ID, results[1].Kernel.ID)
+	}
+	if got := compiled(t, cache); got != "fs/a fs/b" {
+		t.Errorf("compiled %q, want each file once", got)
+	}
+	for _, name := range []string{"one", "two"} {
+		if k, err := buildstore.New(cache).Lookup("build:" + name); err != nil || k.ID != results[0].Kernel.ID {
+			t.Errorf("build:%s = %+v, %v", name, k, err)
+		}
+	}
 }
