@@ -22,24 +22,12 @@ import (
 
 // Formats are the formats Write takes, in the order they are listed to
 // users.
-var Formats = []string{"text", "md", "json", "junit", "html"}
+var Formats = render.Formats
 
 // Write writes m to w in format, one of Formats: "text" (Text), "md"
 // (Markdown), "json" (JSON), "junit" (JUnit) or "html" (HTML).
 func Write(w io.Writer, m *Matrix, format string) error {
-	switch format {
-	case "text":
-		return Text(w, m)
-	case "md":
-		return Markdown(w, m)
-	case "json":
-		return JSON(w, m)
-	case "junit":
-		return JUnit(w, m)
-	case "html":
-		return HTML(w, m)
-	}
-	return fmt.Errorf("unknown matrix report format %q, want one of %s", format, strings.Join(Formats, ", "))
+	return render.Writers[*Matrix]{Text: Text, Markdown: Markdown, JSON: JSON, JUnit: JUnit, HTML: HTML}.Write(w, m, format, "matrix report")
 }
 
 // files are the files WriteAll writes, with their formats.
