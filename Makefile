@@ -17,6 +17,10 @@ APT_PKGS := qemu-system-x86 dpkg apt ca-certificates xz-utils libfuse3-dev gcc p
 # What make bench-fuse needs to build libfuse 3.18's passthrough_hp with
 # io_uring for the side-by-side comparison (in a guest and on the host).
 BENCH_APT_PKGS := meson ninja-build g++ pkg-config liburing-dev libnuma-dev
+# What building fstests from source needs (klab fstests build): its
+# libraries' headers, the autotools, and xfsprogs, whose libhandle.so.1
+# xfslibs-dev's libhandle.so links to.
+FSTESTS_APT_PKGS := xfslibs-dev libacl1-dev libaio-dev liburing-dev libgdbm-dev libgdbm-compat-dev libcap-dev uuid-dev autoconf automake libtool xfsprogs make gcc
 # What only the tests need: headless Chromium renders the HTML report.
 TEST_APT_PKGS := chromium
 # Commands that prove each package is there.
@@ -26,7 +30,7 @@ NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio mke2fs perf 
 # Ubuntu's linux-tools for the running kernel.
 PERF_PKG = $$(apt-cache show linux-perf >/dev/null 2>&1 && echo linux-perf || echo linux-tools-generic)
 
-.PHONY: all deps test-deps build install uninstall run test test-unit test-e2e soak bench bench-build bench-fidelity bench-fuse bench-deps fmt vet clean
+.PHONY: all deps test-deps fstests-deps build install uninstall run test test-unit test-e2e soak bench bench-build bench-fidelity bench-fuse bench-deps fmt vet clean
 
 all: build
 
@@ -61,6 +65,26 @@ test-deps:
 		else \
 			echo "klab: chromium is missing; the HTML report test will be skipped (sudo apt-get install -y $(TEST_APT_PKGS))"; \
 		fi; }
+
+# fstests-deps installs what building fstests from source needs (when
+# root); otherwise it prints the apt-get line and fails.
+fstests-deps:
+	@missing=""; \
+	for c in autoconf automake libtoolize make gcc xfs_io; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	for h in xfs/xfs.h sys/acl.h libaio.h liburing.h gdbm.h ndbm.h sys/capability.h uuid/uuid.h; do \
+		[ -f /usr/include/$$h ] || missing="$$missing $$h"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "klab: installing $(FSTESTS_APT_PKGS) (missing:$$missing)"; \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(FSTESTS_APT_PKGS) >/dev/null || exit 1; \
+		else \
+			echo "klab: missing for building fstests:$$missing"; \
+			echo "klab: install them with: sudo apt-get install -y $(FSTESTS_APT_PKGS)"; \
+			exit 1; \
+		fi; \
+	fi
 
 # build makes a klab that carries its guest parts (the static agent and the
 # u-root base initramfs, see images/embedded): installed anywhere, it needs
@@ -106,6 +130,7 @@ run: deps build
 # e2e package takes about 30 minutes cold on 2 cores; 50 leaves room for a
 # loaded machine within CI's 90.
 test: deps test-deps
+	@$(MAKE) --no-print-directory fstests-deps || echo "klab: the fstests build test will be skipped (it fails in CI)"
 	$(GO) vet ./...
 	$(GO) test -p 1 -count=1 -timeout 50m ./...
 
