@@ -88,6 +88,7 @@ to repeat it.`,
 		newCompareCommand(g),
 		newRerunCommand(g),
 		newMatrixCommand(g),
+		newFstestsCommand(g),
 		newResultsCommand(),
 		newVersionCommand(),
 	)
