@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"klab/guest/proto"
 )
@@ -29,11 +32,22 @@ func (a *Agent) runExec(ctx context.Context, s *proto.Step) proto.Done {
 		return proto.Done{ExitCode: -1, Error: "exec step without argv"}
 	}
 	env := a.execEnv(s.Env)
-	path, err := lookPath(s.Argv[0], envValue(env, "PATH"))
+	var path string
+	var err error
+	if s.Root != "" {
+		env = chrootEnv(s.Env)
+		path, err = lookPathIn(s.Root, s.Argv[0], envValue(env, "PATH"))
+	} else {
+		path, err = lookPath(s.Argv[0], envValue(env, "PATH"))
+	}
 	if err != nil {
 		return proto.Done{ExitCode: -1, Error: err.Error()}
 	}
-	if s.Dir != "" {
+	if s.Root != "" {
+		if m, err := inRoot(s.Root, cmp.Or(s.Dir, "/")); err != nil || m&unix.S_IFMT != unix.S_IFDIR {
+			return proto.Done{ExitCode: -1, Error: fmt.Sprintf("exec %q: working directory %s in %s: not a directory (%v)", s.Argv[0], cmp.Or(s.Dir, "/"), s.Root, err)}
+		}
+	} else if s.Dir != "" {
 		if fi, err := os.Stat(s.Dir); err != nil {
 			return proto.Done{ExitCode: -1, Error: fmt.Sprintf("exec %q: working directory: %v", s.Argv[0], err)}
 		} else if !fi.IsDir() {
@@ -58,6 +72,11 @@ func (a *Agent) runExec(ctx context.Context, s *proto.Step) proto.Done {
 		Stdout:      outW,
 		Stderr:      errW,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if s.Root != "" {
+		// The child changes root, then directory, then runs path: all
+		// three inside the userspace.
+		cmd.Args, cmd.Dir, cmd.SysProcAttr.Chroot = s.Argv, cmp.Or(s.Dir, "/"), s.Root
 	}
 	var inQ *stdinQueue
 	var inW *os.File

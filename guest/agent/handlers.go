@@ -6,9 +6,10 @@ import "klab/guest/proto"
 // beyond exec and sysctl. Each step kind's package adds one line here.
 func DefaultHandlers() map[proto.StepKind]Handler {
 	return map[proto.StepKind]Handler{
-		proto.StepWorkload: RunWorkloadStep,
-		proto.StepFio:      RunFioStep,
-		proto.StepFUSE:     runFUSE,
-		proto.StepShare:    runShare,
+		proto.StepWorkload:  RunWorkloadStep,
+		proto.StepFio:       RunFioStep,
+		proto.StepFUSE:      runFUSE,
+		proto.StepShare:     runShare,
+		proto.StepUserspace: runUserspace,
 	}
 }

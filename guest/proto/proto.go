@@ -151,6 +151,10 @@ const (
 	// StepShare mounts a host directory the VM exports over virtio-9p
 	// (klab boot --share).
 	StepShare StepKind = "share"
+	// StepUserspace mounts a userspace image from a read-only disk and
+	// prepares it for exec steps that run chrooted into it (Step.Root;
+	// guest/proto/userspace.go).
+	StepUserspace StepKind = "userspace"
 )
 
 // Step is one unit of work the host asks the agent to do. Each Step ends
@@ -181,6 +185,12 @@ type Step struct {
 	Fio *FioStep `json:"fio,omitempty"`
 	// Share is set for StepShare.
 	Share *ShareStep `json:"share,omitempty"`
+	// Userspace is set for StepUserspace.
+	Userspace *UserspaceStep `json:"userspace,omitempty"`
+	// Root, for StepExec, runs the command chrooted into this directory
+	// (a userspace a StepUserspace mounted): Argv[0] is looked up in the
+	// root's PATH and Dir is a path inside the root.
+	Root string `json:"root,omitempty"`
 	// Perf, when set, records the whole guest with perf while the step
 	// runs and returns the call graph in Done.Profile.
 	Perf *Perf `json:"perf,omitempty"`

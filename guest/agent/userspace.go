@@ -1,0 +1,188 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"klab/guest/proto"
+)
+
+// diskWait bounds the wait for a userspace disk to show up under
+// /sys/block once its step runs.
+const diskWait = 10 * time.Second
+
+// runUserspace mounts a userspace image (StepUserspace): the disk with the
+// step's serial, read-only on the root, a tmpfs on each writable
+// directory, /proc, /sys and /dev bound in, and lo up. Exec steps with
+// Step.Root run chrooted into it.
+func runUserspace(_ context.Context, a *Agent, s *proto.Step) proto.Done {
+	u := s.Userspace
+	if u == nil {
+		return proto.Done{ExitCode: -1, Error: "userspace step without its userspace field"}
+	}
+	fail := func(format string, args ...any) proto.Done {
+		return proto.Done{ExitCode: -1, Error: "userspace: " + fmt.Sprintf(format, args...)}
+	}
+	if err := checkGuestDir(u.Root); err != nil {
+		return fail("root: %v", err)
+	}
+	if u.Serial == "" || u.FSType == "" {
+		return fail("no disk serial or file system type")
+	}
+	dev, err := diskBySerial("/sys/block", u.Serial, diskWait)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := os.MkdirAll(u.Root, 0o755); err != nil {
+		return fail("%v", err)
+	}
+	if err := unix.Mount(dev, u.Root, u.FSType, unix.MS_RDONLY, ""); err != nil {
+		return fail("mount %s (%s) on %s: %v", dev, u.FSType, u.Root, err)
+	}
+	for _, w := range u.Writable {
+		if !filepath.IsAbs(w) || filepath.Clean(w) != w || w == "/" {
+			return fail("writable directory %q: want a clean absolute path inside the root", w)
+		}
+		target := filepath.Join(u.Root, w)
+		mode := "0755"
+		if w == "/tmp" || w == "/var/tmp" {
+			mode = "1777"
+		}
+		if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode="+mode); err != nil {
+			return fail("tmpfs on %s: %v (the image must have the directory)", w, err)
+		}
+	}
+	for _, d := range []string{"/proc", "/sys", "/dev"} {
+		if err := unix.Mount(d, filepath.Join(u.Root, d), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fail("bind %s into the root: %v", d, err)
+		}
+	}
+	if err := loopbackUp(); err != nil {
+		a.Logf("userspace: lo stays down: %v", err)
+	}
+	return proto.Done{}
+}
+
+// checkGuestDir refuses a guest path that is not a clean absolute path,
+// or that is / or under /proc, /sys or /dev.
+func checkGuestDir(p string) error {
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+		return fmt.Errorf("%q: want a clean absolute path other than /", p)
+	}
+	for _, d := range []string{"/proc", "/sys", "/dev"} {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return fmt.Errorf("%s: not under %s", p, d)
+		}
+	}
+	return nil
+}
+
+// diskBySerial returns the /dev path of the block device under sysBlock
+// (/sys/block) whose serial is serial, waiting up to wait for it to
+// appear: the virtio-blk driver may still be probing it.
+func diskBySerial(sysBlock, serial string, wait time.Duration) (string, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		des, _ := os.ReadDir(sysBlock)
+		var seen []string
+		for _, de := range des {
+			b, err := os.ReadFile(filepath.Join(sysBlock, de.Name(), "serial"))
+			if err != nil {
+				continue
+			}
+			got := strings.TrimSpace(string(b))
+			if got == serial {
+				return "/dev/" + de.Name(), nil
+			}
+			seen = append(seen, de.Name()+"="+got)
+		}
+		if time.Now().After(deadline) {
+			list := "none"
+			if len(seen) > 0 {
+				list = strings.Join(seen, " ")
+			}
+			return "", fmt.Errorf("no disk with serial %q after %v (disks with serials: %s; is virtio_blk loaded?)", serial, wait, list)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// loopbackUp sets the lo interface up. The ioctl goes through a Unix
+// socket, so that kernels without IPv4 can do it too.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("read flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("set flags: %w", err)
+	}
+	return nil
+}
+
+// chrootPath is the PATH of commands run in a userspace, Debian's for
+// root.
+const chrootPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// chrootEnv is the environment of a command chrooted into a userspace:
+// a login's basics for root (none of the agent's own, which names paths
+// of the initramfs), then extra.
+func chrootEnv(extra []string) []string {
+	env := []string{"PATH=" + chrootPath, "HOME=/root", "USER=root", "LOGNAME=root", "SHELL=/bin/bash"}
+	return append(env, extra...)
+}
+
+// inRoot opens p (absolute, or relative to the root's /) inside root as a
+// chrooted process would see it: links, absolute ones included, resolve
+// inside root. It returns the file's mode.
+func inRoot(root, p string) (uint32, error) {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(rfd)
+	fd, err := unix.Openat2(rfd, strings.TrimLeft(p, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, err
+	}
+	return st.Mode, nil
+}
+
+// lookPathIn finds file in the directories of pathEnv inside root, as the
+// root's shell would; the result is a path inside the root. A name with a
+// slash is used as is.
+func lookPathIn(root, file, pathEnv string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, file)
+		if m, err := inRoot(root, p); err == nil && m&unix.S_IFMT == unix.S_IFREG && m&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("exec %q: executable file not found in PATH %s of %s", file, pathEnv, root)
+}
