@@ -175,7 +175,7 @@ func resolveDebian(ctx context.Context, env *apt.Env, r debianRef) (*debianPick,
 		}
 		sort.Slice(avail, func(i, j int) bool { return compareDebianVersions(avail[i], avail[j]) < 0 })
 		return nil, fmt.Errorf("no Debian kernel package for %s in %s; series with %s kernels there: %s",
-			r, strings.Join(suites(), " "), r.Flavour, strings.Join(avail, " "))
+			r, strings.Join(Suites(), " "), r.Flavour, strings.Join(avail, " "))
 	}
 	byName := map[string]imageCandidate{}
 	args := []string{"madison"}
@@ -188,7 +188,7 @@ func resolveDebian(ctx context.Context, env *apt.Env, r debianRef) (*debianPick,
 		return nil, fmt.Errorf("listing Debian kernel versions: %w", err)
 	}
 	suiteRank := map[string]int{}
-	for i, s := range suites() {
+	for i, s := range Suites() {
 		suiteRank[s] = i + 1
 	}
 	better := func(x, y madisonLine) bool { // is x better than y?
@@ -215,7 +215,7 @@ func resolveDebian(ctx context.Context, env *apt.Env, r debianRef) (*debianPick,
 		lines = append(lines, l)
 	}
 	if len(lines) == 0 {
-		return nil, fmt.Errorf("no version of the Debian kernel %s in %s", r, strings.Join(suites(), " "))
+		return nil, fmt.Errorf("no version of the Debian kernel %s in %s", r, strings.Join(Suites(), " "))
 	}
 	sort.SliceStable(lines, func(i, j int) bool { return better(lines[i], lines[j]) })
 

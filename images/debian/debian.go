@@ -30,9 +30,9 @@ import (
 // DefaultFlavour is the kernel flavour used when none is given.
 const DefaultFlavour = "cloud-amd64"
 
-// suites are the suites searched for kernels and kernel sources, oldest
-// first.
-func suites() []string {
+// Suites returns the suites klab's apt environment (AptEnv) keeps package
+// lists of, searched for kernels and kernel sources, oldest first.
+func Suites() []string {
 	return []string{"bookworm", "trixie", "trixie-backports", "sid"}
 }
 
@@ -135,11 +135,11 @@ func Fetch(ctx context.Context, ref string, o Options) (*results.Kernel, error) 
 
 // planDebian resolves r in the archive and says how to install it.
 func planDebian(ctx context.Context, r debianRef, kdir string, o *Options) (keyed.Plan, error) {
-	env, err := o.aptEnv(ctx, "apt", suites(), false)
+	env, err := o.AptEnv(ctx)
 	if err != nil {
 		return keyed.Plan{}, err
 	}
-	o.Logf("resolving %s in %s...", r, strings.Join(suites(), " "))
+	o.Logf("resolving %s in %s...", r, strings.Join(Suites(), " "))
 	pick, err := resolveDebian(ctx, env, r)
 	if err != nil {
 		return keyed.Plan{}, err
@@ -165,6 +165,13 @@ func planDebian(ctx context.Context, r debianRef, kdir string, o *Options) (keye
 		plan.Aliases = []keyed.Alias{{Key: pick.release, Keep: true}}
 	}
 	return plan, nil
+}
+
+// AptEnv returns the private apt environment that Debian kernels are
+// fetched through: <cache>/apt, with the package lists of Suites from the
+// mirror o names, updated when stale or when o.Refresh is set.
+func (o *Options) AptEnv(ctx context.Context) (*apt.Env, error) {
+	return o.aptEnv(ctx, "apt", Suites(), false)
 }
 
 // aptEnv returns the private apt environment <cache>/<sub> for the mirror

@@ -73,7 +73,7 @@ func FetchSource(ctx context.Context, ref string, o Options) (*Source, error) {
 	}
 	c := debianSourceCache(filepath.Join(o.CacheRoot(), "sources", "debian"), o.Logf)
 	s, _, err := c.Get(ctx, key, o.Refresh, func(ctx context.Context) (keyed.Plan, error) {
-		env, err := o.aptEnv(ctx, "apt", suites(), false)
+		env, err := o.AptEnv(ctx)
 		if err != nil {
 			return keyed.Plan{}, err
 		}
@@ -103,16 +103,16 @@ func debianSourceCache(sdir string, logf func(string, ...any)) keyed.Cache[*Sour
 // pickSource chooses the newest version of pkg among madison lines from
 // klab's suites (the one pinned, when pin is set).
 func pickSource(lines []madisonLine, pkg, pin string) (madisonLine, error) {
-	best, versions, ok := newestIn(lines, pkg, pin, suites())
+	best, versions, ok := newestIn(lines, pkg, pin, Suites())
 	if ok {
 		return best, nil
 	}
 	if pin != "" && len(versions) > 0 {
 		return madisonLine{}, fmt.Errorf("no %s version %s in %s; there are: %s", pkg, pin,
-			strings.Join(suites(), " "), strings.Join(versions, " "))
+			strings.Join(Suites(), " "), strings.Join(versions, " "))
 	}
 	return madisonLine{}, fmt.Errorf("no %s package in %s; Debian ships kernel sources for %s",
-		pkg, strings.Join(suites(), " "), strings.Join(Series(), ", "))
+		pkg, strings.Join(Suites(), " "), strings.Join(Series(), ", "))
 }
 
 // newestIn returns the newest version of pkg among madison lines from

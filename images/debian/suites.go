@@ -34,7 +34,7 @@ func CheckSuites(ctx context.Context, o Options) []SuiteStatus {
 		return []SuiteStatus{{Suite: "mirror", Err: err}}
 	}
 	var out []SuiteStatus
-	for _, s := range suites() {
+	for _, s := range Suites() {
 		out = append(out, SuiteStatus{Suite: s, Mirror: mirror, Err: checkSuite(ctx, mirror, s)})
 	}
 	return out
