@@ -156,7 +156,11 @@ func inRoot(root, p string) (uint32, error) {
 		return 0, err
 	}
 	defer unix.Close(rfd)
-	fd, err := unix.Openat2(rfd, strings.TrimLeft(p, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
+	rel := strings.TrimLeft(p, "/")
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := unix.Openat2(rfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
 	if err != nil {
 		return 0, err
 	}

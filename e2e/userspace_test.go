@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"klab/guest/proto"
+	"klab/images/debian"
+	"klab/images/userspace"
+	"klab/internal/paths"
+	"klab/internal/testenv"
+	"klab/lab"
+	"klab/results"
+)
+
+// userspaceCheck runs in the userspace: the shell, perl and xfs_io that
+// fstests needs, its users (su through PAM too), a read-only root with a
+// writable /tmp, and lo up (flags odd: IFF_UP).
+const userspaceCheck = `echo "bash=$BASH_VERSION"; xfs_io -V; id fsgqa; su fsgqa2 -c id
+perl -e 'print "perl=ok\n"'; awk 'BEGIN { print "awk=ok" }'
+touch /tmp/t && echo tmp=rw; touch /ro 2>/dev/null || echo root=ro
+echo "lo=$(( $(cat /sys/class/net/lo/flags) & 1 ))"`
+
+// bootUserspace boots kernel with img attached and runs script in it.
+func bootUserspace(ctx context.Context, t *testing.T, o *lab.Options, k *results.Kernel, img *userspace.Image, script string) (*lab.BootResult, string, error) {
+	t.Helper()
+	att, err := userspace.Attach(img, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var out strings.Builder
+	res, err := o.Boot(ctx, lab.BootRequest{
+		Kernel:   k.Name,
+		Resolved: k,
+		Console:  &logWriter{t: t, prefix: "console| "},
+		QEMUArgs: att.QEMUArgs,
+		Modules:  att.Modules,
+		Steps:    []proto.Step{att.Step, userspace.Exec([]string{"bash", "-c", script}, "", 120000)},
+		OnMessage: func(m *proto.Message) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch m.Kind {
+			case proto.KindOutput:
+				out.Write(m.Output.Data)
+			case proto.KindLog:
+				t.Logf("agent| %s", m.Log.Msg)
+			}
+		},
+		Command: []string{"go", "test", "-run", t.Name()},
+	})
+	if res != nil && res.Manifest != nil {
+		t.Logf("qemu: %s", strings.Join(res.Manifest.QEMU.Argv, " "))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return res, out.String(), err
+}
+
+// TestUserspaceInGuest builds the default userspace (what fstests needs)
+// and runs commands chrooted into it on debian:7.3, whose virtio-blk is a
+// module.
+func TestUserspaceInGuest(t *testing.T) {
+	testenv.E2E(t)
+	testenv.RequiresCommand(t, "mke2fs")
+	testenv.RequiresCommand(t, "dpkg-deb")
+	ctx := testContext(t, 20*time.Minute)
+	cache := paths.CacheDir()
+	start := time.Now()
+	img, err := userspace.Build(ctx, userspace.Spec{}, userspace.Options{
+		Debian: debian.Options{CacheDir: cache}, Progress: &logWriter{t: t, prefix: "userspace| "},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := img.Descriptor
+	t.Logf("userspace %s: %d packages, %d MiB image, cached %v, in %.1fs", d.ID, len(d.Packages), d.ImageBytes>>20, img.Cached, time.Since(start).Seconds())
+	if !slices.ContainsFunc(d.Packages, func(p userspace.Package) bool { return p.Name == "xfsprogs" && p.Version != "" }) {
+		t.Errorf("the descriptor lacks xfsprogs: %+v", d.Packages)
+	}
+	o := &lab.Options{CacheDir: cache, RunsDir: t.TempDir(), Progress: &logWriter{t: t, prefix: "klab| "}}
+	k, err := o.ResolveKernel(ctx, "debian:7.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, out, err := bootUserspace(ctx, t, o, k, img, userspaceCheck)
+	if err != nil {
+		t.Fatalf("Boot: %v\n%s", err, out)
+	}
+	for i, s := range res.Steps {
+		if s.Done.ExitCode != 0 || s.Done.Error != "" {
+			t.Fatalf("step %d (%s): %+v\n%s", i+1, s.Step.Kind, s.Done, out)
+		}
+	}
+	t.Logf("output:\n%s", out)
+	t.Logf("boot to agent %v; mount %v; command %v",
+		res.BootToAgent.Round(time.Millisecond), time.Duration(res.Steps[0].Done.DurationNs).Round(time.Millisecond),
+		time.Duration(res.Steps[1].Done.DurationNs).Round(time.Millisecond))
+	for _, want := range []string{"bash=5.", "xfs_io version ", "uid=1000(fsgqa) gid=1000(fsgqa)", "uid=1001(fsgqa2)",
+		"perl=ok", "awk=ok", "tmp=rw", "root=ro", "lo=1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+}
