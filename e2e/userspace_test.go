@@ -107,3 +107,45 @@ func TestUserspaceInGuest(t *testing.T) {
 		}
 	}
 }
+
+// TestUserspaceBootCost measures what attaching the default userspace adds
+// to a boot of debian:7.3 (KLAB_USERSPACE_COST=1): boot to agent (the
+// virtio_blk module and the disk's probe) and the userspace step (mount,
+// tmpfs, binds, lo), against a plain boot, in alternated pairs.
+func TestUserspaceBootCost(t *testing.T) {
+	testenv.OptIn(t, "KLAB_USERSPACE_COST", "boot cost of a userspace (boots 6 guests)")
+	testenv.E2E(t)
+	ctx := testContext(t, 30*time.Minute)
+	cache := paths.CacheDir()
+	img, err := userspace.Build(ctx, userspace.Spec{}, userspace.Options{Debian: debian.Options{CacheDir: cache}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &lab.Options{CacheDir: cache, RunsDir: t.TempDir()}
+	k, err := o.ResolveKernel(ctx, "debian:7.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain, with, mount []time.Duration
+	for round := 0; round < 3; round++ {
+		res, err := o.Boot(ctx, lab.BootRequest{Kernel: k.Name, Resolved: k, Argv: []string{"true"}})
+		if err != nil {
+			t.Fatalf("plain boot: %v", err)
+		}
+		plain = append(plain, res.BootToAgent)
+		res, out, err := bootUserspace(ctx, t, o, k, img, "true")
+		if err != nil {
+			t.Fatalf("userspace boot: %v\n%s", err, out)
+		}
+		with = append(with, res.BootToAgent)
+		mount = append(mount, time.Duration(res.Steps[0].Done.DurationNs))
+		t.Logf("round %d: boot to agent %v plain, %v with the disk; userspace step %v", round+1,
+			plain[round].Round(time.Millisecond), with[round].Round(time.Millisecond), mount[round].Round(time.Millisecond))
+	}
+	median := func(d []time.Duration) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[len(s)/2].Round(time.Millisecond)
+	}
+	t.Logf("medians: boot to agent %v plain, %v with the disk; userspace step %v", median(plain), median(with), median(mount))
+}

@@ -19,8 +19,8 @@ import (
 // build downloads and unpacks d.Packages into a tree under tmp, makes it
 // a userspace and packs it into out: the image and its descriptor.
 func build(ctx context.Context, env *apt.Env, tmp, out string, d Descriptor, o *Options) error {
-	debs, ctrl, tree := filepath.Join(tmp, "debs"), filepath.Join(tmp, "control"), filepath.Join(tmp, "tree")
-	for _, dir := range []string{debs, ctrl, tree} {
+	debs, tree := filepath.Join(tmp, "debs"), filepath.Join(tmp, "tree")
+	for _, dir := range []string{debs, tree} {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return fmt.Errorf("userspace: %w", err)
 		}
@@ -33,16 +33,18 @@ func build(ctx context.Context, env *apt.Env, tmp, out string, d Descriptor, o *
 	o.logf("downloaded %d packages in %.1fs; unpacking...", len(files), time.Since(start).Seconds())
 	t := time.Now()
 	var postinsts []string
-	for i, f := range files {
-		if _, err := proc.Run(ctx, proc.Opts{Timeout: 5 * time.Minute}, "dpkg-deb", "-x", f, tree); err != nil {
+	control := filepath.Join(tree, "DEBIAN")
+	for _, f := range files {
+		// -R unpacks the files and, into DEBIAN/, the control files; a
+		// postinst is kept for its update-alternatives calls.
+		if _, err := proc.Run(ctx, proc.Opts{Timeout: 5 * time.Minute}, "dpkg-deb", "-R", f, tree); err != nil {
 			return fmt.Errorf("unpacking %s: %w", filepath.Base(f), err)
 		}
-		c := filepath.Join(ctrl, d.Packages[i].Name)
-		if _, err := proc.Run(ctx, proc.Opts{Timeout: 5 * time.Minute}, "dpkg-deb", "-e", f, c); err != nil {
-			return fmt.Errorf("unpacking the control files of %s: %w", filepath.Base(f), err)
-		}
-		if data, err := os.ReadFile(filepath.Join(c, "postinst")); err == nil {
+		if data, err := os.ReadFile(filepath.Join(control, "postinst")); err == nil {
 			postinsts = append(postinsts, string(data))
+		}
+		if err := os.RemoveAll(control); err != nil {
+			return fmt.Errorf("userspace: %w", err)
 		}
 	}
 	o.logf("unpacked in %.1fs", time.Since(t).Seconds())
