@@ -1,10 +1,10 @@
 // Package cache lists and collects everything klab keeps in its cache
 // directory: Debian kernels and kernel sources, kernels built from source
 // and their work trees, the private apt directories, initramfs parts (u-root
-// bases, agents, assembled images), libfuse builds, crash logs and the
-// temporary leftovers of interrupted work. It knows the cache's layout and
-// its locks; what each entry holds is up to package images and its
-// subpackages.
+// bases, agents, assembled images), libfuse builds, guest userspace
+// images, crash logs and the temporary leftovers of interrupted work. It
+// knows the cache's layout and its locks; what each entry holds is up to
+// package images and its subpackages.
 package cache
 
 import (
@@ -51,6 +51,8 @@ const (
 	Libfuse Kind = "libfuse"
 	// LibfuseHP is a passthrough_hp build: libfuse-hp/fuse3_<version>/.
 	LibfuseHP Kind = "libfuse-hp"
+	// Userspace is a guest userspace image: userspace/<suite>-<hash>/.
+	Userspace Kind = "userspace"
 	// CrashLog is the stack of a klab that failed: crash-*.log.
 	CrashLog Kind = "crash-log"
 	// Temporary is a leftover of interrupted work: .tmp-*, .base-*,
@@ -64,7 +66,7 @@ const (
 )
 
 // kinds are all kinds, in report order.
-var kinds = []Kind{DebianKernel, BuiltKernel, WorkTree, Source, Apt, InitramfsBase, Agent, Initramfs, Libfuse, LibfuseHP, CrashLog, Temporary, Index, Other}
+var kinds = []Kind{DebianKernel, BuiltKernel, WorkTree, Source, Apt, InitramfsBase, Agent, Initramfs, Libfuse, LibfuseHP, Userspace, CrashLog, Temporary, Index, Other}
 
 // Entry is one thing in the cache.
 type Entry struct {
@@ -278,6 +280,8 @@ func (s *scanner) scanRoot() {
 			s.scanKeyed(p, Libfuse)
 		case name == "libfuse-hp" && isDir(fi):
 			s.scanKeyed(p, LibfuseHP)
+		case name == "userspace" && isDir(fi):
+			s.scanKeyed(p, Userspace)
 		case strings.HasPrefix(name, "crash-") && strings.HasSuffix(name, ".log") && fi.Mode().IsRegular():
 			s.add(CrashLog, p, fi, Entry{})
 		case name == "accel-verdict.json" || name == ".lock":

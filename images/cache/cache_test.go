@@ -125,6 +125,8 @@ func newFakeCache(t *testing.T) *fakeCache {
 	f.file(t, "libfuse-hp/fuse3_3.18.3-1/passthrough_hp", 8, 4*day)
 	f.age(t, "libfuse-hp/fuse3_3.18.3-1", 4*day)
 	os.WriteFile(f.p("libfuse-hp/aliases.json"), []byte(`{"sid": "fuse3_3.18.3-1"}`), 0o644)
+	f.file(t, "userspace/trixie-0123456789abcdef/rootfs.ext4", 64, 3*day)
+	f.age(t, "userspace/trixie-0123456789abcdef", 3*day)
 	// Initramfs parts. The newest base and agent were made now (their
 	// birth time); klab-new was used after that, klab-old before.
 	f.file(t, "initramfs/base-old.cpio", 24, 2*day)
@@ -173,6 +175,7 @@ func TestList(t *testing.T) {
 		"apt":                               Apt,
 		"libfuse/0123abcd":                  Libfuse,
 		"libfuse-hp/fuse3_3.18.3-1":         LibfuseHP,
+		"userspace/trixie-0123456789abcdef": Userspace,
 		"initramfs/base-new.cpio":           InitramfsBase,
 		"initramfs/klab-old.cpio":           Initramfs,
 		"initramfs/.klab-1234.cpio":         Temporary,
