@@ -21,9 +21,9 @@ func newCacheCommand(g *globalOptions) *cobra.Command {
 		Long: `klab's cache (--cache-dir, default ~/.cache/klab) holds Debian kernels and
 kernel sources, kernels built from source and their work trees, the private
 apt directories, initramfs parts (u-root bases, agents, assembled images),
-libfuse builds and crash logs. klab cache list shows all of it with sizes;
-klab cache gc removes what is stale and, with --max-size, the least recently
-used entries until the cache fits.`,
+libfuse builds, guest userspace images and crash logs. klab cache list shows
+all of it with sizes; klab cache gc removes what is stale and, with
+--max-size, the least recently used entries until the cache fits.`,
 		Example: `  klab cache list
   klab cache list --json | jq '.kinds'
   klab cache gc --dry-run
