@@ -85,7 +85,7 @@ descriptor (the package list and versions that manifests record).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.suite, "suite", userspace.DefaultSuite, "Debian suite the packages come from: "+strings.Join(debian.Suites(), ", "))
+	f.StringVar(&o.suite, "suite", userspace.DefaultSuite, "Debian suite the packages come from: "+strings.Join(userspace.Suites(), ", "))
 	f.StringSliceVar(&o.packages, "packages", nil, "packages to install instead of the default list (comma-separated)")
 	f.StringSliceVar(&o.add, "add-packages", nil, "packages to install besides the list (comma-separated)")
 	f.BoolVar(&o.refresh, "refresh", false, "resolve the packages again instead of using the cached image")

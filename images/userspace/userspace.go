@@ -53,10 +53,23 @@ func DefaultPackages() []string {
 	}
 }
 
+// Suites are the suites a userspace can come from: those of klab's apt
+// environment (debian.Suites) but backports, whose packages apt only
+// prefers when a package has a backport, which would mix suites.
+func Suites() []string {
+	var out []string
+	for _, s := range debian.Suites() {
+		if !strings.HasSuffix(s, "-backports") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Spec says what goes into a userspace.
 type Spec struct {
-	// Suite is the Debian suite the packages come from, one of
-	// debian.Suites(); empty means DefaultSuite.
+	// Suite is the Debian suite the packages come from, one of Suites();
+	// empty means DefaultSuite.
 	Suite string `json:"suite"`
 	// Packages are binary package names; empty means DefaultPackages.
 	// What they depend on (Depends, Pre-Depends) comes along.
@@ -150,8 +163,8 @@ func (s Spec) Normalize() (Spec, error) {
 		s.Suite = DefaultSuite
 	}
 	var errs []string
-	if !slices.Contains(debian.Suites(), s.Suite) {
-		errs = append(errs, fmt.Sprintf("suite %q is not one klab keeps lists of, want one of %s", s.Suite, strings.Join(debian.Suites(), ", ")))
+	if !slices.Contains(Suites(), s.Suite) {
+		errs = append(errs, fmt.Sprintf("suite %q is not one a userspace can come from, want one of %s", s.Suite, strings.Join(Suites(), ", ")))
 	}
 	pkgs := s.Packages
 	if len(pkgs) == 0 {

@@ -26,6 +26,9 @@ func TestNormalize(t *testing.T) {
 	if want := []string{"bash", "libc6", "xfsprogs"}; !reflect.DeepEqual(s.Packages, want) {
 		t.Errorf("packages %v, want %v", s.Packages, want)
 	}
+	if _, err := (Spec{Suite: "trixie-backports"}).Normalize(); err == nil {
+		t.Error("a backports suite accepted")
+	}
 	_, err = Spec{Suite: "woody", Packages: []string{"Bash", "ok", "a;b"}}.Normalize()
 	if err == nil {
 		t.Fatal("bad spec accepted")
