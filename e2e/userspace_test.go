@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -63,7 +65,8 @@ func bootUserspace(ctx context.Context, t *testing.T, o *lab.Options, k *results
 
 // TestUserspaceInGuest builds the default userspace (what fstests needs)
 // and runs commands chrooted into it on debian:7.3, whose virtio-blk is a
-// module.
+// module, or on the kernel KLAB_USERSPACE_KERNEL names (a lab build, for
+// instance, which has it built in).
 func TestUserspaceInGuest(t *testing.T) {
 	testenv.E2E(t)
 	testenv.RequiresCommand(t, "mke2fs")
@@ -83,7 +86,7 @@ func TestUserspaceInGuest(t *testing.T) {
 		t.Errorf("the descriptor lacks xfsprogs: %+v", d.Packages)
 	}
 	o := &lab.Options{CacheDir: cache, RunsDir: t.TempDir(), Progress: &logWriter{t: t, prefix: "klab| "}}
-	k, err := o.ResolveKernel(ctx, "debian:7.3")
+	k, err := o.ResolveKernel(ctx, cmp.Or(os.Getenv("KLAB_USERSPACE_KERNEL"), "debian:7.3"))
 	if err != nil {
 		t.Fatal(err)
 	}
