@@ -31,6 +31,13 @@ func build(ctx context.Context, env *apt.Env, tmp, out string, d Descriptor, o *
 		return err
 	}
 	o.logf("downloaded %d packages in %.1fs; unpacking...", len(files), time.Since(start).Seconds())
+	return assemble(ctx, files, tree, out, d, o)
+}
+
+// assemble unpacks the .deb files into tree, an empty directory, makes it
+// a userspace and packs it into out: the image and d, completed, as its
+// descriptor.
+func assemble(ctx context.Context, files []string, tree, out string, d Descriptor, o *Options) error {
 	t := time.Now()
 	var postinsts []string
 	control := filepath.Join(tree, "DEBIAN")
