@@ -25,6 +25,7 @@ import (
 const userspaceCheck = `echo "bash=$BASH_VERSION"; xfs_io -V; id fsgqa; su fsgqa2 -c id
 perl -e 'print "perl=ok\n"'; awk 'BEGIN { print "awk=ok" }'
 touch /tmp/t && echo tmp=rw; touch /ro 2>/dev/null || echo root=ro
+touch /var/lib/t && test -d /var/lib/xfsprogs && echo varlib=rw
 echo "lo=$(( $(cat /sys/class/net/lo/flags) & 1 ))"`
 
 // bootUserspace boots kernel with img attached and runs script in it.
@@ -104,7 +105,7 @@ func TestUserspaceInGuest(t *testing.T) {
 		res.BootToAgent.Round(time.Millisecond), time.Duration(res.Steps[0].Done.DurationNs).Round(time.Millisecond),
 		time.Duration(res.Steps[1].Done.DurationNs).Round(time.Millisecond))
 	for _, want := range []string{"bash=5.", "xfs_io version ", "uid=1000(fsgqa) gid=1000(fsgqa)", "uid=1001(fsgqa2)",
-		"perl=ok", "awk=ok", "tmp=rw", "root=ro", "lo=1"} {
+		"perl=ok", "awk=ok", "tmp=rw", "root=ro", "varlib=rw", "lo=1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the output lacks %q:\n%s", want, out)
 		}

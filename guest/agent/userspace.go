@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,13 +50,8 @@ func runUserspace(_ context.Context, a *Agent, s *proto.Step) proto.Done {
 		if !filepath.IsAbs(w) || filepath.Clean(w) != w || w == "/" {
 			return fail("writable directory %q: want a clean absolute path inside the root", w)
 		}
-		target := filepath.Join(u.Root, w)
-		mode := "0755"
-		if w == "/tmp" || w == "/var/tmp" {
-			mode = "1777"
-		}
-		if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode="+mode); err != nil {
-			return fail("tmpfs on %s: %v (the image must have the directory)", w, err)
+		if err := writableDir(u.Root, w); err != nil {
+			return fail("writable %s: %v", w, err)
 		}
 	}
 	for _, d := range []string{"/proc", "/sys", "/dev"} {
@@ -67,6 +63,90 @@ func runUserspace(_ context.Context, a *Agent, s *proto.Step) proto.Done {
 		a.Logf("userspace: lo stays down: %v", err)
 	}
 	return proto.Done{}
+}
+
+// writableDir puts a tmpfs on the root's directory w that starts with
+// what the image has there: the tmpfs is mounted aside, the directory's
+// content copied into it, and the tmpfs moved over the directory.
+func writableDir(root, w string) error {
+	target := filepath.Join(root, w)
+	fi, err := os.Lstat(target)
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("the image has no directory %s", w)
+	}
+	aside, err := os.MkdirTemp("", "klab-rw-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(aside)
+	mode := fmt.Sprintf("mode=%04o", uint32(fi.Mode().Perm())|stickyBit(fi.Mode()))
+	if err := unix.Mount("tmpfs", aside, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, mode); err != nil {
+		return fmt.Errorf("tmpfs: %w", err)
+	}
+	if err := copyTree(target, aside); err != nil {
+		_ = unix.Unmount(aside, unix.MNT_DETACH)
+		return fmt.Errorf("copy the image's %s: %w", w, err)
+	}
+	if err := unix.Mount(aside, target, "", unix.MS_MOVE, ""); err != nil {
+		_ = unix.Unmount(aside, unix.MNT_DETACH)
+		return fmt.Errorf("move the tmpfs over it: %w", err)
+	}
+	return nil
+}
+
+// stickyBit is the mode bit 01000 when m has it.
+func stickyBit(m os.FileMode) uint32 {
+	if m&os.ModeSticky != 0 {
+		return 0o1000
+	}
+	return 0
+}
+
+// copyTree copies the content of directory src into dst, an existing
+// directory: subdirectories, regular files and links, with their modes
+// and owners.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, de os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		fi, err := de.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.IsDir():
+			err = os.Mkdir(to, fi.Mode().Perm())
+		case fi.Mode()&os.ModeSymlink != 0:
+			var target string
+			if target, err = os.Readlink(p); err == nil {
+				err = os.Symlink(target, to)
+			}
+		case fi.Mode().IsRegular():
+			var data []byte
+			if data, err = os.ReadFile(p); err == nil {
+				err = os.WriteFile(to, data, fi.Mode().Perm())
+			}
+		default:
+			return nil // no devices, sockets or pipes
+		}
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			_ = os.Lchown(to, int(st.Uid), int(st.Gid))
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return nil
+		}
+		// After the owner, which clears set-id bits; whole, past umask.
+		return os.Chmod(to, fi.Mode()&(os.ModePerm|os.ModeSticky|os.ModeSetuid|os.ModeSetgid))
+	})
 }
 
 // checkGuestDir refuses a guest path that is not a clean absolute path,

@@ -102,3 +102,43 @@ func TestExecRoot(t *testing.T) {
 		t.Errorf("a missing directory: %+v", d)
 	}
 }
+
+// TestCopyTree copies what a writable directory of the image holds into
+// its tmpfs: directories, files and links, with modes and owners.
+func TestCopyTree(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(src, "lib/xfsprogs"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(src, "spool"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(src, "spool"), 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "lib/state"), []byte("s"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(src, "lib/state"), 0o666); err != nil { // past any umask
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/run/lock", filepath.Join(src, "lock")); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyTree(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{
+		"lib": os.ModeDir | 0o750, "lib/xfsprogs": os.ModeDir | 0o750, "spool": os.ModeDir | os.ModeSticky | 0o777, "lib/state": 0o666,
+	} {
+		if fi, err := os.Lstat(filepath.Join(dst, p)); err != nil || fi.Mode() != want {
+			t.Errorf("%s: %v (%v), want %v", p, fi.Mode(), err, want)
+		}
+	}
+	if got, err := os.Readlink(filepath.Join(dst, "lock")); err != nil || got != "/run/lock" {
+		t.Errorf("link: %q %v", got, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dst, "lib/state")); err != nil || string(got) != "s" {
+		t.Errorf("file: %q %v", got, err)
+	}
+}

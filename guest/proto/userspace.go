@@ -14,6 +14,7 @@ type UserspaceStep struct {
 	// /proc, /sys and /dev.
 	Root string `json:"root"`
 	// Writable are absolute paths inside the root (directories the image
-	// has) that each get an empty tmpfs: /tmp, /var/tmp, /run, ...
+	// has) that each get a tmpfs, filled with a copy of what the image
+	// holds there: /tmp, /var/tmp, /run, ...
 	Writable []string `json:"writable,omitempty"`
 }
