@@ -43,7 +43,9 @@ func bootUserspace(ctx context.Context, t *testing.T, o *lab.Options, k *results
 		Console:  &logWriter{t: t, prefix: "console| "},
 		QEMUArgs: att.QEMUArgs,
 		Modules:  att.Modules,
-		Steps:    []proto.Step{att.Step, userspace.Exec([]string{"bash", "-c", script}, "", 120000)},
+		Steps:    []proto.Step{att.Step},
+		Argv:     []string{"bash", "-c", script},
+		Root:     userspace.GuestRoot,
 		OnMessage: func(m *proto.Message) {
 			mu.Lock()
 			defer mu.Unlock()

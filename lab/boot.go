@@ -84,6 +84,10 @@ type BootRequest struct {
 	RunKind string
 	// Dir is the guest command's working directory; empty means /.
 	Dir string
+	// Root, when set, runs Argv chrooted into this guest directory (a
+	// userspace that one of Steps mounted; see images/userspace), with
+	// Dir inside it.
+	Root string
 	// Stdin, when set, is the guest command's (Argv's) standard input;
 	// nil gives it /dev/null.
 	Stdin io.Reader
@@ -166,7 +170,7 @@ func (o *Options) Boot(ctx context.Context, req BootRequest) (*BootResult, error
 	}
 	steps = append(steps, req.Steps...)
 	if len(req.Argv) > 0 {
-		steps = append(steps, proto.Step{Kind: proto.StepExec, Argv: req.Argv, TimeoutMs: g.StepTimeout().Milliseconds(), Stdin: req.Stdin != nil, Dir: req.Dir})
+		steps = append(steps, proto.Step{Kind: proto.StepExec, Argv: req.Argv, TimeoutMs: g.StepTimeout().Milliseconds(), Stdin: req.Stdin != nil, Dir: req.Dir, Root: req.Root})
 	}
 	_, runErr := g.Run(ctx, steps)
 	res, err := g.Close()
