@@ -225,6 +225,11 @@ func Build(ctx context.Context, spec Spec, o Options) (*Image, error) {
 	c := keyed.Cache[*Image]{Dir: dir, What: "userspace cache", Aliased: true, Load: loadEntry, Logf: o.logf}
 	img, hit, err := c.Get(ctx, s.Key(), o.Debian.Refresh,
 		func(ctx context.Context) (keyed.Plan, error) {
+			if os.Geteuid() != 0 {
+				// dpkg-deb gives the files to whoever unpacks them, and
+				// mke2fs -d keeps those owners.
+				return keyed.Plan{}, fmt.Errorf("building a userspace needs root, so that its files belong to root as the packages say (a cached one does not)")
+			}
 			env, err := o.Debian.AptEnv(ctx)
 			if err != nil {
 				return keyed.Plan{}, err
