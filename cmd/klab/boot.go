@@ -75,6 +75,9 @@ type bootOptions struct {
 	// maxOutputSet is set when --max-output was given: it then caps
 	// console.log too.
 	maxOutputSet bool
+	// userspace names the userspace the command runs chrooted into
+	// (--userspace): defaultUserspace or an image id.
+	userspace string
 
 	// argv is the guest command, given after "--".
 	argv []string
@@ -134,6 +137,7 @@ started in the guest; 1 when another step failed.`,
   echo hi | klab boot --kernel debian:7.3 -- cat
   klab boot --kernel debian:7.3 --json --run-id ci-42 -- true
   klab boot --kernel debian:7.3 --console -- true
+  klab boot --kernel debian:7.3 --userspace -- bash -c 'xfs_io -V; id fsgqa'
   klab boot --kernel ./arch/x86/boot/bzImage -- cat /proc/version
   klab boot --kernel debian:7.3 --sysctl fs.fuse.default_request_timeout=30 -- cat /proc/sys/fs/fuse/default_request_timeout
   klab boot --kernel debian:7.3 --icount shift=0,sleep=off --file ./mybench -- ./mybench`,
@@ -186,6 +190,8 @@ started in the guest; 1 when another step failed.`,
 	f.StringVar(&o.runID, "run-id", "", "name of the run directory under --runs-dir (default: a generated one); it must not exist")
 	f.Var(newMiBValue(1024, &o.maxOutput), "max-output", "how much of the command's stdout and of its stderr the run keeps (stdout.log, stderr.log; the output still streams whole); given, it caps console.log too (else 64MiB)")
 	f.StringVar(&o.runDir, "run-dir", "", "the run directory itself (must not exist): sets --runs-dir and --run-id")
+	f.StringVar(&o.userspace, "userspace", "", "run the command chrooted into a Debian userspace on a read-only disk: --userspace alone for the default one (what fstests needs; built when missing), --userspace=ID for one klab userspace build made")
+	f.Lookup("userspace").NoOptDefVal = defaultUserspace
 	return cmd
 }
 
@@ -207,6 +213,9 @@ func (o *bootOptions) check() error {
 	}
 	if o.runDir != "" && o.runID != "" {
 		errs = append(errs, errors.New("give --run-dir or --run-id, not both"))
+	}
+	if o.userspace != "" && len(o.files)+len(o.dirs)+len(o.shares) > 0 {
+		errs = append(errs, errors.New("--userspace runs the command chrooted into the userspace, which --file, --dir and --share do not reach"))
 	}
 	if !o.build && len(o.config) > 0 {
 		errs = append(errs, errors.New("--config goes with --build (the config klab builds the tree with)"))
@@ -300,6 +309,11 @@ func runBoot(ctx context.Context, g *globalOptions, o *bootOptions) error {
 			return err
 		}
 		req.Kernel, req.Resolved = k.Name, k
+	}
+	if o.userspace != "" {
+		if err := o.attachUserspace(ctx, g, &lo, &req); err != nil {
+			return err
+		}
 	}
 	res, err := lo.Boot(ctx, req)
 	if o.asJSON && res != nil {

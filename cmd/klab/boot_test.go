@@ -71,6 +71,8 @@ func TestBootFlagErrors(t *testing.T) {
 		{append(k, "--dir", file), []string{"--dir ", "is not a directory"}},
 		{append(k, "--file", file+":/init"), []string{"klab's own in the guest"}},
 		{append(k, "true"), []string{"the guest command goes after --"}},
+		{append(k, "--userspace", "--file", file), []string{"--userspace runs the command chrooted", "--file, --dir and --share"}},
+		{append(k, "--userspace", "trixie-0123456789abcdef"), []string{"the guest command goes after --"}},
 		// Every conflict at once, not one per try.
 		{[]string{"--accel", "hvf", "--config", "lab"}, []string{"--kernel is required", "--accel", "--config goes with --build"}},
 	} {
@@ -224,5 +226,34 @@ func TestInWorkDir(t *testing.T) {
 		if got := inWorkDir(files); got != c.want {
 			t.Errorf("inWorkDir(%v) = %v, want %v", c.dests, got, c.want)
 		}
+	}
+}
+
+// TestBootUserspaceFlag: --userspace alone names the default userspace,
+// --userspace=ID a cached one, which must be in the cache.
+func TestBootUserspaceFlag(t *testing.T) {
+	g := &globalOptions{cacheDir: t.TempDir(), runsDir: t.TempDir()}
+	for args, want := range map[string]string{
+		"--userspace":                         defaultUserspace,
+		"--userspace=trixie-0123456789abcdef": "trixie-0123456789abcdef",
+		"--memory=1G":                         "",
+	} {
+		var got string
+		cmd := newBootCommand(g, func(_ context.Context, o *bootOptions) error {
+			got = o.userspace
+			return nil
+		})
+		cmd.SetArgs([]string{"--kernel", "debian:7.3", args, "--", "true"})
+		cmd.SilenceErrors, cmd.SilenceUsage = true, true
+		if err := cmd.ExecuteContext(context.Background()); err != nil || got != want {
+			t.Errorf("klab boot %s: userspace %q (%v), want %q", args, got, err, want)
+		}
+	}
+	o := &bootOptions{userspace: "trixie-0123456789abcdef"}
+	req := lab.BootRequest{Kernel: "debian:7.3"}
+	err := o.attachUserspace(context.Background(), g, &lab.Options{CacheDir: g.cacheDir}, &req)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitBadInput || !strings.Contains(err.Error(), "klab userspace build") {
+		t.Errorf("an image not in the cache: %v", err)
 	}
 }

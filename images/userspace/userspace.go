@@ -257,6 +257,20 @@ func Build(ctx context.Context, spec Spec, o Options) (*Image, error) {
 	return img, nil
 }
 
+// Load returns the cached userspace whose descriptor ID is id (as
+// `klab userspace build` prints it), without building anything.
+func Load(cacheDir, id string) (*Image, error) {
+	if id == "" || strings.ContainsAny(id, `/\`) || strings.HasPrefix(id, ".") {
+		return nil, fmt.Errorf("userspace %q: not an image id such as trixie-0123456789abcdef", id)
+	}
+	img, err := loadEntry(filepath.Join(Dir(cacheDir), id))
+	if err != nil {
+		return nil, fmt.Errorf("userspace %s: not in the cache (klab userspace build makes it): %w", id, err)
+	}
+	img.Cached = true
+	return img, nil
+}
+
 // loadEntry reads a complete cache entry: its descriptor and image.
 func loadEntry(dir string) (*Image, error) {
 	d, err := ReadDescriptor(filepath.Join(dir, descriptorFile))

@@ -314,6 +314,22 @@ func TestLoadEntry(t *testing.T) {
 	if img.Path != filepath.Join(dir, imageFile) || !reflect.DeepEqual(img.Descriptor.Packages, d.Packages) {
 		t.Errorf("loaded %+v", img)
 	}
+	cache := t.TempDir()
+	if err := os.MkdirAll(Dir(cache), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir, filepath.Join(Dir(cache), d.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if img, err := Load(cache, d.ID); err != nil || !img.Cached || img.Descriptor.ID != d.ID {
+		t.Errorf("Load: %+v %v", img, err)
+	}
+	for _, bad := range []string{"", "../x", ".tmp-1", "trixie-ffffffffffffffff"} {
+		if _, err := Load(cache, bad); err == nil {
+			t.Errorf("Load(%q) worked", bad)
+		}
+	}
+	dir = filepath.Join(Dir(cache), d.ID)
 	if err := os.Truncate(filepath.Join(dir, imageFile), 100); err != nil {
 		t.Fatal(err)
 	}
