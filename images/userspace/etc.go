@@ -3,7 +3,7 @@ package userspace
 import (
 	"fmt"
 	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strings"
 )
@@ -122,7 +122,7 @@ func writeEtc(tree string) error {
 		}
 	}
 	for p, data := range baseEtc {
-		if strings.HasPrefix(p, "/etc/pam.d/") && !exists(tree, "/etc/pam.d") {
+		if strings.HasPrefix(p, "/etc/pam.d/") && resolveInTree(tree, "/etc/pam.d") == "" {
 			continue
 		}
 		if exists(tree, p) {
@@ -136,25 +136,33 @@ func writeEtc(tree string) error {
 		if !a.testUser {
 			continue
 		}
-		h := inTree(tree, a.home)
-		if err := os.MkdirAll(h, 0o755); err != nil {
+		h := treeFile(tree, a.home)
+		if h == "" {
+			return fmt.Errorf("no directory for %s in the tree", a.home)
+		}
+		if err := os.Mkdir(h, 0o755); err != nil && !os.IsExist(err) {
 			return err
 		}
 		if err := os.Lchown(h, a.uid, a.uid); err != nil && os.Geteuid() == 0 {
 			return err
 		}
 	}
-	if !exists(tree, "/etc/mtab") {
-		return os.Symlink("../proc/self/mounts", inTree(tree, "/etc/mtab"))
+	if mtab := treeFile(tree, "/etc/mtab"); mtab != "" && !exists(tree, "/etc/mtab") {
+		return os.Symlink("../proc/self/mounts", mtab)
 	}
 	return nil
 }
 
 // writeTreeFile replaces the tree's file p with data.
 func writeTreeFile(tree, p, data string, mode os.FileMode) error {
-	host := inTree(tree, p)
-	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
-		return err
+	host := treeFile(tree, p)
+	if host == "" {
+		if err := os.MkdirAll(inTree(tree, path.Dir(p)), 0o755); err != nil {
+			return err
+		}
+		if host = treeFile(tree, p); host == "" {
+			return fmt.Errorf("no directory for %s in the tree", p)
+		}
 	}
 	_ = os.Remove(host)
 	if err := os.WriteFile(host, []byte(data), mode); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -169,20 +170,31 @@ func exists(tree, p string) bool {
 }
 
 // linkIfMissing makes the tree's link point to target (both absolute
-// paths in the tree), unless link exists or target does not. Links into
-// the tree's /usr/bin go through the merged /bin as Debian's do.
+// paths in the tree), unless link exists, its directory does not, or
+// target does not.
 func linkIfMissing(tree, link, target string) error {
-	if !strings.HasPrefix(link, "/") || !strings.HasPrefix(target, "/") {
+	if !strings.HasPrefix(link, "/") || !strings.HasPrefix(target, "/") || resolveInTree(tree, target) == "" {
 		return nil
 	}
-	if resolveInTree(tree, link) != "" || resolveInTree(tree, target) == "" {
+	host := treeFile(tree, link)
+	if host == "" {
 		return nil
 	}
-	host := inTree(tree, link)
-	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
-		return err
+	if _, err := os.Lstat(host); err == nil {
+		return nil
 	}
 	return os.Symlink(target, host)
+}
+
+// treeFile is the host path of the tree's file p, its directory resolved
+// inside the tree (so that a link on the way, even an absolute one, never
+// leads out of it), or "" when that directory does not exist.
+func treeFile(tree, p string) string {
+	dir := resolveInTree(tree, path.Dir(p))
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, path.Base(p))
 }
 
 // resolveInTree returns the host path that the tree's absolute path p

@@ -337,3 +337,24 @@ func TestLoadEntry(t *testing.T) {
 		t.Error("a cut image loads")
 	}
 }
+
+// TestSetupStaysInTree: links in the tree, absolute ones included, are
+// the tree's: setup never writes through them to the host.
+func TestSetupStaysInTree(t *testing.T) {
+	tree, outside := makeTree(t), t.TempDir()
+	if err := os.RemoveAll(filepath.Join(tree, "etc/pam.d")); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"etc/pam.d": outside, "usr/bin/awk": outside + "/awk"} {
+		if err := os.Symlink(target, filepath.Join(tree, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := setup(tree, []string{"update-alternatives --install " + outside + "/nawk nawk /usr/bin/gawk 10\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if des, _ := os.ReadDir(outside); len(des) != 0 {
+		t.Errorf("setup wrote outside the tree: %v", des)
+	}
+}
