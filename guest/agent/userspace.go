@@ -55,6 +55,9 @@ func runUserspace(_ context.Context, a *Agent, s *proto.Step) proto.Done {
 		}
 	}
 	for _, d := range []string{"/proc", "/sys", "/dev"} {
+		if err := plainDir(u.Root, d); err != nil {
+			return fail("bind %s into the root: %v", d, err)
+		}
 		if err := unix.Mount(d, filepath.Join(u.Root, d), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fail("bind %s into the root: %v", d, err)
 		}
@@ -69,10 +72,13 @@ func runUserspace(_ context.Context, a *Agent, s *proto.Step) proto.Done {
 // what the image has there: the tmpfs is mounted aside, the directory's
 // content copied into it, and the tmpfs moved over the directory.
 func writableDir(root, w string) error {
+	if err := plainDir(root, w); err != nil {
+		return err
+	}
 	target := filepath.Join(root, w)
 	fi, err := os.Lstat(target)
-	if err != nil || !fi.IsDir() {
-		return fmt.Errorf("the image has no directory %s", w)
+	if err != nil {
+		return err
 	}
 	aside, err := os.MkdirTemp("", "klab-rw-")
 	if err != nil {
@@ -92,6 +98,23 @@ func writableDir(root, w string) error {
 		return fmt.Errorf("move the tmpfs over it: %w", err)
 	}
 	return nil
+}
+
+// plainDir checks that the root has the directory p with no link on the
+// way, so that what the agent mounts there stays inside the root.
+func plainDir(root, p string) error {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(rfd)
+	fd, err := unix.Openat2(rfd, strings.TrimLeft(p, "/"), &unix.OpenHow{
+		Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err != nil {
+		return fmt.Errorf("the image has no plain directory %s: %w", p, err)
+	}
+	return unix.Close(fd)
 }
 
 // stickyBit is the mode bit 01000 when m has it.

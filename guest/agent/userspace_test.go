@@ -76,6 +76,14 @@ func TestLookPathIn(t *testing.T) {
 			t.Errorf("%s found", missing)
 		}
 	}
+	if err := plainDir(root, "/etc/alternatives"); err != nil {
+		t.Errorf("a plain directory: %v", err)
+	}
+	for _, bad := range []string{"/bin", "/usr/bin/gawk", "/nosuch", "/../etc"} {
+		if err := plainDir(root, bad); err == nil {
+			t.Errorf("%s is a plain directory", bad)
+		}
+	}
 	for _, dir := range []string{"/", "/bin/../../etc/alternatives"} {
 		if m, err := inRoot(root, dir); err != nil || m&0o170000 != 0o040000 {
 			t.Errorf("directory %s in the root: %o %v", dir, m, err)
