@@ -3,7 +3,9 @@ package e2e
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,7 +18,6 @@ import (
 	"klab/internal/paths"
 	"klab/internal/testenv"
 	"klab/lab"
-	"klab/results"
 )
 
 // userspaceCheck runs in the userspace: the shell, perl and xfs_io that
@@ -28,42 +29,44 @@ touch /tmp/t && echo tmp=rw; touch /ro 2>/dev/null || echo root=ro
 touch /var/lib/t && test -d /var/lib/xfsprogs && echo varlib=rw
 echo "lo=$(( $(cat /sys/class/net/lo/flags) & 1 ))"`
 
-// bootUserspace boots kernel with img attached and runs script in it.
-func bootUserspace(ctx context.Context, t *testing.T, o *lab.Options, k *results.Kernel, img *userspace.Image, script string) (*lab.BootResult, string, error) {
+// bootUserspace boots req (its kernel resolved) with img attached and
+// runs script in it.
+func bootUserspace(ctx context.Context, t *testing.T, o *lab.Options, req lab.BootRequest, img *userspace.Image, script string) (*lab.BootResult, string, error) {
 	t.Helper()
-	att, err := userspace.Attach(img, k)
+	att, err := userspace.Attach(img, req.Resolved)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var out strings.Builder
-	res, err := o.Boot(ctx, lab.BootRequest{
-		Kernel:   k.Name,
-		Resolved: k,
-		Console:  &logWriter{t: t, prefix: "console| "},
-		QEMUArgs: att.QEMUArgs,
-		Modules:  att.Modules,
-		Steps:    []proto.Step{att.Step},
-		Argv:     []string{"bash", "-c", script},
-		Root:     userspace.GuestRoot,
-		OnMessage: func(m *proto.Message) {
-			mu.Lock()
-			defer mu.Unlock()
-			switch m.Kind {
-			case proto.KindOutput:
-				out.Write(m.Output.Data)
-			case proto.KindLog:
-				t.Logf("agent| %s", m.Log.Msg)
-			}
-		},
-		Command: []string{"go", "test", "-run", t.Name()},
-	})
+	req.QEMUArgs = append(req.QEMUArgs, att.QEMUArgs...)
+	req.Modules = append(req.Modules, att.Modules...)
+	req.Steps = append([]proto.Step{att.Step}, req.Steps...)
+	req.Argv, req.Root = []string{"bash", "-c", script}, userspace.GuestRoot
+	req.Command = []string{"go", "test", "-run", t.Name()}
+	req.OnMessage = collect(t, &mu, &out)
+	res, err := o.Boot(ctx, req)
 	if res != nil && res.Manifest != nil {
 		t.Logf("qemu: %s", strings.Join(res.Manifest.QEMU.Argv, " "))
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	return res, out.String(), err
+}
+
+// collect is a BootRequest.OnMessage that keeps the output in out and
+// logs the agent's lines.
+func collect(t *testing.T, mu *sync.Mutex, out *strings.Builder) func(*proto.Message) {
+	return func(m *proto.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch m.Kind {
+		case proto.KindOutput:
+			out.Write(m.Output.Data)
+		case proto.KindLog:
+			t.Logf("agent| %s", m.Log.Msg)
+		}
+	}
 }
 
 // TestUserspaceInGuest builds the default userspace (what fstests needs)
@@ -93,7 +96,8 @@ func TestUserspaceInGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, out, err := bootUserspace(ctx, t, o, k, img, userspaceCheck)
+	req := lab.BootRequest{Kernel: k.Name, Resolved: k, Console: &logWriter{t: t, prefix: "console| "}}
+	res, out, err := bootUserspace(ctx, t, o, req, img, userspaceCheck)
 	if err != nil {
 		t.Fatalf("Boot: %v\n%s", err, out)
 	}
@@ -115,9 +119,10 @@ func TestUserspaceInGuest(t *testing.T) {
 }
 
 // TestUserspaceBootCost measures what attaching the default userspace adds
-// to a boot of debian:7.3 (KLAB_USERSPACE_COST=1): boot to agent (the
-// virtio_blk module and the disk's probe) and the userspace step (mount,
-// tmpfs, binds, lo), against a plain boot, in alternated pairs.
+// to a boot of debian:7.3 (KLAB_USERSPACE_COST=1), against a plain boot,
+// in alternated pairs: boot to agent as the host sees it, the agent's own
+// set-up (which loads virtio_blk) from its Hello, and the userspace step
+// (mount, tmpfs, binds, lo).
 func TestUserspaceBootCost(t *testing.T) {
 	testenv.OptIn(t, "KLAB_USERSPACE_COST", "boot cost of a userspace (boots 6 guests)")
 	testenv.E2E(t)
@@ -132,26 +137,51 @@ func TestUserspaceBootCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var plain, with, mount []time.Duration
+	base := lab.BootRequest{Kernel: k.Name, Resolved: k}
+	var plain, with, plainSetup, withSetup, mount []time.Duration
 	for round := 0; round < 3; round++ {
-		res, err := o.Boot(ctx, lab.BootRequest{Kernel: k.Name, Resolved: k, Argv: []string{"true"}})
+		req := base
+		req.Argv = []string{"true"}
+		res, err := o.Boot(ctx, req)
 		if err != nil {
 			t.Fatalf("plain boot: %v", err)
 		}
-		plain = append(plain, res.BootToAgent)
-		res, out, err := bootUserspace(ctx, t, o, k, img, "true")
+		plain, plainSetup = append(plain, res.BootToAgent), append(plainSetup, helloSetup(t, res))
+		res, out, err := bootUserspace(ctx, t, o, base, img, "true")
 		if err != nil {
 			t.Fatalf("userspace boot: %v\n%s", err, out)
 		}
-		with = append(with, res.BootToAgent)
+		with, withSetup = append(with, res.BootToAgent), append(withSetup, helloSetup(t, res))
 		mount = append(mount, time.Duration(res.Steps[0].Done.DurationNs))
-		t.Logf("round %d: boot to agent %v plain, %v with the disk; userspace step %v", round+1,
-			plain[round].Round(time.Millisecond), with[round].Round(time.Millisecond), mount[round].Round(time.Millisecond))
+		t.Logf("round %d: boot to agent %v plain, %v with the disk; agent set-up %v, %v; userspace step %v", round+1,
+			plain[round].Round(time.Millisecond), with[round].Round(time.Millisecond),
+			plainSetup[round].Round(time.Millisecond), withSetup[round].Round(time.Millisecond), mount[round].Round(time.Millisecond))
 	}
 	median := func(d []time.Duration) time.Duration {
 		s := slices.Clone(d)
 		slices.Sort(s)
 		return s[len(s)/2].Round(time.Millisecond)
 	}
-	t.Logf("medians: boot to agent %v plain, %v with the disk; userspace step %v", median(plain), median(with), median(mount))
+	t.Logf("medians: boot to agent %v plain, %v with the disk; agent set-up %v, %v; userspace step %v",
+		median(plain), median(with), median(plainSetup), median(withSetup), median(mount))
+}
+
+// helloSetup is how long the agent's set-up (mounts, module loads) took,
+// from the Hello in the run's events.jsonl.
+func helloSetup(t *testing.T, res *lab.BootResult) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(res.RunDir, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var rec struct {
+			Event lab.Event `json:"event"`
+		}
+		if e := &rec.Event; json.Unmarshal([]byte(line), &rec) == nil && e.Kind == "hello" && e.Hello != nil {
+			return time.Duration(e.Hello.SetupNanos)
+		}
+	}
+	t.Fatalf("no hello in %s", res.RunDir)
+	return 0
 }
