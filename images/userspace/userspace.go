@@ -14,7 +14,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -260,7 +259,7 @@ func Build(ctx context.Context, spec Spec, o Options) (*Image, error) {
 // Load returns the cached userspace whose descriptor ID is id (as
 // `klab userspace build` prints it), without building anything.
 func Load(cacheDir, id string) (*Image, error) {
-	if id == "" || strings.ContainsAny(id, `/\`) || strings.HasPrefix(id, ".") {
+	if !keyed.EntryName(id) {
 		return nil, fmt.Errorf("userspace %q: not an image id such as trixie-0123456789abcdef", id)
 	}
 	img, err := loadEntry(filepath.Join(Dir(cacheDir), id))
@@ -290,13 +289,9 @@ func loadEntry(dir string) (*Image, error) {
 
 // ReadDescriptor reads a userspace.json.
 func ReadDescriptor(path string) (*Descriptor, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
 	var d Descriptor
-	if err := json.Unmarshal(data, &d); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if err := fileio.ReadJSON(path, &d); err != nil {
+		return nil, err
 	}
 	if d.ID == "" || d.Format != Format {
 		return nil, fmt.Errorf("%s: not a userspace descriptor of format %s", path, Format)
