@@ -4,9 +4,9 @@
 // made once, under a lock, after looking again (Locked); an entry goes by
 // being renamed out of the way first (Discard). Cache puts these together
 // for a directory of entries named by keys, directly or through an alias
-// index (kernels/debian, sources/debian, libfuse, libfuse-hp); the store
-// of kernels built from source (package images/buildstore) uses the same
-// steps with a lock of its own.
+// index (kernels/debian, sources/debian, libfuse, libfuse-hp,
+// userspace); the store of kernels built from source (package
+// images/buildstore) uses the same steps with a lock of its own.
 package keyed
 
 import (
