@@ -53,6 +53,9 @@ const (
 	LibfuseHP Kind = "libfuse-hp"
 	// Userspace is a guest userspace image: userspace/<suite>-<hash>/.
 	Userspace Kind = "userspace"
+	// Fstests is an fstests build: fstests/<key>/ (its failed builds'
+	// logs, fstests/logs/, are diagnostics, as crash logs are).
+	Fstests Kind = "fstests"
 	// CrashLog is the stack of a klab that failed: crash-*.log.
 	CrashLog Kind = "crash-log"
 	// Temporary is a leftover of interrupted work: .tmp-*, .base-*,
@@ -66,7 +69,7 @@ const (
 )
 
 // kinds are all kinds, in report order.
-var kinds = []Kind{DebianKernel, BuiltKernel, WorkTree, Source, Apt, InitramfsBase, Agent, Initramfs, Libfuse, LibfuseHP, Userspace, CrashLog, Temporary, Index, Other}
+var kinds = []Kind{DebianKernel, BuiltKernel, WorkTree, Source, Apt, InitramfsBase, Agent, Initramfs, Libfuse, LibfuseHP, Userspace, Fstests, CrashLog, Temporary, Index, Other}
 
 // Entry is one thing in the cache.
 type Entry struct {
@@ -282,6 +285,8 @@ func (s *scanner) scanRoot() {
 			s.scanKeyed(p, LibfuseHP)
 		case name == "userspace" && isDir(fi):
 			s.scanKeyed(p, Userspace)
+		case name == "fstests" && isDir(fi):
+			s.scanKeyed(p, Fstests)
 		case strings.HasPrefix(name, "crash-") && strings.HasSuffix(name, ".log") && fi.Mode().IsRegular():
 			s.add(CrashLog, p, fi, Entry{})
 		case name == "accel-verdict.json" || name == ".lock":
@@ -331,6 +336,8 @@ func (s *scanner) scanKeyed(dir string, kind Kind) {
 	for _, fi := range s.readDir(dir) {
 		name, p := fi.Name(), filepath.Join(dir, fi.Name())
 		switch {
+		case kind == Fstests && name == "logs" && isDir(fi):
+			s.add(CrashLog, p, fi, Entry{})
 		case isDir(fi) && !strings.HasPrefix(name, "."):
 			e := Entry{locks: []string{lock}, Names: names[name], remove: func() error { return keyed.RemoveEntry(dir, name) }}
 			sort.Strings(e.Names)

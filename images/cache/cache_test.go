@@ -127,6 +127,9 @@ func newFakeCache(t *testing.T) *fakeCache {
 	os.WriteFile(f.p("libfuse-hp/aliases.json"), []byte(`{"sid": "fuse3_3.18.3-1"}`), 0o644)
 	f.file(t, "userspace/trixie-0123456789abcdef/rootfs.ext4", 64, 3*day)
 	f.age(t, "userspace/trixie-0123456789abcdef", 3*day)
+	f.file(t, "fstests/0123456789abcdef/tree/check", 8, 2*day)
+	f.age(t, "fstests/0123456789abcdef", 2*day)
+	f.file(t, "fstests/logs/fedcba9876543210.log", 8, 2*day)
 	// Initramfs parts. The newest base and agent were made now (their
 	// birth time); klab-new was used after that, klab-old before.
 	f.file(t, "initramfs/base-old.cpio", 24, 2*day)
@@ -176,6 +179,8 @@ func TestList(t *testing.T) {
 		"libfuse/0123abcd":                  Libfuse,
 		"libfuse-hp/fuse3_3.18.3-1":         LibfuseHP,
 		"userspace/trixie-0123456789abcdef": Userspace,
+		"fstests/0123456789abcdef":          Fstests,
+		"fstests/logs":                      CrashLog,
 		"initramfs/base-new.cpio":           InitramfsBase,
 		"initramfs/klab-old.cpio":           Initramfs,
 		"initramfs/.klab-1234.cpio":         Temporary,
@@ -247,6 +252,7 @@ func TestGCStale(t *testing.T) {
 		"agent/.klab-agent-new.tmp-99",
 		"agent/klab-agent-old",
 		"crash-42.log",
+		"fstests/logs", // the logs of failed fstests builds
 		"initramfs/.klab-1234.cpio",
 		"initramfs/base-old.cpio",
 		"initramfs/klab-old.cpio",

@@ -83,7 +83,7 @@ type GCResult struct {
 // the least recently used entries until the cache fits. Stale are:
 //
 //   - temporary leftovers of interrupted work: under a keyed cache's lock
-//     (kernels/debian, sources/debian, libfuse, libfuse-hp, userspace) as
+//     (kernels/debian, sources/debian, libfuse, libfuse-hp, userspace, fstests) as
 //     soon as no klab holds it, elsewhere an hour after their last change;
 //   - crash logs;
 //   - u-root bases and agents other than the most recently used of each,
