@@ -161,7 +161,9 @@ func cliScaled(d time.Duration, factor float64) time.Duration {
 
 // TestCLIExitStatus checks klab's own exit statuses through the binary: 124
 // for a command killed at its (scaled) --timeout, 127 for a command that
-// cannot start, and the command's own status for `false`.
+// cannot start, and the command's own status for `false`. The timeout's
+// bounds are timings, so that boot runs alone; the other two run beside
+// other tests.
 func TestCLIExitStatus(t *testing.T) {
 	testenv.E2E(t)
 	t.Run("timeout", func(t *testing.T) {
@@ -210,6 +212,7 @@ func TestCLIExitStatus(t *testing.T) {
 		}
 	})
 	t.Run("not-found", func(t *testing.T) {
+		parallelGuest(t)
 		runs := t.TempDir()
 		r := run(t, runs, "boot", "--kernel", "debian:7.3", "--", "/no/such/program")
 		if r.code != lab.ExitNotRun {
@@ -224,6 +227,7 @@ func TestCLIExitStatus(t *testing.T) {
 		}
 	})
 	t.Run("false", func(t *testing.T) {
+		parallelGuest(t)
 		runs := t.TempDir()
 		r := run(t, runs, "boot", "--kernel", "debian:7.3", "--", "false")
 		if r.code != 1 {
@@ -277,9 +281,11 @@ func cliWarning(fn string) []string {
 // through /dev/kmsg: the kernel prints them on its console like any
 // printk (with its own timestamps), and the console is what klab scans.
 // The command itself exits 3, a status klab passes through when the splats
-// do not fail the run.
+// do not fail the run. The first boot (default) runs before the others,
+// which run side by side.
 func TestCLISplatPolicy(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel()
 	const warnA, warnB = "klab_e2e_warn_a", "klab_e2e_warn_b"
 	titleA, titleB := "WARNING in "+warnA, "WARNING in "+warnB
 	var script strings.Builder
@@ -290,22 +296,29 @@ func TestCLISplatPolicy(t *testing.T) {
 		fmt.Fprintf(&script, "k '%s'; ", l)
 	}
 	script.WriteString("exit 3")
-	var initramfs []results.Initramfs
+	// The first boot's initramfs, which every later boot must reuse.
+	var (
+		mu    sync.Mutex
+		first *results.Initramfs
+	)
 	boot := func(t *testing.T, flags ...string) (result, string, *results.Manifest) {
 		t.Helper()
 		runs := t.TempDir()
 		args := append([]string{"boot", "--kernel", "debian:7.3"}, flags...)
 		r := run(t, runs, append(args, "--", "sh", "-c", script.String())...)
 		dir, m := cliManifest(t, runs)
-		initramfs = append(initramfs, m.Initramfs)
-		if len(initramfs) > 1 {
-			if m.Initramfs != initramfs[0] {
-				t.Errorf("initramfs %+v, want the first boot's %+v again", m.Initramfs, initramfs[0])
+		mu.Lock()
+		if first == nil {
+			first = &m.Initramfs
+		} else {
+			if m.Initramfs != *first {
+				t.Errorf("initramfs %+v, want the first boot's %+v again", m.Initramfs, *first)
 			}
 			if strings.Contains(r.stderr, "building ") {
 				t.Errorf("a boot after the first built part of the initramfs again")
 			}
 		}
+		mu.Unlock()
 		// Both reports are saved, whatever the policy.
 		var saved []struct{ Title, Type string }
 		b, err := os.ReadFile(filepath.Join(dir, "splats.json"))
@@ -337,6 +350,7 @@ func TestCLISplatPolicy(t *testing.T) {
 		return r, dir, m
 	}
 	t.Run("default", func(t *testing.T) {
+		holdGuestSlot(t)
 		r, _, m := boot(t, "--sysctl", "fs.fuse.default_request_timeout=30")
 		if got := strings.SplitN(r.stdout, "\n", 2)[0]; got != "30" {
 			t.Errorf("the guest read %q back from fs.fuse.default_request_timeout, want 30", got)
@@ -353,6 +367,7 @@ func TestCLISplatPolicy(t *testing.T) {
 		}
 	})
 	t.Run("allow-one", func(t *testing.T) {
+		parallelGuest(t)
 		r, _, m := boot(t, "--allow-warning", warnA)
 		if r.code != lab.ExitKernel {
 			t.Errorf("exit %d, want %d: the WARNING not allowed still fails the run", r.code, lab.ExitKernel)
@@ -365,6 +380,7 @@ func TestCLISplatPolicy(t *testing.T) {
 		}
 	})
 	t.Run("allow-both", func(t *testing.T) {
+		parallelGuest(t)
 		r, _, m := boot(t, "--allow-warning", warnA, "--allow-warning", "/^WARNING in klab_e2e_warn_[b-z]$/")
 		if r.code != 3 {
 			t.Errorf("exit %d, want the command's 3: every WARNING is allowed", r.code)
@@ -377,6 +393,7 @@ func TestCLISplatPolicy(t *testing.T) {
 		}
 	})
 	t.Run("no-splat-fail", func(t *testing.T) {
+		parallelGuest(t)
 		r, _, m := boot(t, "--no-splat-fail")
 		if r.code != 3 {
 			t.Errorf("exit %d, want the command's 3", r.code)
@@ -450,7 +467,8 @@ func (w *cliStamped) String() string {
 // a few small files. That takes well under a second even under TCG on a
 // loaded 2-core host. A klab that missed the panic and waited for its
 // fallbacks instead (5 s for QEMU to exit, then 2 s for the console, in
-// lab/session.go) would exceed the bound even under KVM.
+// lab/session.go) would exceed the bound even under KVM. It measures that
+// time, so it runs alone.
 func TestCLIPanicLatency(t *testing.T) {
 	testenv.E2E(t)
 	runs := t.TempDir()
@@ -673,7 +691,9 @@ func cliShellFrozen(after string) string {
 // terminal showed.
 func TestCLIShell(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel()
 	t.Run("exit", func(t *testing.T) {
+		parallelGuest(t)
 		runs := t.TempDir()
 		c := startTerminal(t, "--runs-dir", runs, "shell", "--kernel", "debian:7.3")
 		// Booting takes seconds under KVM and tens of seconds under a
@@ -719,6 +739,7 @@ func TestCLIShell(t *testing.T) {
 		}
 	})
 	t.Run("ctrl-a-x", func(t *testing.T) {
+		parallelGuest(t)
 		runs := t.TempDir()
 		c := startTerminal(t, "--runs-dir", runs, "shell", "--kernel", "debian:7.3")
 		at := c.waitFor("klab shell: exit the shell to power off the VM", 0, 5*time.Minute)
@@ -822,6 +843,7 @@ type cliKernelJSON struct {
 //     in the cache changes) and uses the cached accelerator verdict.
 func TestCLICacheAndDoctor(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	if r := run(t, t.TempDir(), "kernels", "fetch", "debian:7.3"); r.code != 0 {
 		t.Fatalf("kernels fetch debian:7.3: exit %d", r.code)
 	}

@@ -246,6 +246,7 @@ func checkKillRecovered(t *testing.T, c checkResult) {
 // connection.
 func TestFUSEStepsInGuest(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	testenv.RequiresCommand(t, "gcc")
 	ctx := testContext(t, 15*time.Minute)
 	cache := paths.CacheDir()

@@ -20,15 +20,19 @@ import (
 // guest parts built into it, and boot.
 func TestInstalledAnywhere(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	testenv.RequiresCommand(t, "make")
 	prefix := filepath.Join(t.TempDir(), "usr")
 	ctx := testContext(t, 10*time.Minute)
+	makeInTree.Lock()
 	inst := exec.CommandContext(ctx, "make", "--no-print-directory", "install", "PREFIX="+prefix)
 	inst.Dir = ".."
 	// An empty klab cache, as on a new machine: `make build` must build
 	// the guest parts into a cache directory that does not exist yet.
 	inst.Env = append(os.Environ(), "KLAB_CACHE_DIR="+filepath.Join(t.TempDir(), "fresh-cache"))
-	if out, err := inst.CombinedOutput(); err != nil {
+	out, err := inst.CombinedOutput()
+	makeInTree.Unlock()
+	if err != nil {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}
 	bin := filepath.Join(prefix, "bin", "klab")

@@ -21,6 +21,7 @@ import (
 // status passes through, and --json with --run-id describes the run.
 func TestBootUserFilesAndStdin(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	r := cliRun(t, cliOpts{stdin: strings.NewReader("hi from the host\n")}, "--runs-dir", t.TempDir(), "boot", "--kernel", "debian:7.3", "--", "cat")
 	if r.code != 0 || r.stdout != "hi from the host\n" {
 		t.Fatalf("echo | klab boot -- cat: exit %d, stdout %q", r.code, r.stdout)
@@ -95,6 +96,7 @@ func TestBootUserFilesAndStdin(t *testing.T) {
 // gets the make target to run.
 func TestBootTreeKernel(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	requiresBuildTools(t)
 	args := []string{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--patches", helloPatch, "--name", "e2e-fuse-hello"}
 	if r := runLong(t, coldBuild, args...); r.code != 0 {
@@ -220,6 +222,7 @@ func TestTreeBuildLoop(t *testing.T) {
 // the options it lacks.
 func TestBootShare(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	src, out := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "in.txt"), []byte("from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -263,6 +266,7 @@ func TestBootShare(t *testing.T) {
 // refused before anything boots.
 func TestBootIcount(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	runs := t.TempDir()
 	for _, bad := range [][]string{
 		{"--icount", "shift=0 -d int"},

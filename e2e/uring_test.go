@@ -39,10 +39,12 @@ const ringTests = "^(TestPOSIX|TestDataIntegrity|TestNamespaceOps|TestReaddirMan
 //  5. mmap reads through klab's server over /dev/fuse and over the ring,
 //     with the workload in a child process of the agent.
 //
-// The request timeout over the ring is TestFUSEChecksInGuest's, with the
-// other timeout checks.
+// The request timeout over the ring, whose check measures how long the
+// stuck call took, is TestFUSEChecksInGuest's: this test runs beside
+// others.
 func TestFUSEURingInGuest(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	testenv.RequiresCommand(t, "go")
 	ctx := testContext(t, 20*time.Minute)
 
@@ -264,6 +266,7 @@ func lastElem(name string) string { return name[strings.LastIndex(name, "/")+1:]
 // error and a non-zero exit, quickly, never a hang.
 func TestFUSEURingUnsupported(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	runs := t.TempDir()
 	// A step timeout of 30 s (2 min under TCG's factor of 4) makes a hang
 	// end as a timeout the test can tell apart, not as the test's own.
