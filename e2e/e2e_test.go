@@ -401,8 +401,8 @@ func TestKillLeavesNoQEMU(t *testing.T) {
 	testenv.E2E(t)
 	parallelGuest(t)
 	// Make sure kernel and initramfs are cached so the boot starts at once.
-	if r := run(t, t.TempDir(), "boot", "--kernel", "debian:7.3", "--", "true"); r.code != 0 {
-		t.Fatalf("warm-up boot: exit %d", r.code)
+	if r := run(t, t.TempDir(), "initramfs", "--kernel", "debian:7.3"); r.code != 0 {
+		t.Fatalf("klab initramfs --kernel debian:7.3 (fetching the kernel, building its initramfs): exit %d", r.code)
 	}
 	cmd := exec.Command(klab(t), "--runs-dir", t.TempDir(), "boot", "--kernel", "debian:7.3", "--", "sleep", "60")
 	cmd.Dir = ".."
