@@ -104,10 +104,10 @@ run: deps build
 
 # One package at a time (-p 1): the end-to-end tests compare timings under
 # TCG, and the host FUSE stress run would otherwise load the same CPUs.
-# Inside e2e, the tests that time nothing boot two guests at a time
-# (KLAB_E2E_GUESTS) once the timing tests have run alone. The e2e package
-# takes about 20 minutes cold on 2 cores; 50 leaves room for a loaded
-# machine within CI's 90.
+# Inside e2e, the timing tests run alone first; then the others boot two
+# guests at a time (KLAB_E2E_GUESTS) beside the kernel builds. The e2e
+# package takes about 20 minutes cold on 2 cores; 50 leaves room for a
+# loaded machine within CI's 90.
 TEST_FLAGS := -p 1 -count=1 -timeout 50m
 test: deps test-deps
 	$(GO) vet ./...

@@ -47,10 +47,13 @@ func requiresBuildTools(t *testing.T) {
 // TestBuildPatchedDebianSource builds Debian's linux-source-7.3 with the
 // lab config and a patch that adds a pr_info at FUSE init (one cold build
 // of about 6 minutes on 2 cores; later runs hit the cache), boots it, and
-// finds the patch's line on the console.
+// finds the patch's line on the console. It runs beside the tests that
+// boot guests, and takes a guest slot only for its own boot: the build
+// uses the CPU time guests leave idle.
 func TestBuildPatchedDebianSource(t *testing.T) {
 	testenv.E2E(t)
 	requiresBuildTools(t)
+	t.Parallel()
 	args := []string{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--patches", helloPatch, "--name", "e2e-fuse-hello"}
 	r := runLong(t, coldBuild, args...)
 	if r.code != 0 {
@@ -91,6 +94,7 @@ func TestBuildPatchedDebianSource(t *testing.T) {
 	}
 
 	// The lab config builds 9p in: --share works on what it builds.
+	holdGuestSlot(t)
 	share := t.TempDir()
 	if err := os.WriteFile(filepath.Join(share, "f"), []byte("shared\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -164,7 +168,9 @@ func modTimes(t *testing.T, files ...string) []time.Time {
 
 // TestBuildBrokenPatchFails applies a patch whose hunk does not match the
 // tree: the build fails at once, names the patch, its subject, the file
-// and the hunk, and caches nothing.
+// and the hunk, and caches nothing. It runs before the parallel tests: it
+// unpacks the work tree that TestBuildPatchedDebianSource's build then
+// uses, where it would otherwise wait for that build's lock all along.
 func TestBuildBrokenPatchFails(t *testing.T) {
 	testenv.E2E(t)
 	requiresBuildTools(t)

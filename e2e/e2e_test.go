@@ -74,9 +74,10 @@ func guestLimit() int {
 // holds a guest slot until t ends. A test that calls it boots at most one
 // guest at a time and checks no timing that a second guest on the same
 // CPUs could move: timing checks (panic latency, timeouts, the boot
-// timeout) and the cold kernel build stay serial. A test whose subtests call it
-// calls t.Parallel alone: holding a slot while its subtests wait for one
-// could leave none for them.
+// timeout) stay serial. A test whose subtests call it calls t.Parallel
+// alone: holding a slot while its subtests wait for one could leave none
+// for them. So does a test that builds a kernel before it boots: it takes
+// its slot (holdGuestSlot) after the build.
 func parallelGuest(t *testing.T) {
 	t.Helper()
 	t.Parallel()
@@ -84,8 +85,8 @@ func parallelGuest(t *testing.T) {
 }
 
 // holdGuestSlot waits for a guest slot and holds it until t ends: for a
-// subtest that runs before its parallel siblings, in a parent that called
-// t.Parallel.
+// test that called t.Parallel and boots only after other work (a kernel
+// build), or a subtest that runs before its parallel siblings.
 func holdGuestSlot(t *testing.T) {
 	t.Helper()
 	guestSlots <- struct{}{}

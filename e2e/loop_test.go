@@ -93,15 +93,17 @@ func TestBootUserFilesAndStdin(t *testing.T) {
 // TestBootTreeKernel boots a kernel tree built in place: a make O=
 // directory (as a developer's own build is) holding the e2e build's image
 // and .config, with tree:DIR, and checks that a tree that was not built
-// gets the make target to run.
+// gets the make target to run. The build is TestBuildPatchedDebianSource's
+// (a cache hit once it has run), waited for without a guest slot.
 func TestBootTreeKernel(t *testing.T) {
 	testenv.E2E(t)
-	parallelGuest(t)
 	requiresBuildTools(t)
+	t.Parallel()
 	args := []string{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--patches", helloPatch, "--name", "e2e-fuse-hello"}
 	if r := runLong(t, coldBuild, args...); r.code != 0 {
 		t.Fatalf("kernels build: exit %d", r.code)
 	}
+	holdGuestSlot(t)
 	k := showBuilt(t, "build:e2e-fuse-hello")
 	// A make O= directory of this very build: its image and .config where
 	// make puts them. (klab's own work trees are shared by every build of
