@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -46,28 +47,18 @@ func guestChecks(t *testing.T, checks []guestCheck) []checkRun {
 		argv := append(append([]string{"klab-agent", "fuse", "check"}, c.args...), "--json")
 		steps = append(steps, proto.Step{ID: i + 1, Kind: proto.StepExec, Argv: argv, TimeoutMs: c.timeout.Milliseconds()})
 	}
-	var mu sync.Mutex
-	out := map[int]*strings.Builder{}
+	var outs stepOutputs
 	o := &lab.Options{CacheDir: paths.CacheDir(), RunsDir: t.TempDir(), Progress: &logWriter{t: t, prefix: "klab| "}}
 	res, err := o.Boot(ctx, lab.BootRequest{
-		Kernel:  "debian:7.3",
-		Console: &logWriter{t: t, prefix: "console| "},
-		Steps:   steps,
-		OnMessage: func(m *proto.Message) {
-			mu.Lock()
-			defer mu.Unlock()
-			switch m.Kind {
-			case proto.KindOutput:
-				if out[m.Output.Step] == nil {
-					out[m.Output.Step] = &strings.Builder{}
-				}
-				out[m.Output.Step].Write(m.Output.Data)
-			case proto.KindLog:
-				t.Logf("agent| %s", m.Log.Msg)
-			}
-		},
-		Command: []string{"go", "test", "-run", t.Name()},
+		Kernel:    "debian:7.3",
+		Console:   &logWriter{t: t, prefix: "console| "},
+		Steps:     steps,
+		OnMessage: outs.message,
+		Command:   []string{"go", "test", "-run", t.Name()},
 	})
+	for _, l := range outs.agentLogs() {
+		t.Logf("agent| %s", l)
+	}
 	if res != nil && res.Manifest != nil {
 		t.Logf("qemu: %s", strings.Join(res.Manifest.QEMU.Argv, " "))
 	}
@@ -80,18 +71,13 @@ func guestChecks(t *testing.T, checks []guestCheck) []checkRun {
 	if err != nil {
 		t.Errorf("Boot: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	runs := make([]checkRun, len(checks))
 	for _, s := range res.Steps {
 		i := s.Done.Step - 1
 		if i < 0 || i >= len(runs) {
 			t.Fatalf("a done event for step %d of %d", s.Done.Step, len(runs))
 		}
-		runs[i].done = s.Done
-		if b := out[s.Done.Step]; b != nil {
-			runs[i].out = b.String()
-		}
+		runs[i].done, runs[i].out = s.Done, outs.step(s.Done.Step)
 		t.Logf("step %d (%s): exit %d in %v %s", s.Done.Step, strings.Join(checks[i].args, " "), s.Done.ExitCode,
 			time.Duration(s.Done.DurationNs).Round(time.Millisecond), s.Done.Error)
 		if err := json.Unmarshal([]byte(runs[i].out), &runs[i].results); err != nil {
@@ -102,6 +88,51 @@ func guestChecks(t *testing.T, checks []guestCheck) []checkRun {
 		t.Fatalf("%d steps finished, want %d", len(res.Steps), len(checks))
 	}
 	return runs
+}
+
+// stepOutputs collects what the steps of a lab.Boot print, by step ID,
+// and the agent's log lines; its message method is the request's
+// OnMessage.
+type stepOutputs struct {
+	mu   sync.Mutex
+	out  map[int]*strings.Builder // guarded by mu
+	logs []string                 // guarded by mu
+}
+
+func (s *stepOutputs) message(m *proto.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch m.Kind {
+	case proto.KindOutput:
+		if s.out == nil {
+			s.out = map[int]*strings.Builder{}
+		}
+		b := s.out[m.Output.Step]
+		if b == nil {
+			b = &strings.Builder{}
+			s.out[m.Output.Step] = b
+		}
+		b.Write(m.Output.Data)
+	case proto.KindLog:
+		s.logs = append(s.logs, m.Log.Msg)
+	}
+}
+
+// step returns what step id printed so far.
+func (s *stepOutputs) step(id int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.out[id]; b != nil {
+		return b.String()
+	}
+	return ""
+}
+
+// agentLogs returns the agent's log lines so far.
+func (s *stepOutputs) agentLogs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.logs)
 }
 
 // guestCheck is one check for guestChecks: klab-agent fuse check's

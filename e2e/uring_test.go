@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -93,9 +92,7 @@ func TestFUSEURingInGuest(t *testing.T) {
 	for i := range steps {
 		steps[i].ID = i + 1
 	}
-	var mu sync.Mutex
-	out := map[int]*strings.Builder{}
-	var logs []string
+	var outs stepOutputs
 	o := &lab.Options{CacheDir: paths.CacheDir(), RunsDir: t.TempDir(), Progress: &logWriter{t: t, prefix: "klab| "}}
 	res, err := o.Boot(ctx, lab.BootRequest{
 		Kernel:    "debian:7.3",
@@ -103,26 +100,12 @@ func TestFUSEURingInGuest(t *testing.T) {
 		Console:   &logWriter{t: t, prefix: "console| "},
 		Steps:     steps,
 		HostTools: []string{bin},
-		OnMessage: func(m *proto.Message) {
-			mu.Lock()
-			defer mu.Unlock()
-			switch m.Kind {
-			case proto.KindOutput:
-				if out[m.Output.Step] == nil {
-					out[m.Output.Step] = &strings.Builder{}
-				}
-				out[m.Output.Step].Write(m.Output.Data)
-			case proto.KindLog:
-				logs = append(logs, m.Log.Msg)
-			}
-		},
-		Command: []string{"go", "test", "-run", t.Name()},
+		OnMessage: outs.message,
+		Command:   []string{"go", "test", "-run", t.Name()},
 	})
 	if err != nil || res == nil {
 		t.Fatalf("Boot: %v (result %v)", err, res != nil)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	for _, s := range res.Steps {
 		t.Logf("step %d: exit %d in %v %s", s.Done.Step, s.Done.ExitCode, time.Duration(s.Done.DurationNs).Round(time.Millisecond), s.Done.Error)
 	}
@@ -139,7 +122,7 @@ func TestFUSEURingInGuest(t *testing.T) {
 			Requests uint64 `json:"requests"`
 		} `json:"ring"`
 	}
-	for _, l := range logs {
+	for _, l := range outs.agentLogs() {
 		if _, js, ok := strings.Cut(l, "/tmp/ring-mnt stopped: "); ok {
 			if err := json.Unmarshal([]byte(js), &stats); err != nil {
 				t.Errorf("fuse step stats %q: %v", js, err)
@@ -147,7 +130,7 @@ func TestFUSEURingInGuest(t *testing.T) {
 		}
 	}
 	if d := res.Steps[0].Done; d.ExitCode != 0 || d.Error != "" {
-		t.Errorf("fuse step over uring: %+v\n%s", d, out[1])
+		t.Errorf("fuse step over uring: %+v\n%s", d, outs.step(1))
 	}
 	if stats.Transport != "uring" || !stats.URingEnabled || stats.Ring == nil || stats.Ring.Requests == 0 {
 		t.Errorf("fuse step: transport %q, enable_uring set by the agent %v, ring %+v; want uring, true and requests over the ring", stats.Transport, stats.URingEnabled, stats.Ring)
@@ -156,7 +139,7 @@ func TestFUSEURingInGuest(t *testing.T) {
 	}
 
 	// 2: guest/fuse's tests over the ring.
-	tests := out[2].String()
+	tests := outs.step(2)
 	if d := res.Steps[1].Done; d.ExitCode != 0 {
 		t.Errorf("guest/fuse tests over io_uring in the guest: exit %d %s\n%s", d.ExitCode, d.Error, tail(tests, 60))
 	}
@@ -190,8 +173,8 @@ func TestFUSEURingInGuest(t *testing.T) {
 	// 3-4: the checks.
 	for i, n := range map[int]int{3: 4, 4: 1} {
 		var rs []checkResult
-		if err := json.Unmarshal([]byte(out[i].String()), &rs); err != nil {
-			t.Errorf("step %d: output is not JSON (%v):\n%s", i, err, out[i])
+		if err := json.Unmarshal([]byte(outs.step(i)), &rs); err != nil {
+			t.Errorf("step %d: output is not JSON (%v):\n%s", i, err, outs.step(i))
 			continue
 		}
 		if len(rs) != n {
