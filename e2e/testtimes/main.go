@@ -47,6 +47,7 @@ type test struct {
 	seconds  float64
 	result   string // pass, fail, skip, or "" for one that never ended
 	parallel bool
+	paused   bool // it called t.Parallel and has not gone on yet
 	subs     []*test
 }
 
@@ -115,12 +116,20 @@ func (rep *report) read(r io.Reader) error {
 		}
 		t := p.test(e.Test)
 		switch e.Action {
-		case "run":
-			t.start = e.Time
+		case "run", "cont":
+			// A parallel test's time counts from when it goes on
+			// (cont), as go test's own does.
+			t.start, t.paused = e.Time, false
 		case "pause":
-			t.parallel = true
+			t.parallel, t.paused = true, true
 		case "pass", "fail", "skip":
 			t.result, t.seconds = e.Action, e.Elapsed
+			// go test's time for a test whose subtests ran in parallel
+			// ends where its own function did; its end event comes
+			// after the subtests.
+			if !t.start.IsZero() {
+				t.seconds = max(t.seconds, e.Time.Sub(t.start).Seconds())
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -132,14 +141,15 @@ func (rep *report) read(r io.Reader) error {
 
 // openTimes gives a package or test that has not ended (the stream is of
 // a run still going, or one killed at its timeout) the time from its
-// start to its package's last event.
+// start to its package's last event; a parallel test still paused has
+// none.
 func (rep *report) openTimes() {
 	for _, p := range rep.pkgs {
 		if p.result == "" && !p.first.IsZero() {
 			p.seconds = p.last.Sub(p.first).Seconds()
 		}
 		for _, t := range p.byName {
-			if t.result == "" && !t.start.IsZero() {
+			if t.result == "" && !t.start.IsZero() && !t.paused {
 				t.seconds = p.last.Sub(t.start).Seconds()
 			}
 		}

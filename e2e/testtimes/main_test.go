@@ -23,7 +23,13 @@ const stream = `# klab/x
 {"Time":"2026-12-03T10:00:00Z","Action":"fail","Package":"klab/e2e","Test":"TestB","Elapsed":32}
 {"Time":"2026-12-03T10:00:00Z","Action":"cont","Package":"klab/e2e","Test":"TestA"}
 {"Time":"2026-12-03T10:00:00Z","Action":"pass","Package":"klab/e2e","Test":"TestA","Elapsed":60}
-{"Time":"2026-12-03T10:00:00Z","Action":"run","Package":"klab/e2e","Test":"TestC"}
+{"Time":"2026-12-03T10:00:00Z","Action":"run","Package":"klab/e2e","Test":"TestD"}
+{"Time":"2026-12-03T10:00:00Z","Action":"run","Package":"klab/e2e","Test":"TestD/one"}
+{"Time":"2026-12-03T10:00:00Z","Action":"pause","Package":"klab/e2e","Test":"TestD/one"}
+{"Time":"2026-12-03T10:00:01Z","Action":"cont","Package":"klab/e2e","Test":"TestD/one"}
+{"Time":"2026-12-03T10:00:05Z","Action":"pass","Package":"klab/e2e","Test":"TestD/one","Elapsed":4}
+{"Time":"2026-12-03T10:00:05Z","Action":"pass","Package":"klab/e2e","Test":"TestD","Elapsed":1}
+{"Time":"2026-12-03T10:00:05Z","Action":"run","Package":"klab/e2e","Test":"TestC"}
 {"Time":"2026-12-03T10:00:00Z","Action":"skip","Package":"klab/e2e","Test":"TestC","Elapsed":0}
 {"Time":"2026-12-03T10:01:40Z","Action":"fail","Package":"klab/e2e","Elapsed":100}
 {"Time":"2026-12-03T10:01:50Z","Action":"skip","Package":"klab/none","Elapsed":0}
@@ -37,10 +43,13 @@ func TestTable(t *testing.T) {
 	got := out.String()
 	t.Logf("\n%s", got)
 	for _, want := range []string{
-		"klab/e2e: 1m40s, 3 tests (1 pass, 1 fail, 1 skip); the tests add up to 92.0 s\n",
+		"klab/e2e: 1m40s, 4 tests (2 pass, 1 fail, 1 skip); the tests add up to 97.0 s\n",
 		// Longest first, with its share of the package, its result and
 		// whether it ran in parallel; subtests under their test.
-		"      60.0  60.0%  pass par TestA\n      32.0  32.0%  fail     TestB\n      30.0  30.0%  fail       two\n       2.0   2.0%  pass       one\n       0.0   0.0%  skip     TestC\n",
+		"      60.0  60.0%  pass par TestA\n      32.0  32.0%  fail     TestB\n      30.0  30.0%  fail       two\n       2.0   2.0%  pass       one\n",
+		// A test with parallel subtests takes until its last one
+		// ended, not just its own function's second.
+		"       5.0   5.0%  pass     TestD\n       4.0   4.0%  pass par   one\n       0.0   0.0%  skip     TestC\n",
 		"     100.0 100.0%  fail klab/e2e\n       0.0   0.0%  skip klab/none\n",
 		"     100.0              total (1m40s)\n",
 		"     110.0              first event to last (1m50s; building included)\n",
@@ -60,7 +69,7 @@ func TestTableTopAndPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.String()
-	if !strings.Contains(got, "pass par TestA\n      32.0  32.0%  2 more tests\n") {
+	if !strings.Contains(got, "pass par TestA\n      37.0  37.0%  3 more tests\n") {
 		t.Errorf("-top 1 does not sum up the rest:\n%s", got)
 	}
 	if strings.Contains(got, "klab/none") || strings.Contains(got, "  one\n") {
