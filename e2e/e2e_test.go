@@ -146,12 +146,22 @@ func testContext(t *testing.T, want time.Duration) context.Context {
 // deadline leaves (see budget). A klab killed at its timeout fails t.
 func runTimeout(t *testing.T, runsDir string, timeout time.Duration, args ...string) result {
 	t.Helper()
+	return runKlab(t, runsDir, timeout, 0, args...)
+}
+
+// runKlab is runTimeout with klab (and what it runs, such as make) at
+// the CPU priority nice (0 for the test's own).
+func runKlab(t *testing.T, runsDir string, timeout time.Duration, nice int, args ...string) result {
+	t.Helper()
 	args = append([]string{"--runs-dir", runsDir}, args...)
 	t.Logf("klab %s", strings.Join(args, " "))
 	timeout = budget(t, timeout)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, klab(t), args...)
+	if nice != 0 {
+		cmd = exec.CommandContext(ctx, "nice", append([]string{"-n", strconv.Itoa(nice), klab(t)}, args...)...)
+	}
 	cmd.Dir = ".."
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -90,15 +90,12 @@ func TestBootUserFilesAndStdin(t *testing.T) {
 	}
 }
 
-// TestBootTreeKernel boots a kernel tree built in place: a make O=
+// bootTreeKernel boots a kernel tree built in place: a make O=
 // directory (as a developer's own build is) holding the e2e build's image
 // and .config, with tree:DIR, and checks that a tree that was not built
-// gets the make target to run. The build is TestBuildPatchedDebianSource's
-// (a cache hit once it has run), waited for without a guest slot.
-func TestBootTreeKernel(t *testing.T) {
-	testenv.E2E(t)
-	requiresBuildTools(t)
-	t.Parallel()
+// gets the make target to run. The build is TestKernelBuilds/patched's (a
+// cache hit once that has run).
+func bootTreeKernel(t *testing.T) {
 	args := []string{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--patches", helloPatch, "--name", "e2e-fuse-hello"}
 	if r := runLong(t, coldBuild, args...); r.code != 0 {
 		t.Fatalf("kernels build: exit %d", r.code)

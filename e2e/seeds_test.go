@@ -125,20 +125,17 @@ func TestSeedFUSEURing(t *testing.T) {
 	}
 }
 
-// TestSeedExt4Lazytime builds linux-source-7.3 with the lab config, with
-// and without the revert patch (incremental builds of the work tree the
-// build test uses), and runs seed 002's experiment on them for one round.
-// The builds take no guest slot; the experiment does.
-func TestSeedExt4Lazytime(t *testing.T) {
-	testenv.E2E(t)
-	requiresBuildTools(t)
-	t.Parallel()
+// seedExt4Lazytime builds linux-source-7.3 with the lab config, with and
+// without the revert patch (incremental builds of the work tree that
+// TestKernelBuilds/patched builds in), and runs seed 002's experiment on
+// them for one round.
+func seedExt4Lazytime(t *testing.T) {
 	for _, args := range [][]string{
 		{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--name", "e2e-lab"},
 		{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--name", "e2e-ext4-revert",
 			"--patches", "experiments/patches/ext4-lazytime-revert.patch"},
 	} {
-		if r := runLong(t, 60*time.Minute, args...); r.code != 0 {
+		if r := runBuild(t, 60*time.Minute, args...); r.code != 0 {
 			t.Fatalf("%v: exit %d", args, r.code)
 		} else {
 			t.Logf("%s took %.1fs", args[len(args)-1], r.wall.Seconds())
