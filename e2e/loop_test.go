@@ -97,7 +97,7 @@ func TestBootUserFilesAndStdin(t *testing.T) {
 // cache hit once that has run).
 func bootTreeKernel(t *testing.T) {
 	args := []string{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--patches", helloPatch, "--name", "e2e-fuse-hello"}
-	if r := runLong(t, coldBuild, args...); r.code != 0 {
+	if r := runBuild(t, coldBuild, args...); r.code != 0 {
 		t.Fatalf("kernels build: exit %d", r.code)
 	}
 	holdGuestSlot(t)
