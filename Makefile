@@ -2,6 +2,7 @@
 #
 #   make run    install what is missing, fetch debian:7.3, boot it, and run an A/B experiment on it
 #   make test   the test suite (unit and end-to-end under QEMU); .ci/run calls it
+#   make test-times  the same, then the time each test and package took
 #   make bench  end-to-end figures: boot-to-agent time against bare QEMU, initramfs build times, RSS
 #   make bench-build  kernel builds from source: cold build against bare make, rebuild, cache hit, boot
 #   make bench-fidelity  klab's Go workload engine against fio, job by job, in one debian:7.3 guest
@@ -30,7 +31,7 @@ NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio mke2fs perf 
 # Ubuntu's linux-tools for the running kernel.
 PERF_PKG = $$(apt-cache show linux-perf >/dev/null 2>&1 && echo linux-perf || echo linux-tools-generic)
 
-.PHONY: all deps test-deps fstests-deps build install uninstall run test test-unit test-e2e soak bench bench-build bench-fidelity bench-fuse bench-deps fmt vet clean
+.PHONY: all deps test-deps fstests-deps build install uninstall run test test-times test-unit test-e2e soak bench bench-build bench-fidelity bench-fuse bench-deps fmt vet clean
 
 all: build
 
@@ -126,13 +127,27 @@ run: deps build
 	./$(BIN) run $(DEMO) --kernel $(KERNEL) $(RUN_FLAGS)
 
 # One package at a time (-p 1): the end-to-end tests compare timings under
-# TCG, and the host FUSE stress run would otherwise load the same CPUs. The
-# e2e package takes about 30 minutes cold on 2 cores; 50 leaves room for a
+# TCG, and the host FUSE stress run would otherwise load the same CPUs.
+# Inside e2e, the timing tests run alone first; then the others boot two
+# guests at a time (KLAB_E2E_GUESTS) beside the kernel builds. The e2e
+# package takes about 20 minutes cold on 2 cores; 50 leaves room for a
 # loaded machine within CI's 90.
+TEST_FLAGS := -p 1 -count=1 -timeout 50m
 test: deps test-deps
 	@$(MAKE) --no-print-directory fstests-deps || echo "klab: the fstests build test will be skipped (it fails in CI)"
 	$(GO) vet ./...
-	$(GO) test -p 1 -count=1 -timeout 50m ./...
+	$(GO) test $(TEST_FLAGS) ./...
+
+# test-times runs the tests as make test does, recording go test -json in
+# TEST_JSON, then prints where the time went: each package's 20 longest
+# tests and every package's time (go run ./e2e/testtimes -h for more).
+TEST_JSON ?= bin/test.json
+test-times: deps test-deps
+	@$(MAKE) --no-print-directory fstests-deps || echo "klab: the fstests build test will be skipped (it fails in CI)"
+	@mkdir -p $(dir $(TEST_JSON))
+	$(GO) vet ./...
+	$(GO) test $(TEST_FLAGS) -json ./... > $(TEST_JSON); rc=$$?; \
+	$(GO) run ./e2e/testtimes -top 20 $(TEST_JSON); exit $$rc
 
 test-unit:
 	$(GO) test -count=1 -short ./...

@@ -22,6 +22,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"klab/images"
+	"klab/internal/paths"
 	"klab/internal/procfs"
 	"klab/internal/testenv"
 	"klab/lab"
@@ -161,7 +163,9 @@ func cliScaled(d time.Duration, factor float64) time.Duration {
 
 // TestCLIExitStatus checks klab's own exit statuses through the binary: 124
 // for a command killed at its (scaled) --timeout, 127 for a command that
-// cannot start, and the command's own status for `false`.
+// cannot start, and the command's own status for `false`. The timeout's
+// bounds are timings, so that boot runs alone; the other two run beside
+// other tests.
 func TestCLIExitStatus(t *testing.T) {
 	testenv.E2E(t)
 	t.Run("timeout", func(t *testing.T) {
@@ -210,6 +214,7 @@ func TestCLIExitStatus(t *testing.T) {
 		}
 	})
 	t.Run("not-found", func(t *testing.T) {
+		parallelGuest(t)
 		runs := t.TempDir()
 		r := run(t, runs, "boot", "--kernel", "debian:7.3", "--", "/no/such/program")
 		if r.code != lab.ExitNotRun {
@@ -224,6 +229,7 @@ func TestCLIExitStatus(t *testing.T) {
 		}
 	})
 	t.Run("false", func(t *testing.T) {
+		parallelGuest(t)
 		runs := t.TempDir()
 		r := run(t, runs, "boot", "--kernel", "debian:7.3", "--", "false")
 		if r.code != 1 {
@@ -277,9 +283,11 @@ func cliWarning(fn string) []string {
 // through /dev/kmsg: the kernel prints them on its console like any
 // printk (with its own timestamps), and the console is what klab scans.
 // The command itself exits 3, a status klab passes through when the splats
-// do not fail the run.
+// do not fail the run. The first boot (default) runs before the others,
+// which run side by side.
 func TestCLISplatPolicy(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel()
 	const warnA, warnB = "klab_e2e_warn_a", "klab_e2e_warn_b"
 	titleA, titleB := "WARNING in "+warnA, "WARNING in "+warnB
 	var script strings.Builder
@@ -290,22 +298,29 @@ func TestCLISplatPolicy(t *testing.T) {
 		fmt.Fprintf(&script, "k '%s'; ", l)
 	}
 	script.WriteString("exit 3")
-	var initramfs []results.Initramfs
+	// The first boot's initramfs, which every later boot must reuse.
+	var (
+		mu    sync.Mutex
+		first *results.Initramfs
+	)
 	boot := func(t *testing.T, flags ...string) (result, string, *results.Manifest) {
 		t.Helper()
 		runs := t.TempDir()
 		args := append([]string{"boot", "--kernel", "debian:7.3"}, flags...)
 		r := run(t, runs, append(args, "--", "sh", "-c", script.String())...)
 		dir, m := cliManifest(t, runs)
-		initramfs = append(initramfs, m.Initramfs)
-		if len(initramfs) > 1 {
-			if m.Initramfs != initramfs[0] {
-				t.Errorf("initramfs %+v, want the first boot's %+v again", m.Initramfs, initramfs[0])
+		mu.Lock()
+		if first == nil {
+			first = &m.Initramfs
+		} else {
+			if m.Initramfs != *first {
+				t.Errorf("initramfs %+v, want the first boot's %+v again", m.Initramfs, *first)
 			}
 			if strings.Contains(r.stderr, "building ") {
 				t.Errorf("a boot after the first built part of the initramfs again")
 			}
 		}
+		mu.Unlock()
 		// Both reports are saved, whatever the policy.
 		var saved []struct{ Title, Type string }
 		b, err := os.ReadFile(filepath.Join(dir, "splats.json"))
@@ -337,6 +352,7 @@ func TestCLISplatPolicy(t *testing.T) {
 		return r, dir, m
 	}
 	t.Run("default", func(t *testing.T) {
+		holdGuestSlot(t)
 		r, _, m := boot(t, "--sysctl", "fs.fuse.default_request_timeout=30")
 		if got := strings.SplitN(r.stdout, "\n", 2)[0]; got != "30" {
 			t.Errorf("the guest read %q back from fs.fuse.default_request_timeout, want 30", got)
@@ -353,6 +369,7 @@ func TestCLISplatPolicy(t *testing.T) {
 		}
 	})
 	t.Run("allow-one", func(t *testing.T) {
+		parallelGuest(t)
 		r, _, m := boot(t, "--allow-warning", warnA)
 		if r.code != lab.ExitKernel {
 			t.Errorf("exit %d, want %d: the WARNING not allowed still fails the run", r.code, lab.ExitKernel)
@@ -365,6 +382,7 @@ func TestCLISplatPolicy(t *testing.T) {
 		}
 	})
 	t.Run("allow-both", func(t *testing.T) {
+		parallelGuest(t)
 		r, _, m := boot(t, "--allow-warning", warnA, "--allow-warning", "/^WARNING in klab_e2e_warn_[b-z]$/")
 		if r.code != 3 {
 			t.Errorf("exit %d, want the command's 3: every WARNING is allowed", r.code)
@@ -377,6 +395,7 @@ func TestCLISplatPolicy(t *testing.T) {
 		}
 	})
 	t.Run("no-splat-fail", func(t *testing.T) {
+		parallelGuest(t)
 		r, _, m := boot(t, "--no-splat-fail")
 		if r.code != 3 {
 			t.Errorf("exit %d, want the command's 3", r.code)
@@ -450,7 +469,8 @@ func (w *cliStamped) String() string {
 // a few small files. That takes well under a second even under TCG on a
 // loaded 2-core host. A klab that missed the panic and waited for its
 // fallbacks instead (5 s for QEMU to exit, then 2 s for the console, in
-// lab/session.go) would exceed the bound even under KVM.
+// lab/session.go) would exceed the bound even under KVM. It measures that
+// time, so it runs alone.
 func TestCLIPanicLatency(t *testing.T) {
 	testenv.E2E(t)
 	runs := t.TempDir()
@@ -673,7 +693,9 @@ func cliShellFrozen(after string) string {
 // terminal showed.
 func TestCLIShell(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel()
 	t.Run("exit", func(t *testing.T) {
+		parallelGuest(t)
 		runs := t.TempDir()
 		c := startTerminal(t, "--runs-dir", runs, "shell", "--kernel", "debian:7.3")
 		// Booting takes seconds under KVM and tens of seconds under a
@@ -719,6 +741,7 @@ func TestCLIShell(t *testing.T) {
 		}
 	})
 	t.Run("ctrl-a-x", func(t *testing.T) {
+		parallelGuest(t)
 		runs := t.TempDir()
 		c := startTerminal(t, "--runs-dir", runs, "shell", "--kernel", "debian:7.3")
 		at := c.waitFor("klab shell: exit the shell to power off the VM", 0, 5*time.Minute)
@@ -800,6 +823,43 @@ func cliTree(t *testing.T, dir string) map[string]string {
 	return m
 }
 
+// cliCopyGuestParts copies the guest parts that klab's own cache holds for
+// this source tree (building them there first if need be) into cache, at
+// the same places.
+func cliCopyGuestParts(t *testing.T, cache string) {
+	t.Helper()
+	src, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := paths.CacheDir()
+	p, err := images.GuestPartsFor(testContext(t, 10*time.Minute), images.InitramfsOptions{CacheDir: shared, SourceDir: src, Log: &logWriter{t: t, prefix: "parts| "}})
+	if err != nil {
+		t.Fatalf("guest parts: %v", err)
+	}
+	for _, f := range []string{p.BasePath, p.AgentPath} {
+		rel, err := filepath.Rel(shared, f)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			t.Fatalf("guest part %s is not under %s (%v)", f, shared, err)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := filepath.Join(cache, rel)
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, fi.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // cliKernelJSON is what `kernels show --json` and `kernels list --json`
 // print for a kernel.
 type cliKernelJSON struct {
@@ -807,13 +867,15 @@ type cliKernelJSON struct {
 }
 
 // TestCLICacheAndDoctor works in a cache directory of its own, holding a
-// copy of the cached debian:7.3, and checks:
+// copy of the cached debian:7.3 and of the guest parts (the u-root base and
+// the agent: TestInstalledAnywhere builds those in an empty cache), and
+// checks:
 //   - a second `kernels fetch` is a cache hit that uses no network (the
 //     mirror named by KLAB_DEBIAN_MIRROR is unreachable, and a kernel not in
 //     the cache fails on it);
 //   - `kernels list` (through KLAB_CACHE_DIR) shows the kernel;
-//   - `klab initramfs` builds the initramfs into --cache-dir, and a second
-//     call is a cache hit that says so;
+//   - `klab initramfs` builds the initramfs into --cache-dir from the parts
+//     there, and a second call is a cache hit that says so;
 //   - `klab doctor` prints the checks it promises, exits by them, and
 //     proves KVM with a probe boot, caching the verdict in the cache
 //     directory (when /dev/kvm is there);
@@ -822,6 +884,7 @@ type cliKernelJSON struct {
 //     in the cache changes) and uses the cached accelerator verdict.
 func TestCLICacheAndDoctor(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	if r := run(t, t.TempDir(), "kernels", "fetch", "debian:7.3"); r.code != 0 {
 		t.Fatalf("kernels fetch debian:7.3: exit %d", r.code)
 	}
@@ -844,6 +907,7 @@ func TestCLICacheAndDoctor(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(cache, "kernels", "debian", "aliases.json"), aliases, 0o644)
+	cliCopyGuestParts(t, cache)
 	env := []string{"KLAB_CACHE_DIR=" + cache}
 	dead := "http://127.0.0.1:9/debian"
 
@@ -894,8 +958,11 @@ func TestCLICacheAndDoctor(t *testing.T) {
 		if _, err := os.Stat(path); err != nil {
 			t.Error(err)
 		}
-		if !strings.Contains(r.stderr, "cached false") || !strings.Contains(r.stderr, "building the u-root base initramfs") {
-			t.Errorf("the first build in an empty cache does not say it built")
+		if !strings.Contains(r.stderr, "cached false") {
+			t.Errorf("the first call does not say it built the initramfs")
+		}
+		if strings.Contains(r.stderr, "building ") {
+			t.Errorf("the first call built guest parts that the cache directory holds")
 		}
 		first := r.wall
 		r = cliRun(t, cliOpts{}, "--cache-dir", cache, "initramfs", "--kernel", "debian:7.3")

@@ -80,6 +80,7 @@ type report struct {
 // report format, then klab rerun of the run.
 func TestExperimentTwoKernels(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	runs := t.TempDir()
 	start := time.Now()
 	r := runTimeout(t, runs, 20*time.Minute, "run", "e2e/testdata/ab.yaml", "--kernel", "debian:6.12", "--kernel", "debian:7.3", "--format", "json")
@@ -182,6 +183,7 @@ func TestExperimentTwoKernels(t *testing.T) {
 // skipped cells, not failures; when no kernel meets it, nothing runs.
 func TestExperimentRequires(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	runs := t.TempDir()
 	r := run(t, runs, "run", "e2e/testdata/needs-uring.yaml", "--compare", "kernel", "--set", "mode=a",
 		"--kernel", "debian:6.12", "--kernel", "debian:7.3", "--format", "json")
@@ -255,6 +257,7 @@ func TestExperimentBadInput(t *testing.T) {
 // QEMU outlives klab.
 func TestRunInterruptKeepsFinished(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	runs := t.TempDir()
 	ctx := testContext(t, 15*time.Minute)
 	cmd := exec.CommandContext(ctx, klab(t), "--runs-dir", runs, "run", "e2e/testdata/ab.yaml", "--kernel", "debian:6.12", "--kernel", "debian:7.3")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -27,39 +28,193 @@ type checkResult struct {
 	Details  json.RawMessage `json:"details"`
 }
 
-// guestCheck boots debian:7.3 and runs `klab-agent fuse check ARGS --json`
-// in the guest through a plain exec step.
-func guestCheck(t *testing.T, args ...string) []checkResult {
+// checkRun is one `klab-agent fuse check ... --json` step in a guest:
+// how the step ended, what it printed, and the results decoded from it.
+type checkRun struct {
+	done    proto.Done
+	out     string
+	results []checkResult
+}
+
+// guestChecks boots debian:7.3 once and runs `klab-agent fuse check ARGS
+// --json` for each ARGS in it, one exec step after the other, each bounded
+// by its timeout (scaled by the accelerator's factor, as every step is).
+func guestChecks(t *testing.T, checks []guestCheck) []checkRun {
 	t.Helper()
-	argv := append([]string{"boot", "--kernel", "debian:7.3", "--", "klab-agent", "fuse", "check"}, args...)
-	argv = append(argv, "--json")
-	r := run(t, t.TempDir(), argv...)
-	var rs []checkResult
-	if err := json.Unmarshal([]byte(r.stdout), &rs); err != nil {
-		t.Fatalf("exit %d; output is not JSON (%v):\n%s", r.code, err, r.stdout)
+	ctx := testContext(t, 15*time.Minute)
+	var steps []proto.Step
+	for i, c := range checks {
+		argv := append(append([]string{"klab-agent", "fuse", "check"}, c.args...), "--json")
+		steps = append(steps, proto.Step{ID: i + 1, Kind: proto.StepExec, Argv: argv, TimeoutMs: c.timeout.Milliseconds()})
 	}
-	for _, c := range rs {
+	var outs stepOutputs
+	o := &lab.Options{CacheDir: paths.CacheDir(), RunsDir: t.TempDir(), Progress: &logWriter{t: t, prefix: "klab| "}}
+	res, err := o.Boot(ctx, lab.BootRequest{
+		Kernel:    "debian:7.3",
+		Console:   &logWriter{t: t, prefix: "console| "},
+		Steps:     steps,
+		OnMessage: outs.message,
+		Command:   []string{"go", "test", "-run", t.Name()},
+	})
+	for _, l := range outs.agentLogs() {
+		t.Logf("agent| %s", l)
+	}
+	if res != nil && res.Manifest != nil {
+		t.Logf("qemu: %s", strings.Join(res.Manifest.QEMU.Argv, " "))
+	}
+	// A failing check is its step's exit status: the next steps still
+	// run. An error (a kernel splat, a dead guest) still leaves what
+	// finished to look at.
+	if res == nil {
+		t.Fatalf("Boot: %v", err)
+	}
+	if err != nil {
+		t.Errorf("Boot: %v", err)
+	}
+	runs := make([]checkRun, len(checks))
+	for _, s := range res.Steps {
+		i := s.Done.Step - 1
+		if i < 0 || i >= len(runs) {
+			t.Fatalf("a done event for step %d of %d", s.Done.Step, len(runs))
+		}
+		runs[i].done, runs[i].out = s.Done, outs.step(s.Done.Step)
+		t.Logf("step %d (%s): exit %d in %v %s", s.Done.Step, strings.Join(checks[i].args, " "), s.Done.ExitCode,
+			time.Duration(s.Done.DurationNs).Round(time.Millisecond), s.Done.Error)
+		if err := json.Unmarshal([]byte(runs[i].out), &runs[i].results); err != nil {
+			t.Errorf("step %d (%s): exit %d; output is not JSON (%v):\n%s", s.Done.Step, strings.Join(checks[i].args, " "), s.Done.ExitCode, err, runs[i].out)
+		}
+	}
+	if len(res.Steps) != len(checks) {
+		t.Fatalf("%d steps finished, want %d", len(res.Steps), len(checks))
+	}
+	return runs
+}
+
+// stepOutputs collects what the steps of a lab.Boot print, by step ID,
+// and the agent's log lines; its message method is the request's
+// OnMessage.
+type stepOutputs struct {
+	mu   sync.Mutex
+	out  map[int]*strings.Builder // guarded by mu
+	logs []string                 // guarded by mu
+}
+
+func (s *stepOutputs) message(m *proto.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch m.Kind {
+	case proto.KindOutput:
+		if s.out == nil {
+			s.out = map[int]*strings.Builder{}
+		}
+		b := s.out[m.Output.Step]
+		if b == nil {
+			b = &strings.Builder{}
+			s.out[m.Output.Step] = b
+		}
+		b.Write(m.Output.Data)
+	case proto.KindLog:
+		s.logs = append(s.logs, m.Log.Msg)
+	}
+}
+
+// step returns what step id printed so far.
+func (s *stepOutputs) step(id int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.out[id]; b != nil {
+		return b.String()
+	}
+	return ""
+}
+
+// agentLogs returns the agent's log lines so far.
+func (s *stepOutputs) agentLogs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.logs)
+}
+
+// guestCheck is one check for guestChecks: klab-agent fuse check's
+// arguments, and the step's timeout.
+type guestCheck struct {
+	args    []string
+	timeout time.Duration
+}
+
+// passed fails t for each result of r that did not pass, and when the
+// step failed although every check passed.
+func (r checkRun) passed(t *testing.T) {
+	t.Helper()
+	for _, c := range r.results {
 		t.Logf("%s pass=%v notes=%v", c.Name, c.Pass, c.Notes)
 		if !c.Pass {
 			t.Errorf("%s: %v\n%s", c.Name, c.Problems, c.Details)
 		}
 	}
-	if r.code != 0 && !t.Failed() {
-		t.Errorf("exit %d although every check passed", r.code)
+	if (r.done.ExitCode != 0 || r.done.Error != "") && !t.Failed() {
+		t.Errorf("exit %d (%s) although every check passed", r.done.ExitCode, r.done.Error)
 	}
-	return rs
 }
 
-// TestFUSETimeoutInGuest checks request timeouts in a debian:7.3 guest,
-// set through the INIT reply and through both sysctls: the stuck call
-// fails with ECONNABORTED within (15 s, 30 s + slack], later calls get
-// ENOTCONN and the server ENODEV.
-func TestFUSETimeoutInGuest(t *testing.T) {
+// TestFUSEChecksInGuest boots debian:7.3 once and runs klab-agent's FUSE
+// checks in it:
+//   - timeout: request timeouts set through the INIT reply and through
+//     both sysctls: the stuck call fails with ECONNABORTED within (15 s,
+//     30 s + slack], later calls get ENOTCONN and the server ENODEV;
+//   - timeout-uring: the same over FUSE-over-io_uring, set through INIT;
+//   - interrupt: the kernel's answers to interrupt replies: EINTR
+//     delivered, EAGAIN requeues, ENOSYS stops further interrupts, ignore
+//     lets the request finish;
+//   - kill: a server killed with requests in flight exits, the clients
+//     then return, the dead mount can be unmounted, and a new mount works.
+//
+// The timeout checks measure how long the stuck call took, so the test
+// runs alone.
+func TestFUSEChecksInGuest(t *testing.T) {
 	testenv.E2E(t)
-	rs := guestCheck(t, "timeout", "--timeout", "1")
-	if len(rs) != 3 {
-		t.Errorf("%d results, want init, default and max", len(rs))
-	}
+	runs := guestChecks(t, []guestCheck{
+		{[]string{"timeout", "--timeout", "1"}, 3 * time.Minute},
+		{[]string{"timeout", "--transport", "uring", "--via", "init"}, 3 * time.Minute},
+		{[]string{"interrupt", "--policy", "all", "--hold", "1s"}, 2 * time.Minute},
+		{[]string{"kill"}, 2 * time.Minute},
+	})
+	t.Run("timeout", func(t *testing.T) {
+		rs := runs[0].results
+		runs[0].passed(t)
+		if len(rs) != 3 {
+			t.Errorf("%d results, want init, default and max", len(rs))
+		}
+		checkStuckElapsed(t, rs)
+	})
+	t.Run("timeout-uring", func(t *testing.T) {
+		rs := runs[1].results
+		runs[1].passed(t)
+		if len(rs) != 1 || !strings.HasSuffix(rs[0].Name, "@uring") {
+			t.Errorf("%d results (%v), want one timeout check over io_uring", len(rs), rs)
+		}
+		checkStuckElapsed(t, rs)
+	})
+	t.Run("interrupt", func(t *testing.T) {
+		runs[2].passed(t)
+		if rs := runs[2].results; len(rs) != 4 {
+			t.Errorf("%d results, want cancel, eagain:2, ignore and enosys", len(rs))
+		}
+	})
+	t.Run("kill", func(t *testing.T) {
+		rs := runs[3].results
+		if len(rs) != 1 {
+			t.Fatalf("exit %d; %d results, want one:\n%s", runs[3].done.ExitCode, len(rs), runs[3].out)
+		}
+		checkKillRecovered(t, rs[0])
+	})
+}
+
+// checkStuckElapsed checks the timeout checks' stuck calls: ECONNABORTED,
+// then ENOTCONN for later calls and ENODEV for the server, after 15 to
+// 30 s.
+func checkStuckElapsed(t *testing.T, rs []checkResult) {
+	t.Helper()
 	for _, c := range rs {
 		var d struct {
 			StuckErr     string `json:"stuck_err"`
@@ -79,30 +234,6 @@ func TestFUSETimeoutInGuest(t *testing.T) {
 			t.Errorf("%s: %+v (elapsed %v)", c.Name, d, el)
 		}
 	}
-}
-
-// TestFUSEInterruptInGuest checks the kernel's answers to interrupt
-// replies in the guest: EINTR delivered, EAGAIN requeues, ENOSYS stops
-// further interrupts, ignore lets the request finish.
-func TestFUSEInterruptInGuest(t *testing.T) {
-	testenv.E2E(t)
-	rs := guestCheck(t, "interrupt", "--policy", "all", "--hold", "1s")
-	if len(rs) != 4 {
-		t.Errorf("%d results, want cancel, eagain:2, ignore and enosys", len(rs))
-	}
-}
-
-// TestFUSEServerKilledInGuest kills a server process with requests in
-// flight in the guest and checks that the server exits, the clients then
-// return, the dead mount can be unmounted, and a new mount works.
-func TestFUSEServerKilledInGuest(t *testing.T) {
-	testenv.E2E(t)
-	r := run(t, t.TempDir(), "boot", "--kernel", "debian:7.3", "--", "klab-agent", "fuse", "check", "kill", "--json")
-	var rs []checkResult
-	if err := json.Unmarshal([]byte(r.stdout), &rs); err != nil || len(rs) != 1 {
-		t.Fatalf("exit %d; output is not one JSON result (%v):\n%s", r.code, err, r.stdout)
-	}
-	checkKillRecovered(t, rs[0])
 }
 
 // checkKillRecovered demands what the kill check is for: the killed
@@ -146,6 +277,7 @@ func checkKillRecovered(t *testing.T, c checkResult) {
 // connection.
 func TestFUSEStepsInGuest(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	testenv.RequiresCommand(t, "gcc")
 	ctx := testContext(t, 15*time.Minute)
 	cache := paths.CacheDir()

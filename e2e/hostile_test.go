@@ -44,6 +44,7 @@ import (
 //     and keep events.jsonl small.
 func TestHostileGuest(t *testing.T) {
 	testenv.E2E(t)
+	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "hostile")
 	build := exec.Command("go", "build", "-o", bin, "./testdata/hostile")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -64,6 +65,7 @@ func TestHostileGuest(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.mode, func(t *testing.T) {
+			parallelGuest(t)
 			var rnd [6]byte
 			_, _ = rand.Read(rnd[:])
 			tag := "hostile-escape-" + hex.EncodeToString(rnd[:])
@@ -155,6 +157,7 @@ func TestHostileGuest(t *testing.T) {
 // --max-output caps console.log too, and the manifest names it.
 func TestBootOutputFiles(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	runs := t.TempDir()
 	r := runHostile(t, []string{"--runs-dir", runs, "boot", "--kernel", "debian:7.3", "--no-stdin", "--max-output", "1M", "--",
 		"sh", "-c", "dd if=/dev/urandom bs=100000 count=9; echo to-stderr >&2; dd if=/dev/zero bs=100000 count=12 of=/dev/console"})

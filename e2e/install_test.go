@@ -16,20 +16,31 @@ import (
 // TestInstalledAnywhere installs klab with `make install` into a
 // temporary prefix, from an empty klab cache, and runs the installed
 // binary as a new user would: from an empty directory, with empty caches,
-// and without Go or the source tree in reach. It must fetch the kernel, assemble the initramfs from the
-// guest parts built into it, and boot.
+// and without Go or the source tree in reach. `make install` must build the
+// guest parts (the u-root base and the agent) into a cache directory that
+// does not exist yet; the installed klab must fetch the kernel, assemble the
+// initramfs from the guest parts built into it, and boot.
 func TestInstalledAnywhere(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	testenv.RequiresCommand(t, "make")
 	prefix := filepath.Join(t.TempDir(), "usr")
 	ctx := testContext(t, 10*time.Minute)
+	makeInTree.Lock()
 	inst := exec.CommandContext(ctx, "make", "--no-print-directory", "install", "PREFIX="+prefix)
 	inst.Dir = ".."
 	// An empty klab cache, as on a new machine: `make build` must build
 	// the guest parts into a cache directory that does not exist yet.
 	inst.Env = append(os.Environ(), "KLAB_CACHE_DIR="+filepath.Join(t.TempDir(), "fresh-cache"))
-	if out, err := inst.CombinedOutput(); err != nil {
+	out, err := inst.CombinedOutput()
+	makeInTree.Unlock()
+	if err != nil {
 		t.Fatalf("make install: %v\n%s", err, out)
+	}
+	for _, want := range []string{"building the u-root base initramfs", "building klab-agent"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("make install in an empty cache does not say %q:\n%s", want, out)
+		}
 	}
 	bin := filepath.Join(prefix, "bin", "klab")
 	for _, f := range []string{bin, filepath.Join(prefix, "share", "bash-completion", "completions", "klab"), filepath.Join(prefix, "share", "klab", "patches", "ext4-lazytime-revert.patch")} {

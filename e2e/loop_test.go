@@ -21,6 +21,7 @@ import (
 // status passes through, and --json with --run-id describes the run.
 func TestBootUserFilesAndStdin(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	r := cliRun(t, cliOpts{stdin: strings.NewReader("hi from the host\n")}, "--runs-dir", t.TempDir(), "boot", "--kernel", "debian:7.3", "--", "cat")
 	if r.code != 0 || r.stdout != "hi from the host\n" {
 		t.Fatalf("echo | klab boot -- cat: exit %d, stdout %q", r.code, r.stdout)
@@ -89,17 +90,17 @@ func TestBootUserFilesAndStdin(t *testing.T) {
 	}
 }
 
-// TestBootTreeKernel boots a kernel tree built in place: a make O=
+// bootTreeKernel boots a kernel tree built in place: a make O=
 // directory (as a developer's own build is) holding the e2e build's image
 // and .config, with tree:DIR, and checks that a tree that was not built
-// gets the make target to run.
-func TestBootTreeKernel(t *testing.T) {
-	testenv.E2E(t)
-	requiresBuildTools(t)
+// gets the make target to run. The build is TestKernelBuilds/patched's (a
+// cache hit once that has run).
+func bootTreeKernel(t *testing.T) {
 	args := []string{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--patches", helloPatch, "--name", "e2e-fuse-hello"}
-	if r := runLong(t, coldBuild, args...); r.code != 0 {
+	if r := runBuild(t, coldBuild, args...); r.code != 0 {
 		t.Fatalf("kernels build: exit %d", r.code)
 	}
+	holdGuestSlot(t)
 	k := showBuilt(t, "build:e2e-fuse-hello")
 	// A make O= directory of this very build: its image and .config where
 	// make puts them. (klab's own work trees are shared by every build of
@@ -220,6 +221,7 @@ func TestTreeBuildLoop(t *testing.T) {
 // the options it lacks.
 func TestBootShare(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	src, out := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "in.txt"), []byte("from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -263,6 +265,7 @@ func TestBootShare(t *testing.T) {
 // refused before anything boots.
 func TestBootIcount(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	runs := t.TempDir()
 	for _, bad := range [][]string{
 		{"--icount", "shift=0 -d int"},

@@ -98,6 +98,7 @@ func cellRuns(t *testing.T, dir string) map[string]int {
 // the killed klab, and its report has the shape of the merged one.
 func TestMatrixShardsResume(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	runs := t.TempDir()
 	const file = "matrices/smoke.yaml"
 	var shards []string

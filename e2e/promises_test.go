@@ -20,6 +20,7 @@ import (
 // does not exist is bad input naming it.
 func TestCLIRunsRmGC(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	runs := t.TempDir()
 	for _, id := range []string{"r1", "r2", "r3", "r4"} {
 		if r := run(t, runs, "boot", "--kernel", "debian:7.3", "--run-id", id, "--", "echo", "output of "+id); r.code != 0 {
@@ -95,9 +96,12 @@ func TestCLIFuseCheckHost(t *testing.T) {
 // prints the report and where the run is.
 func TestMakeRun(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	testenv.RequiresCommand(t, "make")
 	runs := t.TempDir()
 	ctx := testContext(t, 15*time.Minute)
+	makeInTree.Lock()
+	defer makeInTree.Unlock()
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "run", "RUN_FLAGS=--rounds 2")
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "KLAB_RUNS_DIR="+runs)

@@ -44,7 +44,8 @@ func runExperiment(t *testing.T, name string, args ...string) report {
 
 // TestSeedFUSETimeout runs seed 000's experiment in a reduced shape: klab's
 // server only, one round, default_request_timeout 0 against 500, and the
-// stuck-server check on both sides.
+// stuck-server check on both sides. The check measures how long the stuck
+// call took, so the test runs alone.
 func TestSeedFUSETimeout(t *testing.T) {
 	testenv.E2E(t)
 	rep := runExperiment(t, "fuse-timeout", "--kernel", "debian:7.3", "--rounds", "1", "--set", "server=passthrough", "--set", "kernel_passthrough=false")
@@ -65,6 +66,7 @@ func TestSeedFUSETimeout(t *testing.T) {
 // reduced shape: one thread count, klab's server, one round.
 func TestSeedFUSEInterrupt(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	rep := runExperiment(t, "fuse-interrupt", "--kernel", "debian:6.12", "--kernel", "debian:7.3",
 		"--rounds", "1", "--set", "threads=4", "--set", "server=passthrough")
 	if len(rep.Rows) != 3 || !strings.HasPrefix(rep.Rows[0].Name, "futimes threads=4") {
@@ -106,6 +108,7 @@ func TestSeedFUSEInterrupt(t *testing.T) {
 // against the server's reads.
 func TestSeedFUSEURing(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	rep := runExperiment(t, "fuse-uring", "--kernel", "debian:7.3", "--rounds", "1", "--set", "jobs=2")
 	if len(rep.Rows) != 5 {
 		t.Errorf("%d rows, want paged 128k and 1m, dio 1m, mmap 4k and creates", len(rep.Rows))
@@ -122,23 +125,23 @@ func TestSeedFUSEURing(t *testing.T) {
 	}
 }
 
-// TestSeedExt4Lazytime builds linux-source-7.3 with the lab config, with
-// and without the revert patch (incremental builds of the work tree the
-// build test uses), and runs seed 002's experiment on them for one round.
-func TestSeedExt4Lazytime(t *testing.T) {
-	testenv.E2E(t)
-	requiresBuildTools(t)
+// seedExt4Lazytime builds linux-source-7.3 with the lab config, with and
+// without the revert patch (incremental builds of the work tree that
+// TestKernelBuilds/patched builds in), and runs seed 002's experiment on
+// them for one round.
+func seedExt4Lazytime(t *testing.T) {
 	for _, args := range [][]string{
 		{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--name", "e2e-lab"},
 		{"kernels", "build", "--source", "debian:7.3", "--config", "lab", "--name", "e2e-ext4-revert",
 			"--patches", "experiments/patches/ext4-lazytime-revert.patch"},
 	} {
-		if r := runLong(t, 60*time.Minute, args...); r.code != 0 {
+		if r := runBuild(t, 60*time.Minute, args...); r.code != 0 {
 			t.Fatalf("%v: exit %d", args, r.code)
 		} else {
 			t.Logf("%s took %.1fs", args[len(args)-1], r.wall.Seconds())
 		}
 	}
+	holdGuestSlot(t)
 	rep := runExperiment(t, "ext4-lazytime", "--kernel", "build:e2e-ext4-revert", "--kernel", "build:e2e-lab", "--rounds", "1")
 	if len(rep.Rows) != 2 {
 		t.Errorf("%d rows, want fio's and the Go engine's", len(rep.Rows))

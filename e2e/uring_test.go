@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,11 +35,15 @@ const ringTests = "^(TestPOSIX|TestDataIntegrity|TestNamespaceOps|TestReaddirMan
 //  3. the interrupt check over the ring (replies to INTERRUPT fail with
 //     ENOENT there: EAGAIN does not requeue, ENOSYS does not stick);
 //  4. a server killed with requests in flight, then unmounted;
-//  5. the request timeout over the ring, set through INIT;
-//  6. mmap reads through klab's server over /dev/fuse and over the ring,
+//  5. mmap reads through klab's server over /dev/fuse and over the ring,
 //     with the workload in a child process of the agent.
+//
+// The request timeout over the ring, whose check measures how long the
+// stuck call took, is TestFUSEChecksInGuest's: this test runs beside
+// others.
 func TestFUSEURingInGuest(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	testenv.RequiresCommand(t, "go")
 	ctx := testContext(t, 20*time.Minute)
 
@@ -71,7 +74,6 @@ func TestFUSEURingInGuest(t *testing.T) {
 		ringTestsStep,
 		exec(2*time.Minute, "klab-agent", "fuse", "check", "interrupt", "--transport", "uring", "--policy", "all", "--hold", "1s", "--json"),
 		exec(2*time.Minute, "klab-agent", "fuse", "check", "kill", "--transport", "uring", "--json"),
-		exec(3*time.Minute, "klab-agent", "fuse", "check", "timeout", "--transport", "uring", "--via", "init", "--json"),
 	}
 	// mmap reads through klab's server over each transport: the client
 	// faults on the mapping while the agent serves the mount. (The
@@ -90,9 +92,7 @@ func TestFUSEURingInGuest(t *testing.T) {
 	for i := range steps {
 		steps[i].ID = i + 1
 	}
-	var mu sync.Mutex
-	out := map[int]*strings.Builder{}
-	var logs []string
+	var outs stepOutputs
 	o := &lab.Options{CacheDir: paths.CacheDir(), RunsDir: t.TempDir(), Progress: &logWriter{t: t, prefix: "klab| "}}
 	res, err := o.Boot(ctx, lab.BootRequest{
 		Kernel:    "debian:7.3",
@@ -100,26 +100,12 @@ func TestFUSEURingInGuest(t *testing.T) {
 		Console:   &logWriter{t: t, prefix: "console| "},
 		Steps:     steps,
 		HostTools: []string{bin},
-		OnMessage: func(m *proto.Message) {
-			mu.Lock()
-			defer mu.Unlock()
-			switch m.Kind {
-			case proto.KindOutput:
-				if out[m.Output.Step] == nil {
-					out[m.Output.Step] = &strings.Builder{}
-				}
-				out[m.Output.Step].Write(m.Output.Data)
-			case proto.KindLog:
-				logs = append(logs, m.Log.Msg)
-			}
-		},
-		Command: []string{"go", "test", "-run", t.Name()},
+		OnMessage: outs.message,
+		Command:   []string{"go", "test", "-run", t.Name()},
 	})
 	if err != nil || res == nil {
 		t.Fatalf("Boot: %v (result %v)", err, res != nil)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	for _, s := range res.Steps {
 		t.Logf("step %d: exit %d in %v %s", s.Done.Step, s.Done.ExitCode, time.Duration(s.Done.DurationNs).Round(time.Millisecond), s.Done.Error)
 	}
@@ -136,7 +122,7 @@ func TestFUSEURingInGuest(t *testing.T) {
 			Requests uint64 `json:"requests"`
 		} `json:"ring"`
 	}
-	for _, l := range logs {
+	for _, l := range outs.agentLogs() {
 		if _, js, ok := strings.Cut(l, "/tmp/ring-mnt stopped: "); ok {
 			if err := json.Unmarshal([]byte(js), &stats); err != nil {
 				t.Errorf("fuse step stats %q: %v", js, err)
@@ -144,7 +130,7 @@ func TestFUSEURingInGuest(t *testing.T) {
 		}
 	}
 	if d := res.Steps[0].Done; d.ExitCode != 0 || d.Error != "" {
-		t.Errorf("fuse step over uring: %+v\n%s", d, out[1])
+		t.Errorf("fuse step over uring: %+v\n%s", d, outs.step(1))
 	}
 	if stats.Transport != "uring" || !stats.URingEnabled || stats.Ring == nil || stats.Ring.Requests == 0 {
 		t.Errorf("fuse step: transport %q, enable_uring set by the agent %v, ring %+v; want uring, true and requests over the ring", stats.Transport, stats.URingEnabled, stats.Ring)
@@ -153,7 +139,7 @@ func TestFUSEURingInGuest(t *testing.T) {
 	}
 
 	// 2: guest/fuse's tests over the ring.
-	tests := out[2].String()
+	tests := outs.step(2)
 	if d := res.Steps[1].Done; d.ExitCode != 0 {
 		t.Errorf("guest/fuse tests over io_uring in the guest: exit %d %s\n%s", d.ExitCode, d.Error, tail(tests, 60))
 	}
@@ -184,20 +170,11 @@ func TestFUSEURingInGuest(t *testing.T) {
 	}
 	t.Logf("guest/fuse tests over io_uring in the guest: %d passed, %d skipped in %v", passed, len(skipped), time.Duration(res.Steps[1].Done.DurationNs).Round(time.Second))
 
-	// 3-5: the checks.
-	for _, s := range res.Steps[5:] {
-		d := s.Done
-		if d.ExitCode != 0 || d.Error != "" || d.Metrics == nil || d.Metrics.Ops == 0 {
-			t.Errorf("mmap reads over %s: %+v", s.Step.FUSE.Transport, d)
-			continue
-		}
-		t.Logf("mmap reads over %s: %.0f MB/s", s.Step.FUSE.Transport, d.Metrics.BytesPerSec/1e6)
-	}
-
-	for i, n := range map[int]int{3: 4, 4: 1, 5: 1} {
+	// 3-4: the checks.
+	for i, n := range map[int]int{3: 4, 4: 1} {
 		var rs []checkResult
-		if err := json.Unmarshal([]byte(out[i].String()), &rs); err != nil {
-			t.Errorf("step %d: output is not JSON (%v):\n%s", i, err, out[i])
+		if err := json.Unmarshal([]byte(outs.step(i)), &rs); err != nil {
+			t.Errorf("step %d: output is not JSON (%v):\n%s", i, err, outs.step(i))
 			continue
 		}
 		if len(rs) != n {
@@ -216,6 +193,16 @@ func TestFUSEURingInGuest(t *testing.T) {
 				t.Errorf("%s: %v\n%s", c.Name, c.Problems, c.Details)
 			}
 		}
+	}
+
+	// 5: mmap reads.
+	for _, s := range res.Steps[4:] {
+		d := s.Done
+		if d.ExitCode != 0 || d.Error != "" || d.Metrics == nil || d.Metrics.Ops == 0 {
+			t.Errorf("mmap reads over %s: %+v", s.Step.FUSE.Transport, d)
+			continue
+		}
+		t.Logf("mmap reads over %s: %.0f MB/s", s.Step.FUSE.Transport, d.Metrics.BytesPerSec/1e6)
 	}
 }
 
@@ -262,6 +249,7 @@ func lastElem(name string) string { return name[strings.LastIndex(name, "/")+1:]
 // error and a non-zero exit, quickly, never a hang.
 func TestFUSEURingUnsupported(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	runs := t.TempDir()
 	// A step timeout of 30 s (2 min under TCG's factor of 4) makes a hang
 	// end as a timeout the test can tell apart, not as the test's own.

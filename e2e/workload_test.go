@@ -49,6 +49,7 @@ func (w *logWriter) Write(p []byte) (int, error) {
 // samples streamed while they ran, and that metrics.json has both.
 func TestWorkloadBothEngines(t *testing.T) {
 	testenv.E2E(t)
+	parallelGuest(t)
 	testenv.RequiresCommand(t, "fio")
 	job := proto.WorkloadStep{
 		Name: "e2e-write", Pattern: proto.PatternSeqWrite, Dir: "/tmp/e2e-wl", Jobs: 2,
