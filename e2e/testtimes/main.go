@@ -124,19 +124,31 @@ func (rep *report) read(r io.Reader) error {
 			t.parallel, t.paused = true, true
 		case "pass", "fail", "skip":
 			t.result, t.seconds = e.Action, e.Elapsed
-			// go test's time for a test whose subtests ran in parallel
-			// ends where its own function did; its end event comes
-			// after the subtests.
-			if !t.start.IsZero() {
-				t.seconds = max(t.seconds, e.Time.Sub(t.start).Seconds())
-			}
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("read the test events: %w", err)
 	}
 	rep.openTimes()
+	for _, p := range rep.pkgs {
+		for _, t := range p.tests {
+			t.addParallelSubs()
+		}
+	}
 	return nil
+}
+
+// addParallelSubs adds to the time of each ended test the time of its
+// subtests that ran in parallel: go test's time for a test ends with its
+// own function, before those subtests run. (Its end event comes after
+// them, but the time between also holds their waits for a slot.)
+func (t *test) addParallelSubs() {
+	for _, s := range t.subs {
+		s.addParallelSubs()
+		if s.parallel && t.result != "" {
+			t.seconds += s.seconds
+		}
+	}
 }
 
 // openTimes gives a package or test that has not ended (the stream is of
