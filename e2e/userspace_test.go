@@ -72,11 +72,13 @@ func collect(t *testing.T, mu *sync.Mutex, out *strings.Builder) func(*proto.Mes
 // TestUserspaceInGuest builds the default userspace (what fstests needs)
 // and runs commands chrooted into it on debian:7.3, whose virtio-blk is a
 // module, or on the kernel KLAB_USERSPACE_KERNEL names (a lab build, for
-// instance, which has it built in).
+// instance, which has it built in). It times nothing, so it runs beside
+// other tests.
 func TestUserspaceInGuest(t *testing.T) {
 	testenv.E2E(t)
 	testenv.RequiresCommand(t, "mke2fs")
 	testenv.RequiresCommand(t, "dpkg-deb")
+	parallelGuest(t)
 	ctx := testContext(t, 20*time.Minute)
 	cache := paths.CacheDir()
 	start := time.Now()
