@@ -233,7 +233,7 @@ func TestExperimentBadInput(t *testing.T) {
 		{[]string{"run", bad, "--kernel", "debian:7.3"}, []string{bad + ":2:9: found \"two\", want an integer"}},
 		{[]string{"experiments", "validate", bad}, []string{bad + ":2:9"}},
 		{[]string{"run", "e2e/testdata/ab.yaml", "--kernel", "debian:nosuch", "--kernel", "debian:7.3"}, []string{"--kernel debian:nosuch"}},
-		{[]string{"run", "e2e/testdata/ab.yaml", "--kernel", "debian:7.3"}, []string{"comparing kernels needs exactly two --kernel"}},
+		{[]string{"run", "e2e/testdata/ab.yaml", "--kernel", "debian:7.3"}, []string{"--kernel given once: comparing kernels needs exactly two (A and B)"}},
 		{[]string{"run", "no-such-experiment", "--kernel", "debian:7.3"}, []string{"no experiment \"no-such-experiment\"", "fuse-transport"}},
 	} {
 		r := run(t, runs, c.args...)

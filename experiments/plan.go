@@ -156,7 +156,11 @@ func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 		p.A = p.Kernels[0]
 	} else {
 		if len(p.Kernels) != 2 {
-			return nil, fmt.Errorf("comparing kernels needs exactly two kernels (A and B), got %d; or compare a parameter", len(p.Kernels))
+			times := fmt.Sprintf("%d times", len(p.Kernels))
+			if len(p.Kernels) == 1 {
+				times = "once"
+			}
+			return nil, option.Errorf("kernel", "given %s: comparing kernels needs exactly two (A and B); or compare a parameter", times)
 		}
 		if p.Kernels[0] == p.Kernels[1] {
 			return nil, option.Errorf("kernel", "%s is given twice; A and B must differ", p.Kernels[0])
