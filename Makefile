@@ -130,7 +130,7 @@ run: deps build
 # TCG, and the host FUSE stress run would otherwise load the same CPUs.
 # Inside e2e, the timing tests run alone first; then the others boot two
 # guests at a time (KLAB_E2E_GUESTS) beside the kernel builds. The e2e
-# package takes about 22 minutes cold on 2 cores (14 with warm caches); 50
+# package takes about 25 minutes cold on 2 cores (14 with warm caches); 50
 # leaves room for a loaded machine within CI's 90.
 TEST_FLAGS := -p 1 -count=1 -timeout 50m
 test: deps test-deps
