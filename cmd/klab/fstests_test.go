@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 )
 
@@ -32,16 +30,7 @@ func TestFstestsBuildFlags(t *testing.T) {
 		cmd.SilenceErrors, cmd.SilenceUsage = true, true
 		err := cmd.ExecuteContext(context.Background())
 		if len(c.want) > 0 {
-			var ee *exitError
-			if !errors.As(err, &ee) || ee.code != exitBadInput {
-				t.Errorf("klab fstests build %q: %v, want status %d", c.args, err, exitBadInput)
-				continue
-			}
-			for _, w := range c.want {
-				if !strings.Contains(ee.msg, w) {
-					t.Errorf("klab fstests build %q: %q, want %q in it", c.args, ee.msg, w)
-				}
-			}
+			wantBadInput(t, "fstests build", c.args, err, c.want)
 			continue
 		}
 		if err != nil || got == nil || got.src != c.src {

@@ -37,22 +37,29 @@ func TestShellFlags(t *testing.T) {
 		cmd.SilenceErrors, cmd.SilenceUsage = true, true
 		err := cmd.ExecuteContext(context.Background())
 		if len(c.want) > 0 {
-			var ee *exitError
-			if !errors.As(err, &ee) || ee.code != exitBadInput {
-				t.Errorf("klab shell %q: %v, want status %d", c.args, err, exitBadInput)
-				continue
-			}
-			for _, w := range c.want {
-				if !strings.Contains(ee.msg, w) {
-					t.Errorf("klab shell %q: %q, want %q in it", c.args, ee.msg, w)
-				}
-			}
+			wantBadInput(t, "shell", c.args, err, c.want)
 			continue
 		}
 		req.Command = nil
 		if err != nil || lo.Accel != c.lo.Accel || lo.Flavour != c.lo.Flavour || req.Kernel != c.req.Kernel ||
 			req.MemMB != c.req.MemMB || req.CPUs != c.req.CPUs || req.Cmdline != c.req.Cmdline {
 			t.Errorf("klab shell %q: %v, %+v, %+v; want %+v, %+v", c.args, err, lo, req, c.lo, c.req)
+		}
+	}
+}
+
+// wantBadInput checks that err is klab's bad-input exit with every string of
+// want in its message; name is the command as the user typed it.
+func wantBadInput(t *testing.T, name string, args []string, err error, want []string) {
+	t.Helper()
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitBadInput {
+		t.Errorf("klab %s %q: %v, want status %d", name, args, err, exitBadInput)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(ee.msg, w) {
+			t.Errorf("klab %s %q: %q, want %q in it", name, args, ee.msg, w)
 		}
 	}
 }
