@@ -50,6 +50,8 @@ const (
 	// KindInput carries the host's standard input for a running exec step
 	// that asked for it (Step.Stdin), out of band like KindSysrq.
 	KindInput Kind = "input"
+	// KindTest reports one test of a running StepFstests as it ends.
+	KindTest Kind = "test"
 )
 
 // Message is one line on the channel.
@@ -74,6 +76,8 @@ type Message struct {
 	Sysrq string `json:"sysrq,omitempty"`
 	// Input is set for KindInput.
 	Input *Input `json:"input,omitempty"`
+	// Test is set for KindTest.
+	Test *TestResult `json:"test,omitempty"`
 }
 
 // Input is a chunk of standard input for step Step; EOF ends it.
@@ -155,6 +159,9 @@ const (
 	// prepares it for exec steps that run chrooted into it (Step.Root;
 	// guest/proto/userspace.go).
 	StepUserspace StepKind = "userspace"
+	// StepFstests runs fstests chrooted into a userspace, one KindTest
+	// message per test (guest/proto/fstests.go).
+	StepFstests StepKind = "fstests"
 )
 
 // Step is one unit of work the host asks the agent to do. Each Step ends
@@ -187,6 +194,8 @@ type Step struct {
 	Share *ShareStep `json:"share,omitempty"`
 	// Userspace is set for StepUserspace.
 	Userspace *UserspaceStep `json:"userspace,omitempty"`
+	// Fstests is set for StepFstests.
+	Fstests *FstestsStep `json:"fstests,omitempty"`
 	// Root, for StepExec, runs the command chrooted into this directory
 	// (a userspace a StepUserspace mounted): Argv[0] is looked up in the
 	// root's PATH and Dir is a path inside the root.
@@ -241,6 +250,9 @@ type Done struct {
 	FUSE *FUSEStats `json:"fuse,omitempty"`
 	// Profile is the call graph recorded for Step.Perf.
 	Profile *Profile `json:"profile,omitempty"`
+	// XUnit, for StepFstests, is check's result.xml (-R xunit-quiet),
+	// truncated to 256 KiB; empty when check did not finish.
+	XUnit string `json:"xunit,omitempty"`
 }
 
 // Log is a diagnostic line from the agent itself.
@@ -275,6 +287,8 @@ func (m *Message) Validate() error {
 		ok = m.Sysrq != ""
 	case KindInput:
 		ok = m.Input != nil
+	case KindTest:
+		ok = m.Test != nil
 	case KindBye, KindShutdown:
 		ok = true
 	default:
