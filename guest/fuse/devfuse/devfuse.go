@@ -50,6 +50,10 @@ type Device struct {
 
 	splice                  atomic.Bool // see SetSplice
 	spliced, splicedReplies atomic.Uint64
+	// requests counts what Stats.Requests says, on a cache line apart
+	// from the reply counters.
+	_        [64]byte
+	requests atomic.Uint64
 }
 
 // Open opens /dev/fuse for reading and writing, blocking, close-on-exec.
@@ -203,6 +207,9 @@ func (t *Transport) work(c *dispatch.Conn) error {
 			// The kernel never sends malformed requests; don't spin on it.
 			return err
 		}
+		if transportRequest(req.Header.Opcode) {
+			t.dev.requests.Add(1)
+		}
 		c.Dispatch(req)
 		if req.Done() {
 			scratch = req.ScratchBuffer()
@@ -211,6 +218,17 @@ func (t *Transport) work(c *dispatch.Conn) error {
 		// The handler kept the request: give it the buffers.
 		buf, scratch, req = nil, nil, new(dispatch.Request)
 	}
+}
+
+// transportRequest reports whether the kernel sends requests of opcode
+// op over the connection's transport: all but INIT, FORGET, BATCH_FORGET
+// and INTERRUPT, which come over /dev/fuse whatever the transport.
+func transportRequest(op abi.Opcode) bool {
+	switch op {
+	case abi.OpInit, abi.OpForget, abi.OpBatchForget, abi.OpInterrupt:
+		return false
+	}
+	return true
 }
 
 func (t *Transport) read(buf []byte) (int, error) {

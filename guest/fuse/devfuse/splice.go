@@ -217,11 +217,15 @@ type Stats struct {
 	// bytes into its memory (they do not show in its rchar).
 	SplicedReplies uint64 `json:"spliced_replies"`
 	SplicedBytes   uint64 `json:"spliced_bytes"`
+	// Requests counts the requests read from /dev/fuse that a transport
+	// carries (all but INIT, FORGET, BATCH_FORGET and INTERRUPT): over
+	// io_uring it stays 0 once the rings serve.
+	Requests uint64 `json:"requests"`
 }
 
 // Stats returns the device's counters.
 func (d *Device) Stats() Stats {
-	return Stats{SplicedReplies: d.splicedReplies.Load(), SplicedBytes: d.spliced.Load()}
+	return Stats{SplicedReplies: d.splicedReplies.Load(), SplicedBytes: d.spliced.Load(), Requests: d.requests.Load()}
 }
 
 // SetSplice turns spliced READ replies on or off (off for a new Device).
