@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,6 +122,11 @@ type Config struct {
 	// LibfusePath is the libfuse server's binary; empty means
 	// proto.LibfusePassthroughLLPath or proto.LibfusePassthroughHPPath.
 	LibfusePath string
+	// LibfuseLoader, when set, is the command that runs the libfuse
+	// server: LibfusePath and its arguments follow it (a dynamic loader
+	// with --library-path, for a server whose libraries are not the
+	// system's).
+	LibfuseLoader []string
 	// Log receives the servers' messages; nil discards them.
 	Log *slog.Logger
 }
@@ -540,7 +546,8 @@ func (s *Session) startLibfuse(ctx context.Context) error {
 // is its environment), and returns once its mount appeared.
 func (s *Session) runExternal(ctx context.Context, path string, args, env []string) error {
 	cfg := s.cfg
-	cmd := exec.Command(path, args...)
+	argv := append(append(slices.Clone(cfg.LibfuseLoader), path), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}

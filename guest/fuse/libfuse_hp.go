@@ -166,3 +166,39 @@ func countURingFDs(pid int) (int, error) {
 	}
 	return n, nil
 }
+
+// URingCompletions sums the completions posted so far on process pid's
+// io_uring instances (CqTail in /proc/PID/fdinfo, which wraps at 2^32).
+// A libfuse server over io_uring gets one completion per request the
+// rings carry, and one per queue at teardown.
+func URingCompletions(pid int) (uint64, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, e := range ents {
+		if t, err := os.Readlink(filepath.Join(dir, e.Name())); err != nil || t != "anon_inode:[io_uring]" {
+			continue
+		}
+		info, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "fdinfo", e.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		n += cqTail(string(info))
+	}
+	return n, nil
+}
+
+// cqTail is the CqTail field of an io_uring's fdinfo, 0 when missing.
+func cqTail(fdinfo string) uint64 {
+	for _, l := range strings.Split(fdinfo, "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if ok && k == "CqTail" {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+			return n
+		}
+	}
+	return 0
+}

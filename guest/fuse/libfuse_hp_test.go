@@ -219,3 +219,13 @@ func rchar(t *testing.T, pid int) int64 {
 	t.Fatalf("no rchar in %s", b)
 	return 0
 }
+
+func TestCQTail(t *testing.T) {
+	info := "pos:\t0\nflags:\t02000002\nmnt_id:\t16\nino:\t1057\nSqMask:\t7\nSqHead:\t12\nSqTail:\t12\nCachedSqHead:\t12\nCqMask:\t15\nCqHead:\t11\nCqTail:\t11\nCachedCqTail:\t11\n"
+	if got := cqTail(info); got != 11 {
+		t.Errorf("cqTail = %d, want 11", got)
+	}
+	if got := cqTail("pos:\t0\n"); got != 0 {
+		t.Errorf("cqTail without the field = %d, want 0", got)
+	}
+}
