@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"klab/guest/proto"
 	"klab/images/apt"
 	"klab/internal/proc"
 )
@@ -157,7 +158,36 @@ func setup(tree string, postinsts []string) error {
 	if err := os.Chmod(inTree(tree, "/root"), 0o700); err != nil {
 		return err
 	}
+	if err := linkMountHelpers(tree); err != nil {
+		return err
+	}
 	return writeEtc(tree)
+}
+
+// linkMountHelpers links /usr/sbin/mount.fuse.NAME, for each fstests FUSE
+// server, to the helper the agent puts into the writable
+// proto.FstestsHelperDir at run time: mount(8) looks for helpers in /sbin
+// only, which is read-only. A link costs nothing at mount time, where a
+// script that execs the helper would add a shell's start to every mount.
+func linkMountHelpers(tree string) error {
+	if err := os.MkdirAll(inTree(tree, "/usr/sbin"), 0o755); err != nil {
+		return err
+	}
+	sbin := treeFile(tree, "/usr/sbin/x")
+	if sbin == "" {
+		return errors.New("no /usr/sbin in the tree for the mount helpers")
+	}
+	for _, s := range proto.FstestsFUSEServers() {
+		name := proto.FstestsMountHelper(s)
+		link := filepath.Join(filepath.Dir(sbin), name)
+		if _, err := os.Lstat(link); err == nil {
+			continue
+		}
+		if err := os.Symlink(path.Join(proto.FstestsHelperDir, name), link); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // inTree is the host path of the tree's absolute path p.

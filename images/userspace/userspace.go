@@ -32,7 +32,7 @@ import (
 // Recipe names the way Build turns packages into an image. It is part of
 // every cache key: change it whenever a change to this package changes
 // what an image holds.
-const Recipe = "klab-userspace-1"
+const Recipe = "klab-userspace-2"
 
 // DefaultSuite is the Debian suite the packages come from when a Spec
 // names none.

@@ -207,7 +207,8 @@ func TestSetup(t *testing.T) {
 	if err := setup(tree, []string{gawk}); err != nil {
 		t.Fatal(err)
 	}
-	for link, want := range map[string]string{"usr/bin/awk": "/usr/bin/gawk", "usr/bin/nawk": "/usr/bin/gawk", "usr/bin/sh": "/usr/bin/bash", "etc/mtab": "../proc/self/mounts"} {
+	for link, want := range map[string]string{"usr/bin/awk": "/usr/bin/gawk", "usr/bin/nawk": "/usr/bin/gawk", "usr/bin/sh": "/usr/bin/bash", "etc/mtab": "../proc/self/mounts",
+		"usr/sbin/mount.fuse.klab": "/run/klab/mount.fuse.klab", "usr/sbin/mount.fuse.passthrough_hp": "/run/klab/mount.fuse.passthrough_hp"} {
 		if got, err := os.Readlink(filepath.Join(tree, link)); err != nil || got != want {
 			t.Errorf("%s -> %q (%v), want %s", link, got, err, want)
 		}
