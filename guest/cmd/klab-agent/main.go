@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +29,12 @@ import (
 func main() {
 	if filepath.Base(os.Args[0]) == "modprobe" { // the kernel's module helper, or a user's modprobe
 		os.Exit(agent.ModprobeMain(agent.ModulesDir, os.Args[1:], os.Stderr))
+	}
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "mount.fuse.") { // mount(8)'s helper for an fstests FUSE mount
+		os.Exit(agent.FUSEMountHelperMain(os.Args, os.Stderr))
+	}
+	if len(os.Args) == 2 && os.Args[1] == agent.FUSEDaemonArg { // the server of one fstests FUSE mount
+		os.Exit(agent.FUSEDaemonMain(os.Stdin, os.Stdout))
 	}
 	if len(os.Args) == 2 && os.Args[1] == agent.WorkloadChildArg { // one workload step, for the agent
 		os.Exit(agent.WorkloadChildMain(os.Stdin, os.Stdout))
