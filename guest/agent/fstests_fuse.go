@@ -274,12 +274,13 @@ func parseLoaderList(out string) ([]string, error) {
 
 // fstestsProof returns the proof function of prepareFstestsFUSE: the
 // requests the servers whose counter files are in dir served since its
-// last call, "dev=N uring=M" (for passthrough_hp, which cannot count its
+// last call (the first call counts from when fstestsProof was called),
+// "dev=N uring=M" (for passthrough_hp, which cannot count its
 // /dev/fuse requests, "uring=M"). Files of ended servers are removed once
 // counted.
 func fstestsProof(dir, server string) func() string {
 	seen := map[string]fuseCounters{}
-	return func() string {
+	proof := func() string {
 		var dev int64
 		var uring uint64
 		names, _ := filepath.Glob(filepath.Join(dir, "*.json"))
@@ -310,6 +311,8 @@ func fstestsProof(dir, server string) func() string {
 		}
 		return fmt.Sprintf("dev=%d uring=%d", dev, uring)
 	}
+	proof() // what servers already running served is not counted
+	return proof
 }
 
 // fstestsProofMismatch says why proof (prepareFstestsFUSE's) contradicts
@@ -437,7 +440,8 @@ func FUSEMountHelperMain(args []string, stderr io.Writer) int {
 	if slices.Contains(m.options, "remount") {
 		mount, err := exec.LookPath("mount")
 		if err != nil {
-			return fail("remount: %v", err)
+			// mount(8) may run its helpers without a PATH.
+			mount = "/usr/bin/mount"
 		}
 		return fail("remount: %v", syscall.Exec(mount, append([]string{"mount", "-i"}, args[1:]...), os.Environ()))
 	}

@@ -83,9 +83,10 @@ func TestFstestsProof(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	put("9.json", fuseCounters{Dev: 40, URing: 0})
 	proof := fstestsProof(dir, proto.FstestsServerKlab)
 	if got := proof(); got != "dev=0 uring=0" {
-		t.Errorf("empty: %q", got)
+		t.Errorf("with a server from before: %q", got)
 	}
 	put("10.json", fuseCounters{Dev: 3, URing: 100})
 	put("11.json", fuseCounters{Dev: 0, URing: 5})
@@ -102,7 +103,9 @@ func TestFstestsProof(t *testing.T) {
 	if got := proof(); got != "dev=0 uring=0" {
 		t.Errorf("third: %q", got)
 	}
-	if got := fstestsProof(dir, proto.FstestsServerPassthroughHP)(); got != "uring=5" {
+	hp := fstestsProof(dir, proto.FstestsServerPassthroughHP)
+	put("11.json", fuseCounters{Dev: -1, URing: 8})
+	if got := hp(); got != "uring=3" {
 		t.Errorf("passthrough_hp: %q", got)
 	}
 	for _, c := range []struct{ transport, proof, want string }{
