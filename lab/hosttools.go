@@ -102,9 +102,15 @@ func (r *BootRequest) extraFiles() ([]images.ExtraFile, error) {
 }
 
 // needsLibfuse reports whether a step mounts the libfuse server kind
-// (proto.FUSELibfusePassthroughLL or proto.FUSELibfusePassthroughHP).
+// (proto.FUSELibfusePassthroughLL or proto.FUSELibfusePassthroughHP): a
+// fuse step, or an fstests step whose configuration's mounts run
+// passthrough_hp.
 func needsLibfuse(steps []proto.Step, kind string) bool {
 	for i := range steps {
+		if f := steps[i].Fstests; f != nil && f.Config.FUSE != nil &&
+			f.Config.FUSE.Server == proto.FstestsServerPassthroughHP && kind == proto.FUSELibfusePassthroughHP {
+			return true
+		}
 		for s := &steps[i]; s != nil && s.FUSE != nil; s = s.FUSE.Then {
 			if s.FUSE.Server == kind {
 				return true

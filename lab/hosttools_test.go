@@ -57,6 +57,15 @@ func TestNeedsLibfuse(t *testing.T) {
 	if needsLibfuse([]proto.Step{{Kind: proto.StepFUSE, FUSE: &proto.FUSEStep{Server: "passthrough"}}, {Kind: proto.StepExec}}, proto.FUSELibfusePassthroughLL) {
 		t.Error("libfuse seen where there is none")
 	}
+	hp := proto.Step{Kind: proto.StepFstests, Fstests: &proto.FstestsStep{Config: proto.FstestsConfig{
+		FSType: proto.FstestsFUSE, FUSE: &proto.FstestsFUSEConfig{Server: proto.FstestsServerPassthroughHP}}}}
+	if !needsLibfuse([]proto.Step{hp}, proto.FUSELibfusePassthroughHP) || needsLibfuse([]proto.Step{hp}, proto.FUSELibfusePassthroughLL) {
+		t.Error("an fstests step with passthrough_hp mounts needs passthrough_hp, and only it")
+	}
+	hp.Fstests.Config.FUSE.Server = proto.FstestsServerKlab
+	if needsLibfuse([]proto.Step{hp}, proto.FUSELibfusePassthroughHP) {
+		t.Error("an fstests step of klab's server took passthrough_hp")
+	}
 }
 
 // TestLibfuseFiles checks which libfuse servers go into the initramfs:
