@@ -6,6 +6,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images"
+	"klab/images/internal/ext4img"
 	"klab/results"
 )
 
@@ -84,12 +85,7 @@ func neededModules(cfg map[string]string) (modules, missing []string) {
 // QEMUArgs attach the image at path as a read-only virtio-blk disk with
 // the userspace serial. QEMU takes a shared lock on a read-only image, so
 // several guests can attach one image at once.
-func QEMUArgs(path string) []string {
-	return []string{
-		"-drive", "file=" + strings.ReplaceAll(path, ",", ",,") + ",if=none,id=klabus,format=raw,readonly=on",
-		"-device", "virtio-blk-pci,drive=klabus,serial=" + Serial,
-	}
-}
+func QEMUArgs(path string) []string { return ext4img.QEMUArgs(path, "klabus", Serial) }
 
 // Exec is an exec step that runs argv chrooted into the userspace, in dir
 // (inside it; empty means /), stopped after timeoutMs (0: no limit).

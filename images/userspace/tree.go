@@ -15,6 +15,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images/apt"
+	"klab/images/internal/ext4img"
 	"klab/internal/proc"
 )
 
@@ -61,11 +62,11 @@ func assemble(ctx context.Context, files []string, tree, out string, d Descripto
 		return fmt.Errorf("userspace: %w", err)
 	}
 	d.Users = userNames()
-	st, err := measureTree(tree)
+	st, err := ext4img.Measure(tree)
 	if err != nil {
 		return fmt.Errorf("userspace: %w", err)
 	}
-	d.TreeBytes, d.Files = st.bytes, st.files
+	d.TreeBytes, d.Files = st.Bytes, st.Files
 	t = time.Now()
 	img := filepath.Join(out, imageFile)
 	if err := makeExt4(ctx, tree, img, st); err != nil {
@@ -340,54 +341,10 @@ func shellCommands(script string) []string {
 	return out
 }
 
-// treeStats is what a tree holds, for sizing its image.
-type treeStats struct {
-	// bytes is the content of regular files; blocks the 4 KiB blocks
-	// files, directories and long links take.
-	bytes, blocks int64
-	files         int
-}
-
-// measureTree counts what tree holds.
-func measureTree(tree string) (treeStats, error) {
-	var st treeStats
-	err := filepath.WalkDir(tree, func(p string, de fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		st.files++
-		fi, err := de.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case fi.Mode().IsRegular():
-			st.bytes += fi.Size()
-			st.blocks += (fi.Size() + 4095) / 4096
-		case fi.IsDir():
-			st.blocks++
-		case fi.Mode()&fs.ModeSymlink != 0 && fi.Size() >= 60:
-			st.blocks++
-		}
-		return nil
-	})
-	if errors.Is(err, fs.ErrNotExist) {
-		return st, fmt.Errorf("measuring the tree: %w", err)
-	}
-	return st, err
-}
-
-// makeExt4 packs tree into a new ext4 image at img: no journal (it is
-// mounted read-only), 4 KiB blocks, sized to the tree with some room for
-// the file system's own metadata. Files keep their owners and modes, as
-// dpkg-deb unpacked them.
-func makeExt4(ctx context.Context, tree, img string, st treeStats) error {
-	inodes := int64(st.files) + 1024
-	blocks := st.blocks + st.blocks/10 + inodes*256/4096 + 4096
-	_, err := proc.Run(ctx, proc.Opts{Timeout: 10 * time.Minute}, "mke2fs", "-q", "-F", "-t", "ext4",
-		"-O", "^has_journal", "-b", "4096", "-N", strconv.FormatInt(inodes, 10), "-m", "0",
-		"-L", "klab-userspace", "-E", "root_owner=0:0,nodiscard", "-d", tree, img, strconv.FormatInt(blocks, 10))
-	if err != nil {
+// makeExt4 packs tree, whose content st measured, into a new ext4 image
+// at img (see ext4img.Make).
+func makeExt4(ctx context.Context, tree, img string, st ext4img.Stats) error {
+	if err := ext4img.Make(ctx, tree, img, "klab-userspace", st); err != nil {
 		return fmt.Errorf("making the userspace image (mke2fs from e2fsprogs 1.43 or newer): %w", err)
 	}
 	return nil
