@@ -11,5 +11,6 @@ func DefaultHandlers() map[proto.StepKind]Handler {
 		proto.StepFUSE:      runFUSE,
 		proto.StepShare:     runShare,
 		proto.StepUserspace: runUserspace,
+		proto.StepFstests:   runFstests,
 	}
 }
