@@ -52,7 +52,8 @@ type BootRequest struct {
 	// stops the run with status step-failed.
 	Steps []proto.Step
 	// OnMessage, when set, sees every message a step sends (samples, logs,
-	// output) as it arrives.
+	// output, tests) as it arrives. Test results come cleaned and bounded
+	// (see testFilter); one the step did not ask for never comes.
 	OnMessage func(*proto.Message)
 	// QEMUArgs are appended to QEMU's argv (and so recorded in the
 	// manifest).
@@ -246,7 +247,7 @@ func QEMUVersion(ctx context.Context, qemu string) string {
 
 // Event is one line of a run's events.jsonl.
 type Event struct {
-	// Kind is "hello", "output", "done", "splat", "sample" or
+	// Kind is "hello", "output", "done", "splat", "sample", "test" or
 	// "agent-log".
 	Kind string `json:"kind"`
 	// Hello is the agent's Hello, for "hello".
@@ -260,6 +261,9 @@ type Event struct {
 	Splat *SplatEvent `json:"splat,omitempty"`
 	// Sample is a workload sample, for "sample".
 	Sample *proto.Sample `json:"sample,omitempty"`
+	// Test is one fstests test's result, for "test", cleaned and
+	// bounded (see testFilter).
+	Test *proto.TestResult `json:"test,omitempty"`
 	// Message is an agent log line, for "agent-log".
 	Message string `json:"message,omitempty"`
 }

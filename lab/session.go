@@ -493,6 +493,11 @@ func (s *Session) step(ctx context.Context, st proto.Step, n int) (*StepResult, 
 	stepCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var sent func()
+	if st.Kind == proto.StepFstests && st.ID <= 0 {
+		// Its tests are checked against its ID.
+		st.ID = a.NextID()
+	}
+	tests := newTestFilter(st)
 	if st.Kind == proto.StepExec && st.Stdin {
 		if st.ID <= 0 {
 			st.ID = a.NextID()
@@ -511,6 +516,12 @@ func (s *Session) step(ctx context.Context, st proto.Step, n int) (*StepResult, 
 				_ = s.events.Append(Event{Kind: "agent-log", Message: msg.Log.Msg})
 			case proto.KindSample:
 				_ = s.events.Append(Event{Kind: "sample", Sample: msg.Sample})
+			case proto.KindTest:
+				if why := tests.take(msg.Test); why != "" {
+					_ = s.events.Append(Event{Kind: "agent-log", Message: "dropped a test report: " + why})
+					return
+				}
+				_ = s.events.Append(Event{Kind: "test", Test: msg.Test})
 			}
 			if req.OnMessage != nil {
 				req.OnMessage(msg)
@@ -581,6 +592,7 @@ wait:
 		}
 		return nil, s.kernelFail(results.StatusKernelError, "the agent channel closed during a step: "+r.err.Error(), m.LastConsoleLines(15))
 	}
+	boundXUnit(r.done)
 	_ = s.events.Append(Event{Kind: "done", Done: r.done})
 	sr := StepResult{Step: st, Done: *r.done}
 	sr.Step.ID = r.done.Step

@@ -266,6 +266,7 @@ func (a *Agent) send(m *proto.Message) error {
 var guestKinds = map[proto.Kind]bool{
 	proto.KindHello: true, proto.KindOutput: true, proto.KindDone: true,
 	proto.KindLog: true, proto.KindSample: true, proto.KindBye: true,
+	proto.KindTest: true,
 }
 
 // checkGuest checks what proto's Validate leaves to the receiver: that a
