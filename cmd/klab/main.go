@@ -89,7 +89,7 @@ to repeat it.`,
 		newCompareCommand(g),
 		newRerunCommand(g),
 		newMatrixCommand(g),
-		newFstestsCommand(g),
+		newFstestsCommand(g, nil),
 		newResultsCommand(),
 		newVersionCommand(),
 	)

@@ -49,6 +49,13 @@ type Request struct {
 	Progress io.Writer
 }
 
+// InputError is a request that cannot run as given: tests that do not
+// exist or do not apply, kernels given the wrong number of times.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
 // DefaultTestTimeout bounds a test when Request.TestTimeout is 0: the
 // longest cheap tests take a few minutes under TCG.
 const DefaultTestTimeout = 15 * time.Minute
@@ -94,7 +101,7 @@ type side struct {
 // ended is written even when a shard fails.
 func Run(ctx context.Context, env Env, req Request) (*Result, error) {
 	if len(req.Kernels) < 1 || len(req.Kernels) > 2 {
-		return nil, fmt.Errorf("fstests: %d kernels: give one, or two to compare", len(req.Kernels))
+		return nil, &InputError{fmt.Errorf("fstests: %d kernels: give one, or two to compare", len(req.Kernels))}
 	}
 	jobs := max(req.Jobs, 1)
 	timeout := req.TestTimeout
@@ -103,7 +110,7 @@ func Run(ctx context.Context, env Env, req Request) (*Result, error) {
 	}
 	tests, err := selectTests(env.Tree, req.Config, req.Select)
 	if err != nil {
-		return nil, err
+		return nil, &InputError{err}
 	}
 	sides := make([]*side, len(req.Kernels))
 	for i, ref := range req.Kernels {
@@ -216,17 +223,26 @@ func runSides(ctx context.Context, env Env, req Request, sides []*side, jobs int
 	return errors.Join(errs...)
 }
 
-// rerun runs tests k more times on each side, side by side, and counts
-// the runs in each side's run.
+// rerun runs tests k more times on each side, the sides side by side,
+// and counts the runs in each side's run.
 func rerun(ctx context.Context, env Env, req Request, sides []*side, tests []string, k int, timeout time.Duration, pw labfstests.Progress) error {
 	errc := make(chan error, len(sides))
 	for _, s := range sides {
 		go func() {
-			out, err := labfstests.RunShards(ctx, [][]string{tests}, k, guestFor(env, s, req.Config, timeout), prefixed(pw, s.label+" rerun"))
-			for _, sh := range out {
-				s.addResults(sh, true)
+			// Each rerun is a fresh guest: a flaky test gets independent
+			// chances, as on the first run.
+			var errs []error
+			for i := range k {
+				out, err := labfstests.RunShards(ctx, [][]string{tests}, 1, guestFor(env, s, req.Config, timeout), prefixed(pw, fmt.Sprintf("%s rerun %d/%d", s.label, i+1, k)))
+				for _, sh := range out {
+					s.addResults(sh, true)
+				}
+				if err != nil {
+					errs = append(errs, err)
+					break
+				}
 			}
-			errc <- err
+			errc <- errors.Join(errs...)
 		}()
 	}
 	var errs []error

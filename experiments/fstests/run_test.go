@@ -110,8 +110,8 @@ func TestRunABReportsARegressionAfterReruns(t *testing.T) {
 			}
 		}
 	}
-	if got := f.iters["B"]; len(got) != 2 || got[1] != suite.DefaultReruns {
-		t.Errorf("B's guests ran with iterations %v, want a first run and one rerun of %d", got, suite.DefaultReruns)
+	if got := f.boots["B"]; len(got) != 1+suite.DefaultReruns || len(got[1]) != 1 || got[1][0] != "generic/184" {
+		t.Errorf("B's guests ran %v, want a first run and %d fresh guests for generic/184", got, suite.DefaultReruns)
 	}
 	for _, name := range []string{"a.json", "b.json", "verdict.json", "report.txt", "report.md", "report.html", "junit.xml"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
