@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"klab/guest/proto"
@@ -63,6 +64,10 @@ func NewEnv(ctx context.Context, o HostOptions) (Env, error) {
 	})
 	if err != nil {
 		return Env{}, err
+	}
+	if missing := img.Descriptor.MissingLibs(built.Descriptor.Libs); len(missing) > 0 {
+		return Env{}, fmt.Errorf("fstests %s needs %s, which userspace %s lacks: its programs would not start in the guest (add the packages that provide them to userspace.LibraryPackages)",
+			built.Descriptor.Key, strings.Join(missing, ", "), img.Descriptor.ID)
 	}
 	return Env{
 		Tree:    built.Dir,

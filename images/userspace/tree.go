@@ -62,6 +62,11 @@ func assemble(ctx context.Context, files []string, tree, out string, d Descripto
 		return fmt.Errorf("userspace: %w", err)
 	}
 	d.Users = userNames()
+	libs, err := sonames(tree)
+	if err != nil {
+		return fmt.Errorf("userspace: %w", err)
+	}
+	d.Libs = libs
 	st, err := ext4img.Measure(tree)
 	if err != nil {
 		return fmt.Errorf("userspace: %w", err)
@@ -136,6 +141,17 @@ func setup(tree string, postinsts []string) error {
 	for _, a := range pickAlternatives(postinsts) {
 		if err := linkIfMissing(tree, a.link, a.path); err != nil {
 			return err
+		}
+	}
+	// Debian renamed libaio's soname with the 64-bit time_t transition
+	// (trixie's libaio.so.1t64); on 64-bit machines the ABI did not
+	// change, so programs built on older hosts (fstests' fsstress, fsx)
+	// find the library under its old name too.
+	for _, l := range t64Compat {
+		if exists(tree, l.path) && !exists(tree, l.link) {
+			if err := linkIfMissing(tree, l.link, l.path); err != nil {
+				return err
+			}
 		}
 	}
 	for _, sh := range []string{"/usr/bin/dash", "/usr/bin/bash"} {
@@ -348,4 +364,54 @@ func makeExt4(ctx context.Context, tree, img string, st ext4img.Stats) error {
 		return fmt.Errorf("making the userspace image (mke2fs from e2fsprogs 1.43 or newer): %w", err)
 	}
 	return nil
+}
+
+// t64Compat are links from libraries' pre-t64 sonames to their t64 ones.
+var t64Compat = []struct{ link, path string }{
+	{"/usr/lib/x86_64-linux-gnu/libaio.so.1", "/usr/lib/x86_64-linux-gnu/libaio.so.1t64"},
+}
+
+// libDirs are the directories of a Debian tree that the dynamic loader
+// searches by default (merged /usr: /lib is a link into /usr).
+var libDirs = []string{"usr/lib/x86_64-linux-gnu", "usr/lib", "usr/lib64"}
+
+// sonames returns the names in tree's library directories that look like
+// a shared library's soname (libNAME.so.N...), sorted and unique.
+func sonames(tree string) ([]string, error) {
+	var out []string
+	for _, d := range libDirs {
+		entries, err := os.ReadDir(filepath.Join(tree, d))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if n := e.Name(); strings.HasPrefix(n, "lib") && strings.Contains(n, ".so.") && !e.IsDir() {
+				out = append(out, n)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// MissingLibs returns the sonames of libs that d's image lacks, leaving
+// out the C library's own (libc, libm, ld-linux: every image has them).
+// An image whose descriptor predates Libs lacks nothing it can tell.
+func (d *Descriptor) MissingLibs(libs []string) []string {
+	if len(d.Libs) == 0 {
+		return nil
+	}
+	var out []string
+	for _, l := range libs {
+		if strings.HasPrefix(l, "libc.so.") || strings.HasPrefix(l, "libm.so.") || strings.HasPrefix(l, "ld-linux") {
+			continue
+		}
+		if _, found := slices.BinarySearch(d.Libs, l); !found {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -32,7 +32,7 @@ import (
 // Recipe names the way Build turns packages into an image. It is part of
 // every cache key: change it whenever a change to this package changes
 // what an image holds.
-const Recipe = "klab-userspace-2"
+const Recipe = "klab-userspace-3"
 
 // DefaultSuite is the Debian suite the packages come from when a Spec
 // names none.
@@ -50,6 +50,18 @@ func DefaultPackages() []string {
 		"bsdutils", "bsdextrautils", "uuid-runtime", "hostname", "procps",
 		"psmisc", "kmod", "attr", "acl", "e2fsprogs", "xfsprogs",
 	}
+}
+
+// LibraryPackages are the packages of the shared libraries fstests'
+// programs link against (images/fstests records their sonames: libaio,
+// liburing, gdbm's compatibility library) in suite, whose package names
+// changed with the 64-bit time_t transition after bookworm. libacl,
+// libcap, libuuid and libhandle come with the default packages.
+func LibraryPackages(suite string) []string {
+	if suite == "bookworm" {
+		return []string{"libaio1", "liburing2", "libgdbm-compat4"}
+	}
+	return []string{"libaio1t64", "liburing2", "libgdbm-compat4t64"}
 }
 
 // Suites are the suites a userspace can come from: those of klab's apt
@@ -106,6 +118,10 @@ type Descriptor struct {
 	Files      int   `json:"files"`
 	// Users are the accounts added for test suites.
 	Users []string `json:"users"`
+	// Libs are the sonames of the shared libraries in the image's
+	// library directories, sorted: what programs brought into it (such as
+	// fstests') can link against.
+	Libs []string `json:"libs,omitempty"`
 	// Built is when the image was made.
 	Built time.Time `json:"built"`
 }
@@ -167,7 +183,7 @@ func (s Spec) Normalize() (Spec, error) {
 	}
 	pkgs := s.Packages
 	if len(pkgs) == 0 {
-		pkgs = DefaultPackages()
+		pkgs = append(DefaultPackages(), LibraryPackages(s.Suite)...)
 	}
 	var out []string
 	for _, p := range pkgs {

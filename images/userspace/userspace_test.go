@@ -16,8 +16,12 @@ func TestNormalize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Suite != DefaultSuite || len(s.Packages) != len(DefaultPackages()) || !slices.IsSorted(s.Packages) {
+	if s.Suite != DefaultSuite || len(s.Packages) != len(DefaultPackages())+len(LibraryPackages(DefaultSuite)) || !slices.IsSorted(s.Packages) ||
+		!slices.Contains(s.Packages, "libaio1t64") {
 		t.Errorf("defaults: %+v", s)
+	}
+	if b, _ := (Spec{Suite: "bookworm"}).Normalize(); !slices.Contains(b.Packages, "libaio1") {
+		t.Errorf("bookworm defaults lack its libaio package: %v", b.Packages)
 	}
 	s, err = Spec{Suite: "sid", Packages: []string{"xfsprogs", " bash", "bash", "libc6"}}.Normalize()
 	if err != nil {
@@ -357,5 +361,16 @@ func TestSetupStaysInTree(t *testing.T) {
 	}
 	if des, _ := os.ReadDir(outside); len(des) != 0 {
 		t.Errorf("setup wrote outside the tree: %v", des)
+	}
+}
+
+func TestMissingLibs(t *testing.T) {
+	d := &Descriptor{Libs: []string{"libacl.so.1", "libaio.so.1t64", "libuuid.so.1"}}
+	got := d.MissingLibs([]string{"libacl.so.1", "libaio.so.1", "libc.so.6", "libuuid.so.1"})
+	if !slices.Equal(got, []string{"libaio.so.1"}) {
+		t.Errorf("missing %v, want libaio.so.1 alone (libc is every image's)", got)
+	}
+	if got := (&Descriptor{}).MissingLibs([]string{"libaio.so.1"}); got != nil {
+		t.Errorf("an old descriptor without sonames: missing %v", got)
 	}
 }
