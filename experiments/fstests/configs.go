@@ -60,7 +60,12 @@ func Config(name, mountOptions, mkfsOptions string) (proto.FstestsConfig, error)
 	if mkfsOptions != "" && cfg.FSType != proto.FstestsExt4 {
 		return proto.FstestsConfig{}, fmt.Errorf("mkfs options apply to ext4 configurations, not %s (a FUSE configuration's backing ext4 is klab's)", name)
 	}
-	cfg.Name, cfg.MountOptions, cfg.MkfsOptions = name, mountOptions, mkfsOptions
+	for _, o := range []struct{ what, v string }{{"mount options", mountOptions}, {"mkfs options", mkfsOptions}} {
+		if i := strings.IndexFunc(o.v, func(r rune) bool { return !optionRune(r) }); i >= 0 {
+			return proto.FstestsConfig{}, fmt.Errorf("%s %q: %q at byte %d is not allowed (letters, digits, space and _ = , . : / + - ^)", o.what, o.v, o.v[i:i+1], i)
+		}
+	}
+	cfg.Name, cfg.MountOptions, cfg.MkfsOptions = name, strings.TrimSpace(mountOptions), strings.TrimSpace(mkfsOptions)
 	return cfg, nil
 }
 
@@ -78,4 +83,10 @@ func TestDirs(cfg proto.FstestsConfig) []string {
 		return []string{"generic", "ext4"}
 	}
 	return []string{"generic"}
+}
+
+// optionRune says whether r may be in mount or mkfs options: what such
+// options are made of, and nothing a shell would read.
+func optionRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(" _=,.:/+-^", r)
 }

@@ -186,4 +186,13 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := Config("fuse-hp-dev", "", "-b 1024"); err == nil {
 		t.Error("mkfs options on a FUSE configuration were accepted")
 	}
+	if _, err := Config("ext4", "lazytime;reboot", ""); err == nil || !strings.Contains(err.Error(), `";"`) {
+		t.Errorf("mount options with a shell character: %v", err)
+	}
+	if c, err := Config("ext4", "lazytime,noatime", "-b 4096 -O ^has_journal"); err != nil || c.MkfsOptions != "-b 4096 -O ^has_journal" {
+		t.Errorf("ext4 options: %+v, %v", c, err)
+	}
+	if _, err := Config("ext4", "", "$(reboot)"); err == nil {
+		t.Error("mkfs options with $( were accepted")
+	}
 }

@@ -177,6 +177,10 @@ func prepareFstestsDevices(ctx context.Context, a *Agent, f *proto.FstestsStep) 
 		if err != nil {
 			return nil, nil, fmt.Errorf("fuse: %w", err)
 		}
+		if f.Config.MountOptions != "" {
+			// The configuration's options come after klab's own.
+			lines = append(lines, "export FUSE_MOUNT_OPTIONS=\"$FUSE_MOUNT_OPTIONS\""+shellQuote(","+f.Config.MountOptions))
+		}
 		a.Logf("fstests: %s served by %s over %s, backing %s on %s", f.Config.Name, f.Config.FUSE.Server, f.Config.FUSE.Transport, fstestsBacking, disks[0])
 		return lines, proof, nil
 	default:
