@@ -69,6 +69,7 @@ func Load(path string, data []byte) (*File, error) {
 	params := parseParams(ps, root)
 	exclude := parseExclude(ps, root, params)
 	checkFields(ps, root, reflect.TypeOf(Spec{}), "")
+	checkSuiteShape(ps, root)
 	refs := checkRefs(ps, root, params)
 	for _, p := range params {
 		if !refs[p.Name] {
@@ -540,6 +541,8 @@ func friendlyType(e string) (string, string) {
 		want = "a number"
 	case want == "string":
 		want = "a string"
+	case want == "time.Duration":
+		want = "a duration (90s, 10m)"
 	case strings.HasPrefix(want, "[]"):
 		want = "a list"
 	case strings.HasPrefix(want, "map"):

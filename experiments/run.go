@@ -179,6 +179,9 @@ type Result struct {
 // Run runs the experiment f and saves it. Bad input gives a
 // *specfile.BadInputError before any guest boots and leaves no run directory.
 func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
+	if f.Spec.Suite != nil {
+		return nil, &specfile.BadInputError{Err: fmt.Errorf("%s runs a test suite, not workloads: klab run runs it (RunSuite)", f.Path)}
+	}
 	if len(o.Sets) > 0 {
 		nf, err := f.WithSets(o.Sets)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -67,6 +68,48 @@ type Spec struct {
 	// the profiled time the report shows for each side (workloads with
 	// profile: perf), next to the functions whose share changed most.
 	ProfileFunctions []string `yaml:"profile_functions"`
+	// Suite is a test suite run instead of workloads and checks: a spec
+	// has either a suite or workloads, never both.
+	Suite *Suite `yaml:"suite"`
+}
+
+// Suite is a test suite that an experiment runs in klab's own guests,
+// on one kernel or as an A/B of two.
+type Suite struct {
+	// Fstests runs fstests (xfstests).
+	Fstests *FstestsSuite `yaml:"fstests"`
+}
+
+// FstestsSuite is an fstests run: a configuration and the tests, chosen
+// as fstests' check chooses them.
+type FstestsSuite struct {
+	// Config is one of the configurations of experiments/fstests
+	// (ext4, fuse-klab-uring, ...).
+	Config string `yaml:"config"`
+	// Tests are test names (generic/013) or globs (generic/0??).
+	Tests []string `yaml:"tests"`
+	// Groups adds the tests of these groups (check's -g).
+	Groups []string `yaml:"groups"`
+	// ExcludeGroups leaves out the tests of these groups (check's -x).
+	ExcludeGroups []string `yaml:"exclude_groups"`
+	// Exclude leaves out these tests (check's -e).
+	Exclude []string `yaml:"exclude"`
+	// TestTimeout bounds each test (10m); a test running longer is
+	// marked hang. Unset, experiments/fstests' default.
+	TestTimeout time.Duration `yaml:"test_timeout"`
+	// Reruns is how many times a test that newly fails in B is rerun on
+	// each side; unset, the suite's default; 0, none.
+	Reruns *int `yaml:"reruns"`
+	// MountOptions are ext4's mount options (lazytime), or the FUSE
+	// mount's.
+	MountOptions string `yaml:"mount_options"`
+	// MkfsOptions are mkfs.ext4's options (ext4 only).
+	MkfsOptions string `yaml:"mkfs_options"`
+	// Jobs is the number of guests per kernel, each running a share of
+	// the tests (default 1).
+	Jobs int `yaml:"jobs"`
+	// NoExpunge runs the tests klab's expunge files leave out.
+	NoExpunge bool `yaml:"no_expunge"`
 }
 
 // Profiler says what a workload's profile records.

@@ -157,7 +157,12 @@ func validate(ps *specfile.Problems, root *yaml.Node, s *Spec, params Params, ax
 			}
 		}
 	}
-	if len(s.Workloads) == 0 && len(s.Checks) == 0 {
+	switch {
+	case s.Suite != nil:
+		validateSuite(ps, root, s.Suite)
+	case specfile.Node(root, "suite") != root:
+		ps.At(at("suite"), "suite: want fstests: {config: ..., tests: [...]}, the suite klab runs")
+	case len(s.Workloads) == 0 && len(s.Checks) == 0:
 		ps.At(root, "experiment: no workloads and no checks: nothing to measure")
 	}
 	names := map[string]bool{}
