@@ -27,16 +27,22 @@ type Saved struct {
 // Open reads the experiment run in dir.
 func Open(dir string) (*Saved, error) {
 	s := &Saved{Dir: dir, Manifest: &Manifest{}, Plan: &Plan{}, Samples: &Samples{}}
-	for _, r := range []struct {
-		name string
-		v    any
-	}{{ManifestFileName, s.Manifest}, {PlanFileName, s.Plan}, {SamplesFileName, s.Samples}} {
-		if err := fileio.ReadJSON(filepath.Join(dir, r.name), r.v); err != nil {
-			return nil, err
-		}
+	if err := fileio.ReadJSON(filepath.Join(dir, ManifestFileName), s.Manifest); err != nil {
+		return nil, err
 	}
 	if s.Manifest.Schema < 1 || s.Manifest.Schema > ManifestSchema {
 		return nil, fmt.Errorf("%s: schema %d is not supported, want 1..%d", filepath.Join(dir, ManifestFileName), s.Manifest.Schema, ManifestSchema)
+	}
+	// A suite run has its suite's results (SuiteRuns), no plan or samples.
+	if s.Manifest.Suite == nil {
+		for _, r := range []struct {
+			name string
+			v    any
+		}{{PlanFileName, s.Plan}, {SamplesFileName, s.Samples}} {
+			if err := fileio.ReadJSON(filepath.Join(dir, r.name), r.v); err != nil {
+				return nil, err
+			}
+		}
 	}
 	f, err := LoadFile(filepath.Join(dir, SpecFileName))
 	if err != nil {
@@ -48,6 +54,9 @@ func Open(dir string) (*Saved, error) {
 		}
 	}
 	s.File = f
+	if s.IsSuite() {
+		return s, nil
+	}
 	if err := s.check(); err != nil {
 		return nil, err
 	}

@@ -82,6 +82,9 @@ type Manifest struct {
 	// Status is running, complete or interrupted; Message says more.
 	Status  string `json:"status"`
 	Message string `json:"message,omitempty"`
+	// Suite is what a suite experiment ran, and on what; nil for an
+	// experiment of workloads and checks.
+	Suite *SuiteRecord `json:"suite,omitempty"`
 }
 
 // ManifestKernel is one kernel: the reference given and what it was.
@@ -326,9 +329,20 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 			runErr = nil
 		}
 	}
-	// The guests' shared facts.
+	man.addGuestFacts(run.Dir)
+	man.finish(ctx, runErr)
+	if err := save(); err != nil && runErr == nil {
+		runErr = err
+	}
+	return res, runErr
+}
+
+// addGuestFacts fills in what the guests under runDir shared: the
+// accelerator, QEMU and agent of the first, every initramfs seen, and the
+// kernels as the guests' manifests recorded them.
+func (man *Manifest) addGuestFacts(runDir string) {
 	for _, g := range man.Guests {
-		gm, err := results.ReadManifest(filepath.Join(run.Dir, g.Dir))
+		gm, err := results.ReadManifest(filepath.Join(runDir, g.Dir))
 		if err != nil {
 			continue
 		}
@@ -344,6 +358,11 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 			}
 		}
 	}
+}
+
+// finish records the end of the run and its status: complete, or
+// interrupted by ctx or by runErr.
+func (man *Manifest) finish(ctx context.Context, runErr error) {
 	man.End = time.Now()
 	switch {
 	case runErr == nil:
@@ -353,10 +372,6 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 	default:
 		man.Status, man.Message = StatusInterrupted, runErr.Error()
 	}
-	if err := save(); err != nil && runErr == nil {
-		runErr = err
-	}
-	return res, runErr
 }
 
 func isKernelOrStep(err error) bool {

@@ -1,14 +1,23 @@
 package experiments
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"klab/experiments/fstests"
+	"klab/guest/proto"
+	imgfstests "klab/images/fstests"
+	"klab/images/userspace"
 	"klab/internal/specfile"
+	labfstests "klab/lab/fstests"
+	"klab/results"
 )
 
 func TestLoadSuite(t *testing.T) {
@@ -181,5 +190,181 @@ suite:
 				t.Errorf("Load: %d problem(s):\n%s\nwant %d:\n%s", len(got), strings.Join(got, "\n"), len(tc.want), strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+// suiteTree writes an fstests tree's group lists.
+func suiteTree(t *testing.T) string {
+	t.Helper()
+	tree := t.TempDir()
+	d := filepath.Join(tree, "tests", "generic")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "group.list"), []byte("013 auto rw stress\n184 metadata auto quick\n650 auto cpu dangerous\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+// suiteEnv's guests pass every test but fail on kernel B; each guest
+// leaves a boot run directory with its manifest, as lab's do.
+func suiteEnv(t *testing.T, failOnB string, config string) fstests.Env {
+	var mu sync.Mutex
+	return fstests.Env{
+		Tree: suiteTree(t),
+		Resolve: func(_ context.Context, ref string) (*results.Kernel, error) {
+			if ref == "nope" {
+				return nil, errors.New("no such kernel")
+			}
+			return &results.Kernel{Name: ref, ID: "id-" + ref, Version: "7.3.4", Source: "debian", Config: config}, nil
+		},
+		Guest: func(k *results.Kernel, cfg proto.FstestsConfig, _ time.Duration, dir string) labfstests.Guest {
+			return func(_ context.Context, tests []string, _ int) (*labfstests.Outcome, error) {
+				mu.Lock()
+				run, err := results.Store{Root: dir}.Create("fstests")
+				mu.Unlock()
+				if err != nil {
+					return nil, err
+				}
+				start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+				if err := run.WriteManifest(&results.Manifest{Kernel: *k, Accel: "tcg",
+					Times: results.Times{Start: start, End: start.Add(90 * time.Second), BootToAgentMs: 4000}}); err != nil {
+					return nil, err
+				}
+				out := &labfstests.Outcome{RunDir: run.Dir}
+				for _, n := range tests {
+					r := proto.TestResult{Name: n, Status: proto.TestPass, Seconds: 3, Transport: "dev=0 uring=5"}
+					if k.Name == "B" && n == failOnB {
+						r.Status, r.Reason = proto.TestFail, "output mismatch"
+					}
+					out.Results = append(out.Results, r)
+				}
+				return out, nil
+			}
+		},
+		Userspace: &userspace.Descriptor{ID: "trixie-1234", Packages: []userspace.Package{{Name: "bash", Version: "5.2.37-2", Arch: "amd64"}}},
+		Fstests:   &imgfstests.Descriptor{Key: "fstests-abc", Source: imgfstests.Source{Path: "/src/fstests.tar.gz", ID: "sha256:abc"}},
+	}
+}
+
+const suiteSpec = `
+name: fst-uring
+description: fstests over io_uring
+reference: the seed
+requires:
+  features: [fuse-io-uring]
+suite:
+  fstests:
+    config: fuse-klab-uring
+    tests: [generic/013, generic/184]
+    exclude: [generic/650]
+    reruns: 1
+`
+
+func TestRunSuiteAB(t *testing.T) {
+	f, err := Load("fst.yaml", yml(suiteSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := t.TempDir()
+	res, err := RunSuite(context.Background(), f, SuiteOptions{
+		Kernels: []string{"A", "B"}, Env: suiteEnv(t, "generic/184", ""), RunsDir: runs, Command: []string{"klab", "run", "fst.yaml"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Result.Regressed() {
+		t.Fatalf("no regression: %+v", res.Result.Verdict)
+	}
+	m := res.Manifest
+	if m.Status != StatusComplete || m.Experiment != "fst-uring" || m.SpecSHA256 != f.SHA256 || len(m.Kernels) != 2 || m.Kernels[1].Ref != "B" || m.Kernels[1].Kernel.ID != "id-B" {
+		t.Errorf("manifest %+v", m)
+	}
+	su := m.Suite
+	if su == nil || su.Name != SuiteFstests || su.Config != "fuse-klab-uring" || !su.Regressed || !su.Failed ||
+		su.Userspace == nil || su.Userspace.Packages[0].Version != "5.2.37-2" || su.Fstests == nil || su.Fstests.Source.ID != "sha256:abc" {
+		t.Errorf("manifest suite %+v", su)
+	}
+	// A first run on each side, then one rerun of generic/184 each.
+	if len(m.Guests) != 4 || m.Guests[0].Kernel != 0 || m.Guests[3].Kernel != 1 || m.Guests[0].WallMs != 90000 || m.Accel != "tcg" {
+		t.Errorf("guests %+v, accel %q", m.Guests, m.Accel)
+	}
+	for _, n := range []string{SpecFileName, ManifestFileName, "a.json", "b.json", "verdict.json", "report.txt", "junit.xml"} {
+		if _, err := os.Stat(filepath.Join(res.Dir, n)); err != nil {
+			t.Error(err)
+		}
+	}
+	saved, err := Open(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !saved.IsSuite() || saved.File.Spec.Suite.Fstests.Config != "fuse-klab-uring" {
+		t.Errorf("Open: not a suite run: %+v", saved.Manifest)
+	}
+	var b strings.Builder
+	if err := saved.WriteSuiteReport(&b, "text"); err != nil {
+		t.Fatal(err)
+	}
+	saved2, _ := os.ReadFile(filepath.Join(res.Dir, "report.txt"))
+	if b.String() != string(saved2) || !strings.Contains(b.String(), "generic/184") {
+		t.Errorf("the report read back differs from report.txt:\n%s\n---\n%s", b.String(), saved2)
+	}
+	// klab rerun repeats it with the exact kernels.
+	rf, ro, err := RerunOptions(saved, RunOptions{})
+	if err != nil || rf.Path != "fst.yaml" || !slices.Equal(ro.Kernels, []string{"A", "B"}) {
+		t.Errorf("RerunOptions: %v, %s, %v", err, rf.Path, ro.Kernels)
+	}
+}
+
+func TestRunSuiteBadInput(t *testing.T) {
+	f, err := Load("fst.yaml", yml(suiteSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noURing := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(noURing, []byte("CONFIG_FUSE_FS=y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		kernels []string
+		env     fstests.Env
+		want    string
+	}{
+		{"three kernels", []string{"A", "B", "C"}, suiteEnv(t, "", ""), "kernel given 3 times"},
+		{"unknown kernel", []string{"nope"}, suiteEnv(t, "", ""), "kernel nope: no such kernel"},
+		{"requires", []string{"A"}, suiteEnv(t, "", noURing), "fst.yaml: kernel A (7.3.4) needs fuse-io-uring"},
+		{"no such test", []string{"A"}, func() fstests.Env {
+			e := suiteEnv(t, "", "")
+			e.Tree = t.TempDir()
+			os.MkdirAll(filepath.Join(e.Tree, "tests", "generic"), 0o755)
+			os.WriteFile(filepath.Join(e.Tree, "tests", "generic", "group.list"), []byte("001 auto\n"), 0o644)
+			return e
+		}(), "fst.yaml: fstests:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runs := t.TempDir()
+			_, err := RunSuite(context.Background(), f, SuiteOptions{Kernels: tc.kernels, Env: tc.env, RunsDir: runs})
+			var be *specfile.BadInputError
+			if !errors.As(err, &be) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want bad input with %q", err, tc.want)
+			}
+			if ents, _ := os.ReadDir(runs); len(ents) != 0 {
+				t.Errorf("bad input left %d run directories", len(ents))
+			}
+		})
+	}
+}
+
+func TestRunRefusesSuite(t *testing.T) {
+	f, err := Load("fst.yaml", yml(suiteSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), f, RunOptions{PlanOptions: PlanOptions{Kernels: []string{"A"}}})
+	var be *specfile.BadInputError
+	if !errors.As(err, &be) {
+		t.Errorf("Run of a suite spec: %v, want bad input", err)
 	}
 }

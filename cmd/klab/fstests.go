@@ -194,7 +194,7 @@ func runFstests(ctx context.Context, g *globalOptions, o *fstestsRunOptions) err
 	switch {
 	case res.Regressed():
 		return &exitError{code: 1, msg: "fstests: B has a regression"}
-	case res.Verdict == nil && res.Runs[0].Counts().Fail+res.Runs[0].Counts().Hang+res.Runs[0].Counts().Crash > 0:
+	case res.Failed():
 		return &exitError{code: 1}
 	}
 	return nil

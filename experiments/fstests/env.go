@@ -70,8 +70,10 @@ func NewEnv(ctx context.Context, o HostOptions) (Env, error) {
 			built.Descriptor.Key, strings.Join(missing, ", "), img.Descriptor.ID)
 	}
 	return Env{
-		Tree:    built.Dir,
-		Resolve: o.Lab.ResolveKernel,
+		Tree:      built.Dir,
+		Resolve:   o.Lab.ResolveKernel,
+		Userspace: &img.Descriptor,
+		Fstests:   &built.Descriptor,
 		Guest: func(k *results.Kernel, cfg proto.FstestsConfig, timeout time.Duration, dir string) labfstests.Guest {
 			return func(ctx context.Context, tests []string, iterations int) (*labfstests.Outcome, error) {
 				if iterations > 1 {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"klab/guest/proto"
+	imgfstests "klab/images/fstests"
+	"klab/images/userspace"
 	"klab/internal/fileio"
 	labfstests "klab/lab/fstests"
 	"klab/results"
@@ -71,6 +73,11 @@ type Env struct {
 	// Guest returns the Guest that boots kernel k for a shard, with its
 	// boots' run directories under dir.
 	Guest func(k *results.Kernel, cfg proto.FstestsConfig, timeout time.Duration, dir string) labfstests.Guest
+	// Userspace and Fstests describe the guests' userspace (its packages
+	// and versions) and the fstests build (its source and toolchain), for
+	// manifests; nil when not known.
+	Userspace *userspace.Descriptor
+	Fstests   *imgfstests.Descriptor
 }
 
 // Result is what Run produced.
@@ -85,6 +92,16 @@ type Result struct {
 
 // Regressed says whether B has a regression against A.
 func (r *Result) Regressed() bool { return r.Verdict != nil && r.Verdict.Regressed() }
+
+// Failed says whether the run fails: B has a regression against A, or,
+// with one kernel, a test failed, hung or crashed.
+func (r *Result) Failed() bool {
+	if r.Verdict != nil || len(r.Runs) == 0 {
+		return r.Regressed()
+	}
+	c := r.Runs[0].Counts()
+	return c.Fail+c.Hang+c.Crash > 0
+}
 
 // side is one kernel's part of a run.
 type side struct {
