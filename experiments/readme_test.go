@@ -32,3 +32,29 @@ func TestREADMESketch(t *testing.T) {
 		t.Errorf("sketch plan: rows %+v, A %s, B %s", p.Rows, p.A, p.B)
 	}
 }
+
+// TestREADMEListsShipped: experiments/README.md has a table row for every
+// shipped experiment, and its suite sketch is a valid suite section.
+func TestREADMEListsShipped(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range Shipped() {
+		if !strings.Contains(string(data), "\n| `"+n+"` |") {
+			t.Errorf("README.md has no table row for the shipped experiment %s", n)
+		}
+	}
+	_, rest, ok := strings.Cut(string(data), "```yaml\nsuite:\n")
+	if !ok {
+		t.Fatal("README.md has no ```yaml block of a suite")
+	}
+	sketch, _, _ := strings.Cut(rest, "```")
+	f, err := Load("README.md", []byte("name: sketch\nsuite:\n"+sketch))
+	if err != nil {
+		t.Fatalf("the suite sketch does not validate:\n%v", err)
+	}
+	if f.Spec.Suite.Fstests.Config != "fuse-klab-uring" {
+		t.Errorf("sketch suite %+v", f.Spec.Suite.Fstests)
+	}
+}
