@@ -66,6 +66,14 @@ func Differences(a, b *Manifest) []string {
 	if a.Host.CPUModel != b.Host.CPUModel {
 		d = append(d, fmt.Sprintf("host CPU: %s then %s", a.Host.CPUModel, b.Host.CPUModel))
 	}
+	if sa, sb := a.Suite, b.Suite; sa != nil && sb != nil {
+		if ua, ub := sa.Userspace, sb.Userspace; ua != nil && ub != nil && ua.ID != ub.ID {
+			d = append(d, fmt.Sprintf("userspace: %s then %s", ua.ID, ub.ID))
+		}
+		if fa, fb := sa.Fstests, sb.Fstests; fa != nil && fb != nil && fa.Key != fb.Key {
+			d = append(d, fmt.Sprintf("fstests: %s (%s) then %s (%s)", fa.Key, fa.Source.ID, fb.Key, fb.Source.ID))
+		}
+	}
 	if strings.Join(initramfsHashes(a), ",") != strings.Join(initramfsHashes(b), ",") {
 		d = append(d, "initramfs: different images (agent "+a.AgentVersion+" then "+b.AgentVersion+")")
 	}

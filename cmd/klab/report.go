@@ -38,6 +38,9 @@ XML, or one self-contained HTML page with charts.`,
 			if err != nil {
 				return err
 			}
+			if s.IsSuite() {
+				return s.WriteSuiteReport(os.Stdout, format)
+			}
 			return report.Write(os.Stdout, s.Report(), format)
 		},
 	}
@@ -67,6 +70,9 @@ run separately), with the same statistics as klab run.`,
 				}
 				if saved[i], err = experiments.Open(dir); err != nil {
 					return err
+				}
+				if saved[i].IsSuite() {
+					return badInput(fmt.Errorf("%s is a test suite's run: klab compare compares runs of workloads; run the suite on both kernels (--kernel A --kernel B) for its verdict", dir))
 				}
 			}
 			r, err := experiments.CompareRuns(saved[0], saved[1])

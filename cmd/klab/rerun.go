@@ -2,16 +2,19 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"klab/experiments"
+	experimentsfstests "klab/experiments/fstests"
 	"klab/results/report"
 )
 
 func newRerunCommand(g *globalOptions) *cobra.Command {
 	var quiet bool
+	var fstestsSrc string
 	cmd := &cobra.Command{
 		Use:   "rerun RUN",
 		Short: "Repeat an experiment run from its manifest, then compare the two",
@@ -20,7 +23,9 @@ directory, the same parameters, rounds, order and seed, the same guest
 shape, and exactly the kernels it used (a Debian package pinned to its
 version, or the same image file; never a moving alias such as debian:7.3).
 Then print what differed (kernel hash, QEMU version, accelerator, host) and
-the comparison of the two runs.`,
+the comparison of the two runs. A suite experiment's run (fstests) is run
+again from the fstests source given (--fstests-src, $` + experimentsfstests.SrcEnv + `, else
+the one its manifest records), and its report printed.`,
 		Example: `  klab rerun last
   klab rerun 20261201-101500-exp-fuse-transport-a1b2c3`,
 		Args: cobra.ExactArgs(1),
@@ -46,6 +51,9 @@ the comparison of the two runs.`,
 			if err != nil {
 				return badInput(err)
 			}
+			if old.IsSuite() {
+				return rerunSuite(ctx, g, old, f, o.Kernels, fstestsSrc, quiet)
+			}
 			if o.Opener, err = experimentOpener(g, o.Kernels); err != nil {
 				return badInput(err)
 			}
@@ -61,15 +69,7 @@ the comparison of the two runs.`,
 				return fmt.Errorf("%w (what finished is in %s)", err, res.Dir)
 			}
 			fmt.Println()
-			diffs := experiments.Differences(old.Manifest, res.Manifest)
-			if len(diffs) == 0 {
-				fmt.Println("same kernels, QEMU, accelerator, host and initramfs as the original run")
-			} else {
-				fmt.Println("what differed from the original run:")
-				for _, d := range diffs {
-					fmt.Println("  " + d)
-				}
-			}
+			printDifferences(os.Stdout, old.Manifest, res.Manifest)
 			fresh, err := experiments.Open(res.Dir)
 			if err != nil {
 				return err
@@ -83,5 +83,19 @@ the comparison of the two runs.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the reports")
+	cmd.Flags().StringVar(&fstestsSrc, "fstests-src", "", "fstests source of a suite run: a checkout or a tarball (default $"+experimentsfstests.SrcEnv+", else the run's)")
 	return cmd
+}
+
+// printDifferences says what differed between a run and its rerun.
+func printDifferences(w io.Writer, a, b *experiments.Manifest) {
+	diffs := experiments.Differences(a, b)
+	if len(diffs) == 0 {
+		fmt.Fprintln(w, "same kernels, QEMU, accelerator, host and initramfs as the original run")
+		return
+	}
+	fmt.Fprintln(w, "what differed from the original run:")
+	for _, d := range diffs {
+		fmt.Fprintln(w, "  "+d)
+	}
 }

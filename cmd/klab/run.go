@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"klab/experiments"
+	experimentsfstests "klab/experiments/fstests"
 	"klab/lab"
 	"klab/lab/hostguest"
 	"klab/results/report"
@@ -34,6 +35,8 @@ type runOptions struct {
 	accel   string
 	format  string
 	quiet   bool
+	// fstestsSrc is the fstests source of a suite experiment.
+	fstestsSrc string
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
@@ -68,12 +71,20 @@ enable_uring is off (turn it on yourself first).
 Exit status: 0 when the run completed and nothing failed; 1 when a check
 failed, B printed a new kernel splat, or a metric regressed past its
 threshold; 2 for a broken spec or bad flags (nothing is run); 125 when klab
-failed; 130 when interrupted.`,
+failed; 130 when interrupted.
+
+An experiment with a suite (fstests) runs the suite instead of workloads, in
+klab's fstests guests, on one kernel or as an A/B of two, as klab fstests
+does: the fstests source is --fstests-src (or $` + experimentsfstests.SrcEnv + `), and
+--set, --rounds, --compare, --order, --seed, --cpus, --memory and --accel do
+not apply. It exits 1 when B has a regression (with one kernel, when a test
+failed, hung or crashed).`,
 		Example: `  klab run fuse-transport --kernel debian:7.3
   klab run experiments/fuse-transport.yaml --kernel debian:7.3 --rounds 8
   klab run my-exp.yaml --kernel debian:7.3 --kernel build:fix
   klab run my-exp.yaml --kernel debian:7.3 --set jobs=1,4 --compare transport --order random --seed 7
-  sudo klab run fuse-bench-host --kernel host --set jobs=2`,
+  sudo klab run fuse-bench-host --kernel host --set jobs=2
+  klab run fstests-klab-uring --kernel build:lab-debug --fstests-src ~/src/xfstests-dev`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRun(cmd.Context(), g, o, args[0], os.Stdout, os.Stderr)
@@ -91,6 +102,7 @@ failed; 130 when interrupted.`,
 	f.StringVar(&o.accel, "accel", "", "accelerator: auto, kvm or tcg (default: the spec's, else auto)")
 	f.StringVar(&o.format, "format", "text", "report printed at the end: "+strings.Join(report.Formats, ", "))
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the report")
+	f.StringVar(&o.fstestsSrc, "fstests-src", "", "fstests source of a suite experiment: a checkout or a tarball (default $"+experimentsfstests.SrcEnv+")")
 	return cmd
 }
 
@@ -109,6 +121,12 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 	f, err := experiments.Find(name)
 	if err != nil {
 		return badInput(err)
+	}
+	if f.Spec.Suite != nil {
+		return runSuite(ctx, g, o, f, stdout, stderr)
+	}
+	if o.fstestsSrc != "" {
+		return badInput(fmt.Errorf("--fstests-src: %s runs workloads, not a test suite", f.Path))
 	}
 	sets := map[string]string{}
 	for _, s := range o.sets {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	experimentsfstests "klab/experiments/fstests"
 	"klab/internal/option"
 	"klab/internal/specfile"
 )
@@ -66,6 +67,34 @@ func TestFlagNames(t *testing.T) {
 	for _, e := range []error{other, fmt.Errorf("boot: %w", option.Errorf("rounds", "0"))} {
 		if got := flagNames(e); got != e {
 			t.Errorf("flagNames(%v) = %v", e, got)
+		}
+	}
+}
+
+// TestRunSuiteFlagErrors: klab run of a suite experiment refuses the
+// flags of workload experiments, and a missing fstests source, as bad
+// input before anything is built or booted.
+func TestRunSuiteFlagErrors(t *testing.T) {
+	t.Setenv(experimentsfstests.SrcEnv, "")
+	a := "/nonexistent/a/bzImage"
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"fstests-klab-uring", "-k", a, "--rounds", "2"}, []string{"--rounds: experiments/fstests-klab-uring.yaml runs a test suite"}},
+		{[]string{"fstests-klab-uring", "-k", a, "--set", "x=1"}, []string{"--set: "}},
+		{[]string{"fstests-klab-uring", "-k", "host"}, []string{"--kernel host: experiments/fstests-klab-uring.yaml runs a test suite, in guests only"}},
+		{[]string{"fstests-klab-uring", "-k", a}, []string{"--fstests-src: no fstests source", "--fstests-src DIR|TARBALL", "$" + experimentsfstests.SrcEnv}},
+		{[]string{"fuse-transport", "-k", a, "--fstests-src", "x.tar.gz"}, []string{"--fstests-src: experiments/fuse-transport.yaml runs workloads, not a test suite"}},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"run"}, tc.args...)...)
+		if code != exitBadInput {
+			t.Errorf("klab run %q: status %d, want %d; stderr %q", tc.args, code, exitBadInput, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("klab run %q: stderr %q, want %q in it", tc.args, stderr, w)
+			}
 		}
 	}
 }

@@ -237,6 +237,10 @@ func showRun(w io.Writer, dir string) error {
 		if m.Message != "" {
 			fmt.Fprintf(w, " (%s)", textsafe.Clean(m.Message))
 		}
+		if s.IsSuite() {
+			fmt.Fprintf(w, ", %s configuration %s\n\n", m.Suite.Name, m.Suite.Config)
+			return s.WriteSuiteReport(w, "text")
+		}
 		fmt.Fprintf(w, "\n%d guest(s):\n", len(m.Guests))
 		for _, gr := range m.Guests {
 			fmt.Fprintf(w, "  %s: %s, %s, boot-to-agent %.1fs, %d splat(s)\n", gr.Dir, m.Kernels[gr.Kernel].Ref, gr.Outcome.Status,
