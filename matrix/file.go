@@ -328,6 +328,10 @@ func loadExperiments(ps *specfile.Problems, root, n *yaml.Node, dir string) []Ex
 			ps.At(x, "%s: %v", what, err)
 			continue
 		}
+		if spec.Spec.Suite != nil {
+			ps.At(x, "%s: %s runs a test suite (fstests), and a matrix cell runs workloads and checks: run it with klab run --kernel A [--kernel B]", what, spec.Path)
+			continue
+		}
 		if len(e.Set) > 0 {
 			if spec, err = spec.WithSets(e.Set); err != nil {
 				ps.At(x, "%s.set: %v", what, err)

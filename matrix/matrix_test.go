@@ -200,6 +200,8 @@ func TestLoadProblems(t *testing.T) {
 				`m.yaml:4:31: kernels[0].build.patches: stat`,
 			}},
 		{"missing lists", "name: t\n", []string{"m.yaml:1:1: kernels: missing", "m.yaml:1:1: experiments: missing"}},
+		{"suite experiment", "name: t\nkernels: [debian:7.3]\nexperiments: [fstests-klab-uring]\n",
+			[]string{"m.yaml:3:15: experiments[0]: experiments/fstests-klab-uring.yaml runs a test suite (fstests), and a matrix cell runs workloads and checks"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
