@@ -141,7 +141,7 @@ suite:
     reruns: -1
     jobs: 100
     mkfs_options: -b 1024
-    mount_options: "a b"
+    mount_options: "lazytime;reboot"
 `),
 			want: []string{
 				`t.yaml:5:26: suite.fstests.tests: ext4/001 is not a test of configuration fuse-hp-dev, which runs those of generic`,
@@ -150,7 +150,7 @@ suite:
 				`t.yaml:7:13: suite.fstests.reruns: -1 is out of range, want 0..100 (0: none)`,
 				`t.yaml:8:11: suite.fstests.jobs: 100 is out of range, want 1..64`,
 				`t.yaml:9:19: suite.fstests.mkfs_options: mkfs options apply to ext4 configurations, not fuse-hp-dev (a FUSE configuration's backing ext4 is klab's)`,
-				`t.yaml:10:20: suite.fstests.mount_options: "a b", want mount(8)'s -o options (lazytime,noatime): no spaces, quotes or shell characters`,
+				`t.yaml:10:20: suite.fstests.mount_options: mount options "lazytime;reboot": ";" at byte 8 is not allowed (letters, digits, space and _ = , . : / + - ^)`,
 			},
 		},
 		{
