@@ -176,7 +176,7 @@ func runFstests(ctx context.Context, g *globalOptions, o *fstestsRunOptions) err
 		Select: suite.SelectArgs{Tests: o.tests, Groups: o.groups, ExcludeGroups: o.xgroups, Exclude: o.exclude},
 		Dir:    run.Dir, Progress: o.errOut,
 	})
-	if res != nil && len(res.Runs) > 0 {
+	if res != nil && len(res.Runs) > 0 && (err == nil || res.Reported > 0) {
 		if res.Verdict != nil {
 			_ = suite.WriteVerdict(o.out, res.Verdict, o.format)
 		} else {

@@ -63,7 +63,7 @@ func finishSuite(ctx context.Context, res *experiments.SuiteResult, err error, f
 	if res == nil {
 		return err
 	}
-	if r := res.Result; r != nil && len(r.Runs) > 0 {
+	if r := res.Result; r != nil && len(r.Runs) > 0 && (err == nil || r.Reported > 0) {
 		saved, oerr := experiments.Open(res.Dir)
 		if oerr == nil {
 			oerr = saved.WriteSuiteReport(stdout, format)

@@ -88,6 +88,9 @@ type Result struct {
 	Verdict *suite.Verdict
 	// Times are the tests' times, the earlier ones updated.
 	Times map[string]float64
+	// Reported is how many test results the guests reported, reruns
+	// included: 0 when the run failed before any test ended.
+	Reported int
 }
 
 // Regressed says whether B has a regression against A.
@@ -110,6 +113,8 @@ type side struct {
 	tests  []string
 	run    *suite.Run
 	dir    string
+	// reported counts the results guests reported for this side.
+	reported int
 }
 
 // Run runs the request and writes into req.Dir: one JSON file per side
@@ -170,6 +175,9 @@ func Run(ctx context.Context, env Env, req Request) (*Result, error) {
 			v = suite.Compare(sides[0].run, sides[1].run)
 		}
 		res.Verdict = v
+	}
+	for _, s := range sides {
+		res.Reported += s.reported
 	}
 	if err := write(req.Dir, res); err != nil {
 		errs = errors.Join(errs, err)
@@ -291,6 +299,7 @@ func (s *side) addResults(sh labfstests.ShardResult, reruns bool) {
 		if !asked[r.Name] || !statusline.ValidName(r.Name) {
 			continue
 		}
+		s.reported++
 		t := suite.FromProto(r)
 		switch t.Status {
 		case proto.TestPass, proto.TestFail, proto.TestNotRun, proto.TestHang, proto.TestCrash:
