@@ -86,6 +86,9 @@ func experiments(m *Matrix) []string {
 	for _, p := range m.Failures {
 		add(p.Experiment)
 	}
+	for _, c := range m.Suites {
+		add(c.Experiment)
+	}
 	return out
 }
 
@@ -359,6 +362,50 @@ func splatLine(s Splat) string {
 		l = "NEW " + l
 	}
 	return l
+}
+
+// suiteLine summarises a suite cell: "FAIL fst on b (fstests
+// fuse-klab-uring): A a: 2 pass, 0 fail, 0 notrun, 0 hang, 0 crash; B
+// b: ...; regression generic/184 (B fails 3/3, A 0/3)". It starts
+// with FAIL when the cell fails the matrix.
+func suiteLine(c SuiteCell) string {
+	cell := render.JoinNonEmpty(" on ", textsafe.OneLine(c.Experiment), textsafe.OneLine(c.Kernel))
+	head := cell + " (" + render.JoinNonEmpty(" ", textsafe.OneLine(c.Suite), textsafe.OneLine(c.Config)) + ")"
+	var parts []string
+	for _, sd := range c.Sides {
+		parts = append(parts, fmt.Sprintf("%s: %d pass, %d fail, %d notrun, %d hang, %d crash",
+			render.JoinNonEmpty(" ", textsafe.OneLine(sd.Label), textsafe.OneLine(sd.Kernel)), sd.Pass, sd.Fail, sd.NotRun, sd.Hang, sd.Crash))
+	}
+	tests := func(what string, ts []SuiteTest, ab bool) {
+		if len(ts) == 0 {
+			return
+		}
+		names := make([]string, len(ts))
+		for i, t := range ts {
+			names[i] = textsafe.OneLine(t.Name) + " (" + textsafe.OneLine(t.Status) + ")"
+			if ab {
+				names[i] = fmt.Sprintf("%s (B fails %d/%d, A %d/%d)", textsafe.OneLine(t.Name), t.BFails, t.BRuns, t.AFails, t.ARuns)
+			}
+		}
+		parts = append(parts, what+" "+strings.Join(names, ", "))
+	}
+	tests("regression", c.Regressions, true)
+	tests("flaky", c.Flaky, true)
+	tests("failing", c.Failing, false)
+	l := head + ": " + strings.Join(parts, "; ")
+	if c.Failed {
+		l = "FAIL " + l
+	}
+	return l
+}
+
+// suiteLines are the suite cells, one line each.
+func suiteLines(m *Matrix) []string {
+	var out []string
+	for _, c := range m.Suites {
+		out = append(out, suiteLine(c))
+	}
+	return out
 }
 
 // noSplats is said when no kernel printed a kernel report.

@@ -22,8 +22,8 @@ import (
 // intervals and p-value, and its value links to the cell's own report,
 // "<Run>/report.html" relative to the page, when Run is a plain
 // relative path (see runLink): the links work when the page is in the
-// results tree. Every string from the matrix is escaped by
-// html/template.
+// results tree. Suite cells get a line each, as in Text. Every string
+// from the matrix is escaped by html/template.
 func HTML(w io.Writer, m *Matrix) error {
 	tb := newTable(m)
 	page := htmlPage{
@@ -68,6 +68,9 @@ func HTML(w io.Writer, m *Matrix) error {
 		}
 		page.Rows = append(page.Rows, hr)
 	}
+	for _, c := range m.Suites {
+		page.Suites = append(page.Suites, render.HTMLItem{Text: suiteLine(c), Bad: c.Failed})
+	}
 	for _, s := range sortedSplats(m) {
 		page.Splats = append(page.Splats, render.HTMLItem{Text: splatLine(s), Bad: s.New})
 	}
@@ -82,7 +85,7 @@ type htmlPage struct {
 	Rows                         []htmlRow
 	Swatches                     []htmlSwatch
 	Notes                        []string
-	Splats                       []render.HTMLItem
+	Suites, Splats               []render.HTMLItem
 	Skipped, Failures, Warnings  []string
 	Passed                       bool
 	Result                       string
@@ -217,6 +220,15 @@ p.result.fail { background: #ffebee; color: #b71c1c; }
 <ul>
 {{- range .}}
 <li>{{.}}</li>
+{{- end}}
+</ul>
+{{- end}}
+{{- with .Suites}}
+
+<h2>Test suites</h2>
+<ul>
+{{- range .}}
+<li{{if .Bad}} class="fail"{{end}}>{{.Text}}</li>
 {{- end}}
 </ul>
 {{- end}}

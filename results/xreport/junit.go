@@ -15,6 +15,11 @@ import (
 //   - a passing testcase per row (classname: the experiment, name: the
 //     row) carrying the value and the change vs the baseline in
 //     <system-out>, skipped when the kernel has no value for the row;
+//   - a passing testcase per suite cell on the kernel (classname: the
+//     experiment, name: the suite and its configuration) with the
+//     cell's summary in <system-out> (the cell's run has its own JUnit
+//     report, a testcase per test); a failing suite cell is a failure
+//     too;
 //   - a failed testcase per failure on the kernel, named after the
 //     failure's cell;
 //   - a "splats" testcase listing the kernel's splats, failing when
@@ -66,6 +71,14 @@ func JUnit(w io.Writer, m *Matrix) error {
 			}
 			suites[i].Add(tc)
 		}
+	}
+	for _, c := range m.Suites {
+		suiteOf(c.Kernel).Add(render.JUnitCase{
+			Classname: textsafe.OneLine(c.Experiment),
+			Name:      render.JoinNonEmpty(" ", textsafe.OneLine(c.Suite), textsafe.OneLine(c.Config)),
+			Time:      render.JUnitTime(0),
+			SystemOut: suiteLine(c),
+		})
 	}
 	for _, p := range m.Failures {
 		suiteOf(p.Kernel).Add(render.JUnitCase{

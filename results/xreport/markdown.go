@@ -47,6 +47,7 @@ func Markdown(w io.Writer, m *Matrix) error {
 			fmt.Fprintf(&b, "- %s\n", render.MDEscape(noteLine(i+1, n)))
 		}
 	}
+	render.MDList(&b, "Test suites", suiteLines(m))
 	render.MDList(&b, "Kernel splats", splatLines(m))
 	render.MDList(&b, "Skipped cells", skippedLines(m))
 	render.MDList(&b, "Failures", failureLines(m))

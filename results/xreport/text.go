@@ -27,7 +27,7 @@ const (
 // measured row, a column per kernel with the median and the change vs
 // the baseline; split into several tables, each repeating the label
 // column, when the kernels do not fit the width), the legend and the
-// footnotes saying why values are missing, the splats per kernel, the
+// footnotes saying why values are missing, a line per suite cell, the splats per kernel, the
 // skipped cells, the failures, the warnings and the result. Other long
 // lines are wrapped; control characters are dropped and other non-ASCII
 // characters replaced.
@@ -43,6 +43,7 @@ func Text(w io.Writer, m *Matrix) error {
 	for i, n := range tb.notes {
 		t.Line(noteLine(i+1, n))
 	}
+	t.Section(suiteLines(m))
 	t.Section(splatLines(m))
 	t.Section(skippedLines(m))
 	t.Section(failureLines(m))

@@ -38,6 +38,10 @@ type Matrix struct {
 	Rows []Row `json:"rows"`
 	// Splats are the kernel reports per kernel.
 	Splats []Splat `json:"splats"`
+	// Suites are the cells of suite experiments (fstests), which have
+	// test results instead of rows, in the order of Experiments and
+	// Kernels.
+	Suites []SuiteCell `json:"suites,omitempty"`
 	// Skipped are cells that did not run, with why.
 	Skipped []Problem `json:"skipped,omitempty"`
 	// Failures make the matrix fail: failed checks, failed cells,
@@ -106,4 +110,64 @@ type Problem struct {
 	Kernel     string `json:"kernel"`
 	Experiment string `json:"experiment"`
 	Message    string `json:"message"`
+}
+
+// SuiteCell is the summary of one suite experiment's cell: the tests'
+// counts per side and the tests that decide it. A cell on the baseline
+// kernel runs the suite there alone; a cell on another kernel runs it
+// as an A/B of the baseline (A) and its kernel (B), so that a newly
+// failing test is rerun on both before it counts as a regression.
+type SuiteCell struct {
+	// Experiment is the experiment's label; Kernel the cell's kernel.
+	Experiment string `json:"experiment"`
+	Kernel     string `json:"kernel"`
+	// Suite names the suite ("fstests") and Config its configuration
+	// ("fuse-klab-uring").
+	Suite  string `json:"suite"`
+	Config string `json:"config"`
+	// Sides are the runs' counts: the cell's kernel alone, or A (the
+	// baseline) then B (the cell's kernel).
+	Sides []SuiteSide `json:"sides"`
+	// Regressions are the tests that fail repeatedly on B and never on
+	// A; Flaky the other new failures on B.
+	Regressions []SuiteTest `json:"regressions,omitempty"`
+	Flaky       []SuiteTest `json:"flaky,omitempty"`
+	// Failing are, for a cell of one kernel, its tests that failed, hung
+	// or crashed.
+	Failing []SuiteTest `json:"failing,omitempty"`
+	// Failed says that the cell fails the matrix: a regression, or with
+	// one kernel a test that failed, hung or crashed.
+	Failed bool `json:"failed"`
+	// Run is the cell's run directory, relative to the results tree,
+	// with the suite's own reports (one JUnit testcase per test).
+	Run string `json:"run,omitempty"`
+}
+
+// SuiteSide is one kernel's test results in a suite cell.
+type SuiteSide struct {
+	// Label is "A" or "B" in an A/B, "" for a kernel alone; Kernel the
+	// kernel's ref.
+	Label  string `json:"label,omitempty"`
+	Kernel string `json:"kernel"`
+	// Tests counts the tests, the others them by status.
+	Tests  int `json:"tests"`
+	Pass   int `json:"pass"`
+	Fail   int `json:"fail"`
+	NotRun int `json:"notrun"`
+	Hang   int `json:"hang"`
+	Crash  int `json:"crash"`
+}
+
+// SuiteTest is one test named in a suite cell's summary.
+type SuiteTest struct {
+	// Name is the test ("generic/013"); Status its status on the cell's
+	// kernel (B in an A/B).
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	// AFails of ARuns and BFails of BRuns are its failing runs on each
+	// side of an A/B, reruns included; 0 for a kernel alone.
+	AFails int `json:"a_fails,omitempty"`
+	ARuns  int `json:"a_runs,omitempty"`
+	BFails int `json:"b_fails,omitempty"`
+	BRuns  int `json:"b_runs,omitempty"`
 }

@@ -856,3 +856,45 @@ func TestCellsOutOfOrder(t *testing.T) {
 		t.Errorf("a row with cells missing:\n%s", out)
 	}
 }
+
+// TestSuites: a suite cell shows as a line in every format, a JUnit
+// testcase on its kernel, and its hostile strings stay inert.
+func TestSuites(t *testing.T) {
+	m := testMatrix(t)
+	m.Suites = []SuiteCell{
+		{Experiment: "fst", Kernel: base, Suite: "fstests", Config: "ext4", Run: "cells/fst@debian_7.3/r",
+			Sides: []SuiteSide{{Kernel: base, Tests: 2, Pass: 2}}},
+		{Experiment: "fst", Kernel: fix, Suite: "fstests", Config: "ext4", Failed: true,
+			Sides:       []SuiteSide{{Label: "A", Kernel: base, Tests: 3, Pass: 3}, {Label: "B", Kernel: fix, Tests: 3, Pass: 1, Fail: 1, Hang: 1}},
+			Regressions: []SuiteTest{{Name: "generic/002", Status: "fail", BFails: 3, BRuns: 3, ARuns: 3}},
+			Flaky:       []SuiteTest{{Name: "generic/<b>003", Status: "hang", BFails: 1, BRuns: 3, ARuns: 3}}},
+	}
+	lines := suiteLines(m)
+	want := []string{
+		"fst on debian:7.3 (fstests ext4): debian:7.3: 2 pass, 0 fail, 0 notrun, 0 hang, 0 crash",
+		"FAIL fst on build:fix (fstests ext4): A debian:7.3: 3 pass, 0 fail, 0 notrun, 0 hang, 0 crash; B build:fix: 1 pass, 1 fail, 0 notrun, 1 hang, 0 crash; " +
+			"regression generic/002 (B fails 3/3, A 0/3); flaky generic/<b>003 (B fails 1/3, A 0/3)",
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("suite lines:\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	text := renderAs(t, "text", m)
+	checkText(t, text)
+	if !strings.Contains(text, "\nfst on debian:7.3 (fstests ext4): debian:7.3: 2 pass") {
+		t.Errorf("text:\n%s", text)
+	}
+	if md := renderAs(t, "md", m); !strings.Contains(md, "### Test suites\n\n- fst on debian:7.3") || strings.Contains(md, "<b>") {
+		t.Errorf("markdown:\n%s", md)
+	}
+	if h := renderAs(t, "html", m); !strings.Contains(h, "<h2>Test suites</h2>") || !strings.Contains(h, `<li class="fail">FAIL fst on build:fix`) || strings.Contains(h, "<b>") {
+		t.Errorf("html:\n%s", h)
+	}
+	var back Matrix
+	if err := json.Unmarshal([]byte(renderAs(t, "json", m)), &back); err != nil || !reflect.DeepEqual(back.Suites, m.Suites) {
+		t.Errorf("json: %v, suites %+v", err, back.Suites)
+	}
+	junit := renderAs(t, "junit", m)
+	if n := strings.Count(junit, `classname="fst" name="fstests ext4"`); n != 2 {
+		t.Errorf("junit: %d suite testcases, want 2:\n%s", n, junit)
+	}
+}
