@@ -328,8 +328,12 @@ func loadExperiments(ps *specfile.Problems, root, n *yaml.Node, dir string) []Ex
 			ps.At(x, "%s: %v", what, err)
 			continue
 		}
-		if spec.Spec.Suite != nil {
-			ps.At(x, "%s: %s runs a test suite (fstests), and a matrix cell runs workloads and checks: run it with klab run --kernel A [--kernel B]", what, spec.Path)
+		if spec.Spec.Suite != nil && e.Rounds != 0 {
+			ps.At(x, "%s.rounds: %s runs a test suite (fstests), once per cell; its reruns of new failures are the suite's", what, spec.Path)
+			continue
+		}
+		if spec.Spec.Suite != nil && len(e.Set) > 0 {
+			ps.At(x, "%s.set: %s runs a test suite (fstests) and has no parameters: copy the spec to change its tests or configuration", what, spec.Path)
 			continue
 		}
 		if len(e.Set) > 0 {

@@ -77,7 +77,7 @@ experiments:
 func testFile(t *testing.T, matrix string) *File {
 	t.Helper()
 	dir := t.TempDir()
-	for name, data := range map[string]string{"kx.yaml": kernelSpec, "px.yaml": paramSpec, "fix.patch": "--- a\n+++ b\n", "m.yaml": matrix} {
+	for name, data := range map[string]string{"kx.yaml": kernelSpec, "px.yaml": paramSpec, "fst.yaml": suiteSpec, "fix.patch": "--- a\n+++ b\n", "m.yaml": matrix} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.TrimPrefix(data, "\n")), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -200,8 +200,10 @@ func TestLoadProblems(t *testing.T) {
 				`m.yaml:4:31: kernels[0].build.patches: stat`,
 			}},
 		{"missing lists", "name: t\n", []string{"m.yaml:1:1: kernels: missing", "m.yaml:1:1: experiments: missing"}},
-		{"suite experiment", "name: t\nkernels: [debian:7.3]\nexperiments: [fstests-klab-uring]\n",
-			[]string{"m.yaml:3:15: experiments[0]: experiments/fstests-klab-uring.yaml runs a test suite (fstests), and a matrix cell runs workloads and checks"}},
+		{"suite experiment with rounds", "name: t\nkernels: [debian:7.3]\nexperiments: [{name: fstests-klab-uring, rounds: 2}]\n",
+			[]string{"m.yaml:3:15: experiments[0].rounds: experiments/fstests-klab-uring.yaml runs a test suite (fstests), once per cell"}},
+		{"suite experiment with set", "name: t\nkernels: [debian:7.3]\nexperiments: [{name: fstests-klab-uring, set: {x: \"1\"}}]\n",
+			[]string{"m.yaml:3:15: experiments[0].set: experiments/fstests-klab-uring.yaml runs a test suite (fstests) and has no parameters"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

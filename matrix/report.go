@@ -10,6 +10,7 @@ import (
 	"klab/experiments"
 	"klab/internal/textsafe"
 	"klab/results/stats"
+	"klab/results/suite"
 	"klab/results/xreport"
 )
 
@@ -66,6 +67,24 @@ func (t *Tree) Report() *xreport.Matrix {
 				continue
 			}
 			x.Complete++
+			if saved.IsSuite() {
+				sc, err := suiteCell(saved, c, r.Run)
+				if err != nil {
+					x.Failures = append(x.Failures, problem(c, "its suite results cannot be read: "+err.Error()))
+					continue
+				}
+				accels[saved.Manifest.Accel] = true
+				if k := kernels[ref]; k != nil && k.Version == "" {
+					if mk := saved.Manifest.Kernels; len(mk) > 0 {
+						k.Name, k.Version = mk[len(mk)-1].Kernel.Name, mk[len(mk)-1].Kernel.Version
+					}
+				}
+				x.Suites = append(x.Suites, sc)
+				if sc.Failed {
+					x.Failures = append(x.Failures, problem(c, suiteFailure(sc, m.Baseline)))
+				}
+				continue
+			}
 			rep := saved.Report()
 			accels[rep.Accel] = true
 			if k := kernels[ref]; k != nil && len(rep.Kernels) > 0 && k.Version == "" {
@@ -204,4 +223,61 @@ func withoutSets(name, label string) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// suiteCell summarises a suite cell's run: the counts per side, and the
+// regressions and flaky tests of an A/B or the failing tests of one
+// kernel, from the results the suite saved.
+func suiteCell(saved *experiments.Saved, c Cell, run string) (xreport.SuiteCell, error) {
+	sc := xreport.SuiteCell{Experiment: c.Experiment, Kernel: c.Kernel, Run: run, Sides: []xreport.SuiteSide{}}
+	if su := saved.Manifest.Suite; su != nil {
+		sc.Suite, sc.Config = textsafe.Clean(su.Name), textsafe.Clean(su.Config)
+	}
+	runs, err := saved.SuiteRuns()
+	if err != nil {
+		return sc, err
+	}
+	for i, r := range runs {
+		n := r.Counts()
+		side := xreport.SuiteSide{Label: r.Label, Tests: n.Tests, Pass: n.Pass, Fail: n.Fail, NotRun: n.NotRun, Hang: n.Hang, Crash: n.Crash}
+		if i < len(saved.Manifest.Kernels) {
+			side.Kernel = saved.Manifest.Kernels[i].Ref
+		}
+		sc.Sides = append(sc.Sides, side)
+	}
+	if len(runs) == 2 {
+		v := suite.Compare(runs[0], runs[1])
+		for _, l := range []struct {
+			changes []suite.Change
+			out     *[]xreport.SuiteTest
+		}{{v.Regressions(), &sc.Regressions}, {v.Flaky(), &sc.Flaky}} {
+			for _, ch := range l.changes {
+				*l.out = append(*l.out, xreport.SuiteTest{Name: ch.Test, Status: ch.B, AFails: ch.AFails, ARuns: ch.ARuns, BFails: ch.BFails, BRuns: ch.BRuns})
+			}
+		}
+		sc.Failed = len(sc.Regressions) > 0
+		return sc, nil
+	}
+	for _, t := range runs[0].Tests {
+		if suite.Failed(t.Status) {
+			sc.Failing = append(sc.Failing, xreport.SuiteTest{Name: t.Name, Status: t.Status})
+		}
+	}
+	sc.Failed = len(sc.Failing) > 0
+	return sc, nil
+}
+
+// suiteFailure says why a suite cell fails the matrix.
+func suiteFailure(sc xreport.SuiteCell, baseline string) string {
+	var names []string
+	if len(sc.Sides) == 2 {
+		for _, t := range sc.Regressions {
+			names = append(names, fmt.Sprintf("%s (B fails %d/%d, A %d/%d)", t.Name, t.BFails, t.BRuns, t.AFails, t.ARuns))
+		}
+		return fmt.Sprintf("%s %s regressed against the baseline %s: %s", sc.Suite, sc.Config, baseline, strings.Join(names, ", "))
+	}
+	for _, t := range sc.Failing {
+		names = append(names, t.Name+" ("+t.Status+")")
+	}
+	return fmt.Sprintf("%s %s: %d test(s) failed, hung or crashed: %s", sc.Suite, sc.Config, len(names), strings.Join(names, ", "))
 }

@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"klab/experiments"
+	"klab/experiments/fstests"
 	"klab/internal/fileio"
 	"klab/internal/option"
 	"klab/internal/specfile"
@@ -101,6 +103,11 @@ type Options struct {
 	// goroutines); Build builds a recipe's kernel.
 	Opener lab.Opener
 	Build  func(ctx context.Context, r *Recipe) error
+	// Fstests makes what the cells of suite experiments (fstests) run
+	// on: fstests built from its source, the userspace, guests. Run
+	// calls it once, before any cell runs, and only when a suite cell is
+	// to run; a *fstests.SourceError from it is bad input.
+	Fstests func(ctx context.Context) (fstests.Env, error)
 	// Progress receives a line per cell event; with Terminal, a bar per
 	// running cell and one for the whole matrix.
 	Progress io.Writer
@@ -161,7 +168,8 @@ func availableMB() int64 {
 // tree. Cells run in parallel, up to o.Jobs; one failing cell never stops
 // the others, and the errors of all come back joined, each naming its
 // cell. Bad input gives a *specfile.BadInputError before any cell runs and leaves
-// no tree behind.
+// no tree behind. A suite experiment's cell runs the suite (fstests) on
+// o.Fstests' environment, made once when such a cell is to run.
 func Run(ctx context.Context, f *File, o Options) (*Tree, error) {
 	progress := func(format string, args ...any) {
 		if o.Progress != nil {
@@ -172,16 +180,28 @@ func Run(ctx context.Context, f *File, o Options) (*Tree, error) {
 	if len(cells) == 0 {
 		return nil, &specfile.BadInputError{Err: fmt.Errorf("shard %s of %s has no cells (the matrix has %d)", o.Shard, f.Path, len(f.Cells()))}
 	}
-	t, err := prepareTree(f, &o, cells)
+	t, err := openTree(f, &o)
 	if err != nil {
 		return nil, err
 	}
-	var pending []Cell
-	for _, c := range cells {
-		if r := t.Results[c.ID]; r != nil && r.Status != StatusIncomplete {
-			continue
+	pending := cells
+	if t != nil {
+		pending = nil
+		for _, c := range cells {
+			if r := t.Results[c.ID]; r != nil && r.Status != StatusIncomplete {
+				continue
+			}
+			pending = append(pending, c)
 		}
-		pending = append(pending, c)
+	}
+	env, err := suiteEnv(ctx, f, &o, pending)
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		if t, err = createTree(f, &o, cells); err != nil {
+			return nil, err
+		}
 	}
 	if len(pending) < len(cells) {
 		progress("klab: resuming %s: %d of %d cell(s) finished already", t.Dir, len(cells)-len(pending), len(cells))
@@ -191,7 +211,7 @@ func Run(ctx context.Context, f *File, o Options) (*Tree, error) {
 	// error of its cells only.
 	kernelErr := map[string]error{}
 	for _, k := range f.Kernels {
-		if !anyCell(pending, func(c Cell) bool { return c.Kernel == k.Ref }) {
+		if !anyCell(pending, func(c Cell) bool { return slices.Contains(cellKernels(f, c), k.Ref) }) {
 			continue
 		}
 		if k.Build != nil && o.Build != nil {
@@ -234,7 +254,11 @@ func Run(ctx context.Context, f *File, o Options) (*Tree, error) {
 		go func() {
 			defer wg.Done()
 			for c := range queue {
-				r, err := t.runCell(ctx, f, &o, c, kernelErr[c.Kernel], disp)
+				var kerrs []error
+				for _, ref := range cellKernels(f, c) {
+					kerrs = append(kerrs, kernelErr[ref])
+				}
+				r, err := t.runCell(ctx, f, &o, env, c, errors.Join(kerrs...), disp)
 				mu.Lock()
 				t.Results[c.ID] = r
 				if err != nil {
@@ -269,8 +293,10 @@ func anyCell(cells []Cell, fn func(Cell) bool) bool {
 	return false
 }
 
-// prepareTree makes o.Out with its manifest, or opens it to resume.
-func prepareTree(f *File, o *Options, cells []Cell) (*Tree, error) {
+// openTree checks o.Out: to resume, it opens the tree there, made by a
+// run of f as it is now and of the same shard; for a new tree, o.Out
+// must not exist or be empty, and openTree returns nil.
+func openTree(f *File, o *Options) (*Tree, error) {
 	if o.Out == "" {
 		return nil, &specfile.BadInputError{Err: errors.New("no results directory given")}
 	}
@@ -291,6 +317,11 @@ func prepareTree(f *File, o *Options, cells []Cell) (*Tree, error) {
 	if entries, err := os.ReadDir(o.Out); err == nil && len(entries) > 0 {
 		return nil, &specfile.BadInputError{Err: option.Errorf("out", "%s exists and is not empty: resume it, or choose another results directory", o.Out)}
 	}
+	return nil, nil
+}
+
+// createTree makes the tree o.Out for cells, with its manifest.
+func createTree(f *File, o *Options, cells []Cell) (*Tree, error) {
 	m := &Manifest{Schema: ManifestSchema, Name: f.Name, File: f.Path, SHA256: f.SHA256, Baseline: f.Baseline,
 		Shard: shardText(o.Shard), Cells: cells, Total: len(f.Cells()), Start: time.Now().UTC(), Command: o.Command}
 	for _, k := range f.Kernels {
@@ -320,7 +351,7 @@ func shardText(s Shard) string {
 
 // runCell runs one cell's experiment into its directory and records its
 // result. A cell left by an earlier, interrupted run starts afresh.
-func (t *Tree) runCell(ctx context.Context, f *File, o *Options, c Cell, kernelErr error, disp *display) (*CellResult, error) {
+func (t *Tree) runCell(ctx context.Context, f *File, o *Options, env *fstests.Env, c Cell, kernelErr error, disp *display) (*CellResult, error) {
 	dir := filepath.Join(t.Dir, CellsDir, c.ID)
 	r := &CellResult{Cell: c, Start: time.Now().UTC()}
 	finish := func(status, msg string) (*CellResult, error) {
@@ -339,39 +370,108 @@ func (t *Tree) runCell(ctx context.Context, f *File, o *Options, c Cell, kernelE
 		_, err := finish(StatusError, kernelErr.Error())
 		return r, errors.Join(kernelErr, err)
 	}
-	e := f.Experiments[c.E]
 	log, err := os.Create(filepath.Join(dir, "progress.log"))
 	if err != nil {
 		return finish(StatusError, err.Error())
 	}
 	defer log.Close()
 	disp.start(c)
-	single := e.Spec.Spec.Compare == "" || e.Spec.Spec.Compare == "kernel"
-	res, err := experiments.Run(ctx, e.Spec, experiments.RunOptions{
-		PlanOptions: experiments.PlanOptions{Kernels: []string{c.Kernel}, Rounds: e.Rounds, Single: single},
-		CPUs:        o.CPUs, MemMB: o.MemMB, Accel: o.Accel, RunsDir: dir,
-		Opener: o.Opener, Progress: log, Command: o.Command,
-	})
-	if res != nil {
-		if rel, rerr := filepath.Rel(t.Dir, res.Dir); rerr == nil {
+	var runDir string
+	if isSuite(f, c) {
+		runDir, err = runSuiteCell(ctx, f, o, env, c, dir, log)
+	} else {
+		runDir, err = runExperimentCell(ctx, f, o, c, dir, log)
+	}
+	if runDir != "" {
+		if rel, rerr := filepath.Rel(t.Dir, runDir); rerr == nil {
 			r.Run = rel
-		}
-		if saved, oerr := experiments.Open(res.Dir); oerr == nil {
-			_ = saved.WriteReports(saved.Report())
 		}
 	}
 	switch {
 	case ctx.Err() != nil:
 		fr, werr := finish(StatusIncomplete, "interrupted")
 		return fr, werr
-	case err != nil && res == nil:
-		_, werr := finish(StatusError, err.Error())
-		return r, errors.Join(err, werr)
 	case err != nil:
 		_, werr := finish(StatusError, err.Error())
 		return r, errors.Join(err, werr)
 	}
 	return finish(StatusComplete, "")
+}
+
+// runExperimentCell runs an experiment of workloads and checks on the
+// cell's kernel (its A/B when it compares a parameter) in dir, writes
+// its reports, and returns its run directory ("" when none was made).
+func runExperimentCell(ctx context.Context, f *File, o *Options, c Cell, dir string, log io.Writer) (string, error) {
+	e := f.Experiments[c.E]
+	single := e.Spec.Spec.Compare == "" || e.Spec.Spec.Compare == "kernel"
+	res, err := experiments.Run(ctx, e.Spec, experiments.RunOptions{
+		PlanOptions: experiments.PlanOptions{Kernels: []string{c.Kernel}, Rounds: e.Rounds, Single: single},
+		CPUs:        o.CPUs, MemMB: o.MemMB, Accel: o.Accel, RunsDir: dir,
+		Opener: o.Opener, Progress: log, Command: o.Command,
+	})
+	if res == nil {
+		return "", err
+	}
+	if saved, oerr := experiments.Open(res.Dir); oerr == nil {
+		_ = saved.WriteReports(saved.Report())
+	}
+	return res.Dir, err
+}
+
+// runSuiteCell runs a suite experiment's cell in dir: on the baseline
+// alone, or as an A/B of the baseline and the cell's kernel (see
+// cellKernels). The suite writes its own reports. A cell that ran
+// completes, whatever its tests did: the report reads the verdict back.
+func runSuiteCell(ctx context.Context, f *File, o *Options, env *fstests.Env, c Cell, dir string, log io.Writer) (string, error) {
+	if env == nil {
+		return "", errors.New("no fstests environment for a suite cell")
+	}
+	res, err := experiments.RunSuite(ctx, f.Experiments[c.E].Spec, experiments.SuiteOptions{
+		Kernels: cellKernels(f, c), Env: *env, RunsDir: dir, Progress: log, Command: o.Command,
+	})
+	if res == nil {
+		return "", err
+	}
+	if err == nil && res.Result != nil && res.Result.Reported == 0 {
+		err = errors.New("fstests reported no test result")
+	}
+	return res.Dir, err
+}
+
+// isSuite says whether c is a suite experiment's cell.
+func isSuite(f *File, c Cell) bool {
+	return c.E < len(f.Experiments) && f.Experiments[c.E].Spec.Spec.Suite != nil
+}
+
+// cellKernels are the kernels cell c boots: its own; for a suite cell
+// on another kernel than the baseline, the baseline (A) and its own
+// (B), so that a new failure is rerun on both sides in the cell and
+// judged by the suite's flake rule.
+func cellKernels(f *File, c Cell) []string {
+	if isSuite(f, c) && c.Kernel != f.Baseline {
+		return []string{f.Baseline, c.Kernel}
+	}
+	return []string{c.Kernel}
+}
+
+// suiteEnv makes the fstests environment of the suite cells among
+// pending, once; nil when there are none.
+func suiteEnv(ctx context.Context, f *File, o *Options, pending []Cell) (*fstests.Env, error) {
+	if !anyCell(pending, func(c Cell) bool { return isSuite(f, c) }) {
+		return nil, nil
+	}
+	if o.Fstests == nil {
+		return nil, &specfile.BadInputError{Err: fmt.Errorf("%s has suite experiments (fstests), and klab cannot build fstests here", f.Path)}
+	}
+	env, err := o.Fstests(ctx)
+	var se *fstests.SourceError
+	switch {
+	case errors.As(err, &se):
+		return nil, &specfile.BadInputError{Err: fmt.Errorf("%s has suite experiments (fstests): %w", f.Path, err)}
+	case err != nil:
+		return nil, fmt.Errorf("fstests for the suite cells: %w", err)
+	}
+	return &env, nil
 }
 
 // Tree is a results tree: the manifest and the cells' results.
