@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	experimentsfstests "klab/experiments/fstests"
 	"klab/images/build"
 	"klab/images/debian"
 	"klab/matrix"
@@ -28,6 +30,7 @@ type matrixRunOptions struct {
 	accel       string
 	format      string
 	quiet       bool
+	fstestsSrc  string
 }
 
 func newMatrixCommand(g *globalOptions) *cobra.Command {
@@ -51,7 +54,9 @@ columns, each compared against a baseline kernel.
 
 An experiment that compares kernels runs on each kernel alone; one that
 compares a parameter (fuse-transport's transport) runs its A/B on each
-kernel, and the report has a row per side.`,
+kernel, and the report has a row per side. A suite experiment (fstests)
+runs on the baseline alone and as an A/B of the baseline and each other
+kernel, and the report summarises its tests per side.`,
 		Example: `  klab matrix plan matrices/smoke.yaml
   klab matrix run matrices/smoke.yaml --jobs 2
   klab matrix run matrices/smoke.yaml --resume DIR
@@ -81,9 +86,16 @@ the cells that did not finish, each exactly once. --shard i/n runs every
 n-th cell of the sorted list from the i-th (the same split on every machine);
 klab results merge joins the shards' trees.
 
+A suite experiment (fstests) is built from --fstests-src (or $` + experimentsfstests.SrcEnv + `)
+once per run, only when one of its cells is to run. Its cell on the baseline
+runs the suite there alone and fails on a test that fails, hangs or crashes;
+its cell on another kernel runs an A/B against the baseline, reruns new
+failures on both, and fails on a regression.
+
 Exit status: 0 when every cell ran and nothing failed; 1 when a cell failed,
-a check failed, or a kernel printed a splat the baseline did not; 2 for a
-broken matrix file or bad flags (nothing is run); 130 when interrupted.`,
+a check failed, a suite cell failed, or a kernel printed a splat the
+baseline did not; 2 for a broken matrix file or bad flags (nothing is run);
+130 when interrupted.`,
 		Example: `  klab matrix run smoke.yaml
   klab matrix run smoke.yaml --jobs 2 --out /tmp/smoke
   klab matrix run smoke.yaml --resume /tmp/smoke
@@ -103,6 +115,7 @@ broken matrix file or bad flags (nothing is run); 130 when interrupted.`,
 	f.StringVar(&o.accel, "accel", "", "accelerator: auto, kvm or tcg (default: each spec's, else auto)")
 	f.StringVar(&o.format, "format", "text", "report printed at the end: "+strings.Join(xreport.Formats, ", "))
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the report")
+	f.StringVar(&o.fstestsSrc, "fstests-src", "", "fstests source of the suite experiments: a checkout or a tarball (default $"+experimentsfstests.SrcEnv+")")
 	return cmd
 }
 
@@ -143,6 +156,9 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 	if err != nil {
 		return err
 	}
+	if o.fstestsSrc != "" && !slices.ContainsFunc(f.Experiments, func(e matrix.Experiment) bool { return e.Spec.Spec.Suite != nil }) {
+		return badInput(fmt.Errorf("--fstests-src: %s has no suite experiment (fstests)", path))
+	}
 	out, resume := o.out, o.resume != ""
 	if resume {
 		out = o.resume
@@ -174,6 +190,18 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 	if !o.quiet {
 		mo.Progress = stderr
 		mo.Terminal = isTerminal(stderr)
+	}
+	mo.Fstests = func(ctx context.Context) (experimentsfstests.Env, error) {
+		env, err := experimentsfstests.NewEnv(ctx, experimentsfstests.HostOptions{Lab: &lo, Src: o.fstestsSrc, Progress: mo.Progress, Command: os.Args})
+		var se *experimentsfstests.SourceError
+		switch {
+		case !errors.As(err, &se):
+		case o.fstestsSrc != "":
+			err = &experimentsfstests.SourceError{Err: fmt.Errorf("--fstests-src: %w", se.Err)}
+		case os.Getenv(experimentsfstests.SrcEnv) != "":
+			err = &experimentsfstests.SourceError{Err: fmt.Errorf("$%s: %w", experimentsfstests.SrcEnv, se.Err)}
+		}
+		return env, err
 	}
 	t, err := matrix.Run(ctx, f, mo)
 	if t == nil {
