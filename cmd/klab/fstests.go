@@ -134,6 +134,11 @@ func (o *fstestsRunOptions) check() error {
 		errs = append(errs, fmt.Errorf("--config: %w", err))
 	}
 	o.cfg = cfg
+	if err == nil {
+		if err := experimentsfstests.CheckTests(cfg, o.tests); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(o.tests) == 0 && len(o.groups) == 0 {
 		errs = append(errs, errors.New("no tests: name tests (generic/013) or groups (-g quick)"))
 	}

@@ -2,6 +2,7 @@ package fstests
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -89,4 +90,31 @@ func TestDirs(cfg proto.FstestsConfig) []string {
 // options are made of, and nothing a shell would read.
 func optionRune(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(" _=,.:/+-^", r)
+}
+
+// appliesTo says whether test (generic/013) is in one of cfg's test
+// directories.
+func appliesTo(cfg proto.FstestsConfig, test string) bool {
+	d, _, _ := strings.Cut(test, "/")
+	return slices.Contains(TestDirs(cfg), d)
+}
+
+// CheckTests refuses the tests named (not globs) that are not in one of
+// cfg's test directories, such as ext4/001 on a FUSE configuration: it
+// needs no fstests tree, so a command can refuse them before building
+// one.
+func CheckTests(cfg proto.FstestsConfig, tests []string) error {
+	var bad []string
+	for _, t := range tests {
+		if strings.Contains(t, "/") && !strings.ContainsAny(t, "*?[") && !appliesTo(cfg, t) {
+			bad = append(bad, t)
+		}
+	}
+	switch len(bad) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%s does not apply to configuration %s: its tests are those of %s", bad[0], cfg.Name, strings.Join(TestDirs(cfg), " and "))
+	}
+	return fmt.Errorf("%s do not apply to configuration %s: its tests are those of %s", strings.Join(bad, ", "), cfg.Name, strings.Join(TestDirs(cfg), " and "))
 }

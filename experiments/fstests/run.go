@@ -198,19 +198,13 @@ func selectTests(tree string, cfg proto.FstestsConfig, args suite.SelectArgs) ([
 	if err != nil {
 		return nil, fmt.Errorf("fstests: %w", err)
 	}
-	dirs := TestDirs(cfg)
-	applies := func(t string) bool {
-		d, _, _ := strings.Cut(t, "/")
-		return slices.Contains(dirs, d)
-	}
+	applies := func(t string) bool { return appliesTo(cfg, t) }
 	all = slices.DeleteFunc(all, func(t string) bool { return !applies(t) })
 	for g, ts := range groups {
 		groups[g] = slices.DeleteFunc(ts, func(t string) bool { return !applies(t) })
 	}
-	for _, t := range args.Tests {
-		if strings.Contains(t, "/") && !applies(t) && !strings.ContainsAny(t, "*?[") {
-			return nil, fmt.Errorf("fstests: %s does not apply to configuration %s: its tests are those of %s", t, cfg.Name, strings.Join(dirs, " and "))
-		}
+	if err := CheckTests(cfg, args.Tests); err != nil {
+		return nil, fmt.Errorf("fstests: %w", err)
 	}
 	tests, err := suite.Select(all, groups, args)
 	if err != nil {

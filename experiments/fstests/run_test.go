@@ -196,3 +196,27 @@ func TestConfigErrors(t *testing.T) {
 		t.Error("mkfs options with $( were accepted")
 	}
 }
+
+// TestCheckTests: named tests outside the configuration's test directories
+// are refused, all of them in one error; globs are left to Select.
+func TestCheckTests(t *testing.T) {
+	fuse, _ := Config("fuse-klab-dev", "", "")
+	ext4, _ := Config("ext4", "", "")
+	for _, c := range []struct {
+		cfg   proto.FstestsConfig
+		tests []string
+		want  string // in the error; "" for none
+	}{
+		{fuse, []string{"generic/013", "generic/0??"}, ""},
+		{ext4, []string{"ext4/001", "generic/013"}, ""},
+		{fuse, []string{"ext4/*"}, ""}, // a glob selects nothing there: Select says so
+		{fuse, []string{"generic/013", "ext4/001"}, "ext4/001 does not apply to configuration fuse-klab-dev: its tests are those of generic"},
+		{fuse, []string{"ext4/001", "xfs/002"}, "ext4/001, xfs/002 do not apply to configuration fuse-klab-dev"},
+		{ext4, []string{"btrfs/001"}, "its tests are those of generic and ext4"},
+	} {
+		err := CheckTests(c.cfg, c.tests)
+		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("CheckTests(%s, %q) = %v, want %q", c.cfg.Name, c.tests, err, c.want)
+		}
+	}
+}
