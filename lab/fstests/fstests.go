@@ -188,6 +188,9 @@ func RunGuest(ctx context.Context, opener lab.Opener, req GuestRequest) (*GuestR
 		// A kernel splat is charged to a test by the caller (the
 		// markers), not a reason to fail the guest.
 		IgnoreSplats: true,
+		// The initramfs gets what the steps need: libfuse's
+		// passthrough_hp for its configurations.
+		Prepare: []proto.Step{att.Step, step},
 		OnMessage: func(m *proto.Message) {
 			if m.Kind != proto.KindTest {
 				return
