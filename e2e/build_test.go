@@ -16,10 +16,13 @@ import (
 
 // The test patches, in e2e/testdata: fuse-hello.patch adds a pr_info at
 // FUSE init; fuse-broken.patch has a hunk whose context is not in the
-// tree (patch(1) would force it in with fuzz; klab must refuse it).
+// tree (patch(1) would force it in with fuzz; klab must refuse it);
+// fuse-mknod-rdev.patch makes FUSE's mknod of a character device lose
+// its device number, so that fstests' generic/184 fails on FUSE.
 const (
 	helloPatch  = "e2e/testdata/fuse-hello.patch"
 	brokenPatch = "e2e/testdata/fuse-broken.patch"
+	mknodPatch  = "e2e/testdata/fuse-mknod-rdev.patch"
 	helloLine   = "fuse: klab-e2e: hello from a patched FUSE"
 )
 
@@ -53,6 +56,8 @@ func runBuild(t *testing.T, timeout time.Duration, args ...string) result {
 // work tree klab keeps for that source and config, whose lock each build
 // takes.
 //   - patched: a cold build with a patch, its cache hit, its boot;
+//   - fstests-ab: an incremental build with a second patch, and an
+//     fstests A/B of the two builds that must find the regression;
 //   - tree: that build's output booted as a kernel tree;
 //   - ext4-lazytime: two incremental builds and seed 002's experiment.
 //
@@ -65,6 +70,7 @@ func TestKernelBuilds(t *testing.T) {
 	requiresBuildTools(t)
 	t.Parallel()
 	t.Run("patched", buildPatchedDebianSource)
+	t.Run("fstests-ab", fstestsABMknod)
 	t.Run("tree", bootTreeKernel)
 	t.Run("ext4-lazytime", seedExt4Lazytime)
 }
