@@ -7,6 +7,7 @@
 #   make bench-build  kernel builds from source: cold build against bare make, rebuild, cache hit, boot
 #   make bench-fidelity  klab's Go workload engine against fio, job by job, in one debian:7.3 guest
 #   make bench-fuse  FUSE over /dev/fuse against io_uring (the seed's tables), in a debian:7.3 guest and on the host
+#   make bench-fstests  klab fstests against a bare QEMU running ./check, --jobs 2 against 1, the userspace's boot cost
 
 GO       ?= go
 KERNEL   ?= debian:7.3
@@ -31,7 +32,7 @@ NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio mke2fs perf 
 # Ubuntu's linux-tools for the running kernel.
 PERF_PKG = $$(apt-cache show linux-perf >/dev/null 2>&1 && echo linux-perf || echo linux-tools-generic)
 
-.PHONY: all deps test-deps fstests-deps build install uninstall run test test-times test-unit test-e2e soak bench bench-build bench-fidelity bench-fuse bench-deps fmt vet clean
+.PHONY: all deps test-deps fstests-deps build install uninstall run test test-times test-unit test-e2e soak bench bench-build bench-fidelity bench-fuse bench-fstests bench-deps fmt vet clean
 
 all: build
 
@@ -196,6 +197,16 @@ bench-fuse: deps bench-deps build
 		echo Y > $(ENABLE_URING) || exit 1; \
 	fi; \
 	./$(BIN) run fuse-bench-host --kernel host $(BENCH_FUSE_HOST)
+
+# klab fstests against the same tests run by ./check in a bare QEMU guest
+# with a static init (harness overhead, per test and per run), --jobs 2
+# against --jobs 1, and boot-to-agent with and without the userspace:
+# about 30 minutes under TCG. It needs an fstests source
+# ($$KLAB_FSTESTS_SRC, or -fstests-src in BENCH_FSTESTS, which passes
+# klab-bench-fstests' flags, e.g. -pairs 3 -shard-pairs 2 or -sections boot).
+BENCH_FSTESTS ?=
+bench-fstests: deps build
+	$(GO) run ./cmd/klab-bench-fstests -klab $(BIN) $(BENCH_FSTESTS)
 
 # bench-deps installs what building libfuse's passthrough_hp needs (when
 # root); without them the host part of bench-fuse stops and names them,
