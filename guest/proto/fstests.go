@@ -46,11 +46,6 @@ type FstestsStep struct {
 	Config FstestsConfig `json:"config"`
 	// Tests are fstests test names (generic/013), run in this order.
 	Tests []string `json:"tests"`
-	// Iterations, when over 1, runs the whole list that many times
-	// (check -i): a test then gets one KindTest per iteration. The host
-	// uses it to rerun tests whose result changed, to tell a flaky test
-	// from a regression.
-	Iterations int `json:"iterations,omitempty"`
 	// TestTimeoutMs bounds each test's wall time in the guest, measured
 	// from fstests' marker for it in /dev/kmsg; 0 means no bound.
 	TestTimeoutMs int64 `json:"test_timeout_ms,omitempty"`
