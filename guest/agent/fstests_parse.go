@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"klab/guest/proto"
+	"klab/results/suite/statusline"
 )
 
 // statusLine is what one line of fstests' ./check output says about a
@@ -83,15 +84,7 @@ func kmsgMarker(record string) (string, bool) {
 		msg = record
 	}
 	msg, _, _ = strings.Cut(msg, "\n")
-	rest, ok := strings.CutPrefix(strings.TrimSpace(msg), "run fstests ")
-	if !ok {
-		return "", false
-	}
-	name, _, ok := strings.Cut(rest, " at ")
-	if !ok || !testNameRe.MatchString(name) {
-		return "", false
-	}
-	return name, true
+	return statusline.Marker(msg)
 }
 
 // ext4LocalConfig is local.config for fstests on ext4: TEST_DEV and

@@ -26,6 +26,7 @@ import (
 	"klab/internal/textsafe"
 	"klab/lab"
 	"klab/results"
+	"klab/results/suite/statusline"
 )
 
 // Defaults of a GuestRequest.
@@ -322,13 +323,5 @@ func (w *markerWatch) running(tests []string, reported map[string]bool) string {
 // ConsoleMarker returns the test that a console line marks as starting
 // ("[   12.345678] run fstests generic/013 at 2024-01-02 03:04:05").
 func ConsoleMarker(line string) (string, bool) {
-	_, rest, ok := strings.Cut(line, "run fstests ")
-	if !ok {
-		return "", false
-	}
-	name, _, ok := strings.Cut(rest, " at ")
-	if !ok || name == "" || strings.ContainsAny(name, " \t") || !strings.Contains(name, "/") || strings.Contains(name, "..") {
-		return "", false
-	}
-	return name, true
+	return statusline.Marker(line)
 }

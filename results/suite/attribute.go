@@ -9,10 +9,6 @@ import (
 	"klab/results/suite/statusline"
 )
 
-// markerPrefix starts the line check writes to /dev/kmsg before each
-// test: "run fstests generic/013 at 2025-01-02 03:04:05".
-const markerPrefix = "run fstests "
-
 // Attribute finds the kernel splats on a console log (results/splat's
 // scanner) and gives each one to the test that was running when the
 // kernel printed it: the test of the last marker check wrote to the
@@ -62,16 +58,7 @@ func Attribute(console []byte) map[string][]splat.Report {
 // marker ("[   12.345678] run fstests generic/013 at 2025-01-02
 // 03:04:05"), and whether the line holds one.
 func Marker(line []byte) (string, bool) {
-	i := bytes.Index(line, []byte(markerPrefix))
-	if i < 0 {
-		return "", false
-	}
-	rest := line[i+len(markerPrefix):]
-	name, _, ok := bytes.Cut(rest, []byte(" at "))
-	if !ok || !statusline.ValidName(string(name)) {
-		return "", false
-	}
-	return string(name), true
+	return statusline.Marker(string(line))
 }
 
 // Refs names reports by type and title, each once, in order.

@@ -155,3 +155,22 @@ func ValidName(s string) bool {
 func isAlpha(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
+
+// markerPrefix starts the line check writes to /dev/kmsg before each
+// test: "run fstests generic/013 at 2024-01-02 03:04:05".
+const markerPrefix = "run fstests "
+
+// Marker returns the test that line (a console line, or a kernel log
+// message) marks as starting: check writes "run fstests NAME at DATE" to
+// /dev/kmsg before each test. The name must be a valid test name.
+func Marker(line string) (string, bool) {
+	i := strings.Index(line, markerPrefix)
+	if i < 0 {
+		return "", false
+	}
+	name, _, ok := strings.Cut(line[i+len(markerPrefix):], " at ")
+	if !ok || !ValidName(name) {
+		return "", false
+	}
+	return name, true
+}
