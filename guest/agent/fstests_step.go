@@ -44,8 +44,9 @@ const (
 )
 
 // runFstests runs fstests' ./check chrooted into a userspace
-// (StepFstests): it copies the tree from the fstests disk into a tmpfs in
-// the root, prepares the ram disks and local.config, runs check on the
+// (StepFstests): it mounts the tree on the fstests disk read-only in the
+// root, with local.config and the results directory on a tmpfs beside it,
+// prepares the ram disks, runs check on the
 // step's tests and reports each test as it ends (KindTest). A test that
 // overruns the step's per-test timeout gets check's process group killed
 // and is reported as a hang; the step then ends with an error.
@@ -79,15 +80,15 @@ func runFstests(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 	if err := installFstests(f.Root, f.Serial, dir); err != nil {
 		return fail("%v", err)
 	}
-	a.Logf("fstests: tree copied into %s in %.1fs", proto.FstestsGuestDir, time.Since(t0).Seconds())
+	a.Logf("fstests: tree mounted read-only at %s in %.1fs", proto.FstestsTreeDir, time.Since(t0).Seconds())
 	config, proof, err := prepareFstestsDevices(ctx, a, f)
 	if err != nil {
 		return fail("%v", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "local.config"), []byte(renderLocalConfig(config)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(f.Root, proto.FstestsConfigFile), []byte(renderLocalConfig(config)), 0o644); err != nil {
 		return fail("local.config: %v", err)
 	}
-	r := &fstestsRun{a: a, step: s.ID, f: f, results: filepath.Join(dir, "results"), proof: proof,
+	r := &fstestsRun{a: a, step: s.ID, f: f, results: filepath.Join(f.Root, proto.FstestsResultsDir), proof: proof,
 		maxDetail: f.MaxDetail, reported: map[string]bool{}}
 	if r.maxDetail == 0 {
 		r.maxDetail = defaultMaxDetail
@@ -95,9 +96,10 @@ func runFstests(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 	return r.run(ctx)
 }
 
-// installFstests copies the tree on the disk with serial into dir, on a
-// tmpfs of its own, so that each step starts from the tree as built, with
-// an empty results directory.
+// installFstests puts a tmpfs of its own on dir, so that each step starts
+// with an empty results directory and a fresh local.config, and mounts the
+// tree on the disk with serial read-only inside it (FstestsTreeDir): check
+// runs from the disk as built, with nothing copied.
 func installFstests(root, serial, dir string) error {
 	if serial == "" {
 		serial = proto.FstestsSerial
@@ -112,22 +114,18 @@ func installFstests(root, serial, dir string) error {
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "mode=0755"); err != nil {
 		return fmt.Errorf("tmpfs on %s: %w", dir, err)
 	}
-	mnt, err := os.MkdirTemp("", "klab-fstests-")
-	if err != nil {
-		return err
+	tree := filepath.Join(root, proto.FstestsTreeDir)
+	for _, d := range []string{tree, filepath.Join(root, proto.FstestsResultsDir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
 	}
-	defer os.Remove(mnt)
-	if err := unix.Mount(dev, mnt, "ext4", unix.MS_RDONLY, ""); err != nil {
+	if err := unix.Mount(dev, tree, "ext4", unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID, "noload"); err != nil {
 		return fmt.Errorf("mount the fstests disk %s: %w", dev, err)
 	}
-	defer unix.Unmount(mnt, unix.MNT_DETACH)
-	if err := copyTree(mnt, dir); err != nil {
-		return fmt.Errorf("copy the fstests tree: %w", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "check")); err != nil {
+	if _, err := os.Stat(filepath.Join(tree, "check")); err != nil {
 		return fmt.Errorf("the fstests disk has no check script: %w", err)
 	}
-	_ = os.RemoveAll(filepath.Join(dir, "lost+found"))
 	return nil
 }
 
@@ -279,8 +277,9 @@ type checkLine struct {
 
 func (r *fstestsRun) run(ctx context.Context) proto.Done {
 	f := r.f
-	argv := append([]string{filepath.Join(proto.FstestsGuestDir, "check"), "-R", "xunit-quiet"}, f.Tests...)
-	env := chrootEnv(append([]string{"DIFF_LENGTH=" + strconv.Itoa(fstestsDiffLines)}, f.Env...))
+	argv := append([]string{filepath.Join(proto.FstestsTreeDir, "check"), "-R", "xunit-quiet"}, f.Tests...)
+	env := chrootEnv(append([]string{"DIFF_LENGTH=" + strconv.Itoa(fstestsDiffLines),
+		"HOST_OPTIONS=" + proto.FstestsConfigFile, "RESULT_BASE=" + proto.FstestsResultsDir}, f.Env...))
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return proto.Done{ExitCode: -1, Error: "fstests: " + err.Error()}
@@ -292,7 +291,7 @@ func (r *fstestsRun) run(ctx context.Context) proto.Done {
 		return proto.Done{ExitCode: -1, Error: "fstests: " + err.Error()}
 	}
 	cmd := &exec.Cmd{
-		Path: argv[0], Args: argv, Env: env, Dir: proto.FstestsGuestDir,
+		Path: argv[0], Args: argv, Env: env, Dir: proto.FstestsTreeDir,
 		Stdout: outW, Stderr: errW,
 		SysProcAttr: &syscall.SysProcAttr{Chroot: f.Root, Setpgid: true},
 	}

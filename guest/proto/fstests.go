@@ -22,9 +22,16 @@ const (
 	FstestsServerPassthroughHP = "passthrough_hp"
 )
 
-// FstestsGuestDir is where the agent puts the fstests tree inside the
-// userspace root: a writable copy of the tree on the fstests disk.
-const FstestsGuestDir = "/var/lib/klab-fstests"
+// Where the agent puts fstests inside the userspace root: a tmpfs at
+// FstestsGuestDir holds the tree on the fstests disk, mounted read-only at
+// FstestsTreeDir, check's results directory (RESULT_BASE) and its
+// local.config (HOST_OPTIONS).
+const (
+	FstestsGuestDir   = "/var/lib/klab-fstests"
+	FstestsTreeDir    = FstestsGuestDir + "/tree"
+	FstestsResultsDir = FstestsGuestDir + "/results"
+	FstestsConfigFile = FstestsGuestDir + "/local.config"
+)
 
 // FstestsSerial is the virtio-blk serial of the disk that carries the
 // fstests tree (an ext4 image of the built tree), read-only.
