@@ -71,6 +71,7 @@ func Load(path string, data []byte) (*File, error) {
 	checkFields(ps, root, reflect.TypeOf(Spec{}), "")
 	checkSuiteShape(ps, root)
 	refs := checkRefs(ps, root, params)
+	checkExpectRefs(ps, root)
 	for _, p := range params {
 		if !refs[p.Name] {
 			ps.Add(p.line, p.col, "params: %s is used by no step (write ${%s} where it goes)", p.Name, p.Name)
@@ -393,6 +394,16 @@ func checkRefs(ps *specfile.Problems, root *yaml.Node, params Params) map[string
 func checkFields(ps *specfile.Problems, n *yaml.Node, t reflect.Type, path string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if t.Implements(oneOrManyType) {
+		switch {
+		case n.Kind == yaml.MappingNode:
+			checkFields(ps, n, t.Elem(), path)
+			return
+		case n.Kind != yaml.SequenceNode && n.Tag != "!!null":
+			ps.At(n, "%s: want a mapping (%s), or a list of them", path, strings.Join(yamlFields(t.Elem())[:3], ", ")+", ...")
+			return
+		}
 	}
 	switch t.Kind() {
 	case reflect.Struct:

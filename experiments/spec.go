@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"klab/internal/units"
+	"klab/results/reference"
 )
 
 // Spec is one experiment, as written in its YAML file.
@@ -344,6 +345,11 @@ type Workload struct {
 	// whose server read less than this share (0..1) of the bytes the job
 	// counted: the reads were served from a cache, not by the server.
 	MinServed float64 `yaml:"min_served"`
+	// Expect is what the experiment's reference found for the
+	// workload's rows (a mapping, or a list of them for several metrics
+	// or parameter values): the report gives each row a verdict against
+	// it.
+	Expect OneOrMany[reference.Expectation] `yaml:"expect"`
 }
 
 // Check is a pass/fail step: a command, or one of klab's FUSE checks.
@@ -369,6 +375,9 @@ type Check struct {
 	// seconds (a timing bound such as "ECONNABORTED within T+15 s"); it
 	// is not scaled.
 	MaxS float64 `yaml:"max_s"`
+	// Expect is the outcome the experiment's reference saw (pass, or
+	// fail), with where it comes from.
+	Expect OneOrMany[reference.CheckExpectation] `yaml:"expect"`
 }
 
 // Splats is the splat policy of the experiment's guests.

@@ -168,6 +168,7 @@ func validate(ps *specfile.Problems, root *yaml.Node, s *Spec, params Params, ax
 	names := map[string]bool{}
 	for i := range s.Workloads {
 		validateWorkload(ps, root, s, i)
+		validateExpects(ps, root, s, params, axis, i)
 		if names[s.Workloads[i].Name] {
 			ps.At(at("workloads", i, "name"), "workloads[%d].name: %q is used twice", i, s.Workloads[i].Name)
 		}
@@ -199,6 +200,7 @@ func validate(ps *specfile.Problems, root *yaml.Node, s *Spec, params Params, ax
 		if c.TimeoutS < 0 || c.TimeoutS > 86400 {
 			ps.At(p("timeout_s"), "checks[%d].timeout_s: %d is out of range, want 1..86400", i, c.TimeoutS)
 		}
+		validateCheckExpects(ps, root, s, i)
 	}
 }
 
