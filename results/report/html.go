@@ -40,8 +40,12 @@ func HTML(w io.Writer, r *Report) error {
 			return err
 		}
 		hr.Chart = chart
+		if row.Reference != nil {
+			hr.Ref, hr.RefClass = refLabel(row), refClass(row.Reference.Verdict, row.Reference.Strict)
+		}
 		page.Rows = append(page.Rows, hr)
 	}
+	page.RefHeader, page.RefRows = refHTML(r)
 	for _, p := range r.Profiles {
 		hp := htmlProfile{Title: profileTitle(p), Header: profileHeader, Rows: profileRows(p), Note: profileNote,
 			LabelA: "A: " + textsafe.OneLine(r.A.Label), LabelB: "B: " + textsafe.OneLine(r.B.Label),
@@ -79,6 +83,9 @@ type htmlPage struct {
 	Reference                string
 	Passed                   bool
 	Result                   string
+	// RefHeader and RefRows are the table against the reference.
+	RefHeader []string
+	RefRows   []htmlRefRow
 }
 
 // htmlField is one line of the manifest summary.
@@ -99,6 +106,9 @@ type htmlRow struct {
 	Cells []htmlCell
 	// Chart is the <svg> element chartSVG drew.
 	Chart template.HTML
+	// Ref is the row's verdict against its reference, under its chart;
+	// RefClass its colour.
+	Ref, RefClass string
 }
 
 // htmlProfile is one profile comparison with its icicle charts.
@@ -137,7 +147,7 @@ func manifestFields(r *Report) []htmlField {
 		f = append(f, htmlField{"kernel " + textsafe.OneLine(k.Ref), render.JoinNonEmpty(" ", textsafe.OneLine(k.Name), textsafe.OneLine(k.Version), "id "+textsafe.OneLine(k.ID))})
 	}
 	return append(f,
-		htmlField{"accel", textsafe.OneLine(r.Accel)},
+		htmlField{"accel", refMode(r)},
 		htmlField{"host", textsafe.OneLine(r.Host)},
 		htmlField{"qemu", textsafe.OneLine(r.QEMU)},
 		htmlField{"guest", fmt.Sprintf("%d vCPUs, %d MiB", r.CPUs, r.MemMB)},
@@ -174,6 +184,11 @@ p.result { font-family: monospace; font-weight: bold; padding: 0.4em 0.7em; }
 p.result.pass { background: #e8f5e9; color: #1b5e20; }
 p.result.fail { background: #ffebee; color: #b71c1c; }
 div.charts { display: flex; flex-wrap: wrap; gap: 1em; }
+figcaption.ref { font-family: monospace; font-size: 0.85em; max-width: 29em; padding: 0.2em 0.4em; }
+.better { background: #e8f5e9; }
+.worse { background: #fff3e0; }
+figcaption.fail { background: #ffebee; color: #b71c1c; }
+.muted { color: #666; }
 figure { margin: 0; border: 1px solid #ddd; padding: 0.5em; }
 figure.icicle { margin: 0.5em 0; overflow-x: auto; }
 figure.icicle svg { max-width: 100%; height: auto; }
@@ -203,12 +218,26 @@ pre { background: #f6f6f6; padding: 0.7em; overflow-x: auto; }
 {{- end}}
 </tbody>
 </table>
+{{- if .RefRows}}
+<p>Against the reference (the spec's expect:), B/A measured and the reference's:</p>
+<table class="results">
+<thead><tr>{{range .RefHeader}}<th>{{.}}</th>{{end}}</tr></thead>
+<tbody>
+{{- range .RefRows}}
+<tr class="{{.Class}}">{{range .Cells}}<td>{{.}}</td>{{end}}</tr>
+{{- end}}
+</tbody>
+</table>
+{{- end}}
 <p class="note">Dots: one sample per round, left to right in the order they were measured.
 Squares: the medians; whiskers: their 95% confidence intervals (none with too few samples).</p>
 <div class="charts">
 {{- range .Rows}}
 <figure title="{{.Name}}">
 {{.Chart}}
+{{- if .Ref}}
+<figcaption class="ref {{.RefClass}}">{{.Ref}}</figcaption>
+{{- end}}
 </figure>
 {{- end}}
 </div>

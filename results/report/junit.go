@@ -13,8 +13,9 @@ import (
 // after the experiment holding a testcase per check (classname
 // "<experiment>.checks"), per row of the table ("<experiment>.cells",
 // failing on a regression past its threshold), one "splats" testcase
-// failing when B printed kernel reports A did not, and a skipped
-// testcase per skipped cell.
+// failing when B printed kernel reports A did not, a skipped testcase
+// per skipped cell, and a testcase per row and check with an expectation
+// ("<experiment>.reference", see refJUnit).
 func JUnit(w io.Writer, r *Report) error {
 	exp := textsafe.OneLine(r.Experiment)
 	suite := render.JUnitSuite{
@@ -61,6 +62,13 @@ func JUnit(w io.Writer, r *Report) error {
 		}
 		suite.Add(tc)
 	}
+	if r.Icount != "" {
+		suite.Properties = append(suite.Properties, render.JUnitProperty{Name: "icount", Value: textsafe.OneLine(r.Icount)})
+	}
+	if r.TCGMultithread {
+		suite.Properties = append(suite.Properties, render.JUnitProperty{Name: "tcg_multithread", Value: "true"})
+	}
+	refJUnit(&suite, r, exp)
 	splats := render.JUnitCase{Classname: exp + ".splats", Name: "splats", Time: render.JUnitTime(0), SystemOut: strings.Join(splatLines(r), "\n")}
 	if len(r.Splats.New) > 0 {
 		titles := make([]string, len(r.Splats.New))

@@ -32,6 +32,9 @@ func Markdown(w io.Writer, r *Report) error {
 			b.WriteString(render.MDTableRow(tableRow(row)))
 		}
 	}
+	if hasReferences(r) {
+		refMarkdown(&b, r)
+	}
 	for _, p := range r.Profiles {
 		fmt.Fprintf(&b, "\n%s\n\n", render.MDEscape(profileTitle(p)))
 		b.WriteString(render.MDTableRow(profileHeader))

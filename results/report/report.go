@@ -46,6 +46,13 @@ type Report struct {
 	// CPUs and MemMB are the guest's shape.
 	CPUs  int `json:"cpus"`
 	MemMB int `json:"mem_mb"`
+	// Icount is QEMU's -icount options under TCG ("" when guest time
+	// was real time); TCGMultithread is set when each vCPU had a host
+	// thread of its own. With Accel and CPUs they are the run's mode,
+	// which decides what the run can show (see CheckReferences and
+	// Row.Reference).
+	Icount         string `json:"icount,omitempty"`
+	TCGMultithread bool   `json:"tcg_multithread,omitempty"`
 	// Rounds is the number of rounds; Order how they were interleaved
 	// ("abba" or "random seed N"); Reuse is "fresh" (a new guest per
 	// round) or "guest" (all rounds in one boot).
@@ -59,6 +66,10 @@ type Report struct {
 	Profiles []Profile `json:"profiles,omitempty"`
 	// Checks are the pass/fail checks, one per check, cell and round.
 	Checks []Check `json:"checks,omitempty"`
+	// CheckReferences are the checks' verdicts against the outcome the
+	// experiment's reference saw (the spec's expect:), one per check
+	// with an expectation.
+	CheckReferences []CheckReference `json:"check_references,omitempty"`
 	// Skipped are the cells that did not run, with why.
 	Skipped []Skipped `json:"skipped,omitempty"`
 	// Splats compares the kernel reports of the A and B guests.
@@ -117,6 +128,10 @@ type Row struct {
 	// in the bad direction is larger.
 	ThresholdPct float64 `json:"threshold_pct,omitempty"`
 	Regression   bool    `json:"regression,omitempty"`
+	// Reference is what the experiment's reference found for this row
+	// (the spec's expect:) and the row's verdict against it; nil when
+	// the spec states nothing for the row.
+	Reference *Reference `json:"reference,omitempty"`
 }
 
 // Check is one pass/fail check in one cell and round.

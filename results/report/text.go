@@ -28,6 +28,9 @@ func Text(w io.Writer, r *Report) error {
 	t.Line(envLine(r))
 	t.Blank()
 	t.table(r.Rows)
+	if hasReferences(r) {
+		t.refBlock(r)
+	}
 	var checks, skipped, warnings []string
 	for _, c := range r.Checks {
 		checks = append(checks, checkLine(c))

@@ -173,7 +173,7 @@ func qemuVersion(r *Report) string {
 // shape.
 func envLine(r *Report) string {
 	s := fmt.Sprintf("accel %s, host %s, qemu %s, %d vCPUs, %d MiB, %d rounds",
-		textsafe.OneLine(r.Accel), textsafe.OneLine(r.Host), qemuVersion(r), r.CPUs, r.MemMB, r.Rounds)
+		refMode(r), textsafe.OneLine(r.Host), qemuVersion(r), r.CPUs, r.MemMB, r.Rounds)
 	if r.Accel == "host" {
 		s = fmt.Sprintf("no VM (accel host), host %s, %d rounds", textsafe.OneLine(r.Host), r.Rounds)
 	}
