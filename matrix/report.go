@@ -85,6 +85,7 @@ func (t *Tree) Report() *xreport.Matrix {
 				}
 				continue
 			}
+			saved.StrictReference = t.StrictReference
 			rep := saved.Report()
 			accels[rep.Accel] = true
 			if k := kernels[ref]; k != nil && len(rep.Kernels) > 0 && k.Version == "" {

@@ -95,6 +95,9 @@ type Options struct {
 	// CPUs, MemMB and Accel override every experiment's guest shape.
 	CPUs, MemMB int
 	Accel       string
+	// StrictReference makes a row or check of an experiment that
+	// contradicts its reference (the spec's expect:) a failure.
+	StrictReference bool
 	// TCG says the guests run under TCG (asked, or the cached verdict):
 	// a VM then keeps one host CPU busy, not one per vCPU, unless an
 	// experiment asks for multi-threaded TCG.
@@ -413,6 +416,7 @@ func runExperimentCell(ctx context.Context, f *File, o *Options, c Cell, dir str
 		return "", err
 	}
 	if saved, oerr := experiments.Open(res.Dir); oerr == nil {
+		saved.StrictReference = o.StrictReference
 		_ = saved.WriteReports(saved.Report())
 	}
 	return res.Dir, err
@@ -480,6 +484,9 @@ type Tree struct {
 	Manifest *Manifest
 	// Results are the finished (or interrupted) cells by ID.
 	Results map[string]*CellResult
+	// StrictReference makes Report count a row or check that
+	// contradicts its reference as a failure.
+	StrictReference bool
 }
 
 // Open reads a results tree. A cell whose directory has no cell.json

@@ -31,6 +31,8 @@ type matrixRunOptions struct {
 	format      string
 	quiet       bool
 	fstestsSrc  string
+	// strictReference makes a contradicted reference fail its cell.
+	strictReference bool
 }
 
 func newMatrixCommand(g *globalOptions) *cobra.Command {
@@ -93,8 +95,9 @@ its cell on another kernel runs an A/B against the baseline, reruns new
 failures on both, and fails on a regression.
 
 Exit status: 0 when every cell ran and nothing failed; 1 when a cell failed,
-a check failed, a suite cell failed, or a kernel printed a splat the
-baseline did not; 2 for a broken matrix file or bad flags (nothing is run);
+a check failed, a suite cell failed, a kernel printed a splat the baseline
+did not, or a row contradicted a strict expectation (any, with
+--strict-reference); 2 for a broken matrix file or bad flags (nothing is run);
 130 when interrupted.`,
 		Example: `  klab matrix run smoke.yaml
   klab matrix run smoke.yaml --jobs 2 --out /tmp/smoke
@@ -115,6 +118,7 @@ baseline did not; 2 for a broken matrix file or bad flags (nothing is run);
 	f.StringVar(&o.accel, "accel", "", "accelerator: auto, kvm or tcg (default: each spec's, else auto)")
 	f.StringVar(&o.format, "format", "text", "report printed at the end: "+strings.Join(xreport.Formats, ", "))
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the report")
+	f.BoolVar(&o.strictReference, "strict-reference", false, "a row or check that contradicts its reference (the spec's expect:) fails its cell")
 	f.StringVar(&o.fstestsSrc, "fstests-src", "", "fstests source of the suite experiments: a checkout or a tarball (default $"+experimentsfstests.SrcEnv+")")
 	return cmd
 }
@@ -177,7 +181,8 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 	}
 	mo := matrix.Options{
 		Out: out, Resume: resume, Jobs: o.jobs, Shard: shard, CPUs: o.cpus, MemMB: o.memMB, Accel: o.accel, TCG: tcg,
-		Opener: &lo, Command: os.Args,
+		StrictReference: o.strictReference,
+		Opener:          &lo, Command: os.Args,
 		Build: func(ctx context.Context, r *matrix.Recipe) error {
 			_, err := build.Build(ctx, build.Options{
 				Source: r.Source, Rev: r.Rev, Patches: r.Patches, Config: r.Config, Name: r.Name, CacheDir: g.cacheDir,
@@ -207,6 +212,7 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 	if t == nil {
 		return err
 	}
+	t.StrictReference = o.strictReference
 	code, rerr := finishMatrix(t, o.format, stdout, stderr)
 	switch {
 	case ctx.Err() != nil:
@@ -277,6 +283,7 @@ func newMatrixPlanCommand() *cobra.Command {
 
 func newMatrixReportCommand() *cobra.Command {
 	var format string
+	var strict bool
 	cmd := &cobra.Command{
 		Use:     "report DIR",
 		Short:   "Rewrite and print a matrix results tree's cross-kernel report",
@@ -290,6 +297,7 @@ func newMatrixReportCommand() *cobra.Command {
 			if err != nil {
 				return badInput(err)
 			}
+			t.StrictReference = strict
 			code, err := finishMatrix(t, format, os.Stdout, os.Stderr)
 			if err == nil && code != 0 {
 				return &exitError{code: code}
@@ -298,6 +306,7 @@ func newMatrixReportCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "report format: "+strings.Join(xreport.Formats, ", "))
+	cmd.Flags().BoolVar(&strict, "strict-reference", false, "a row or check that contradicts its reference (the spec's expect:) fails its cell")
 	return cmd
 }
 

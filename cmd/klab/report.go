@@ -13,14 +13,18 @@ import (
 
 func newReportCommand(g *globalOptions) *cobra.Command {
 	var format string
+	var strict bool
 	cmd := &cobra.Command{
 		Use:   "report RUN [--format text|md|json|junit|html]",
 		Short: "Print an experiment run's report",
 		Long: `Print the report of an experiment run (a run id, a run directory, or last):
 text to paste under a patch, Markdown, JSON (schema klab.report/v1), JUnit
-XML, or one self-contained HTML page with charts.`,
+XML, or one self-contained HTML page with charts. With --strict-reference a
+row or check that contradicts its reference (the spec's expect:) is a
+failure, and klab report exits 1 when the run has failures, as klab run does.`,
 		Example: `  klab report last
   klab report last --format html > report.html
+  klab report last --strict-reference --format junit > junit.xml
   klab report 20261201-101500-exp-fuse-transport-a1b2c3 --format junit`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -41,10 +45,19 @@ XML, or one self-contained HTML page with charts.`,
 			if s.IsSuite() {
 				return s.WriteSuiteReport(os.Stdout, format)
 			}
-			return report.Write(os.Stdout, s.Report(), format)
+			s.StrictReference = strict
+			r := s.Report()
+			if err := report.Write(cmd.OutOrStdout(), r, format); err != nil {
+				return err
+			}
+			if strict && len(r.Failures) > 0 {
+				return &exitError{code: 1}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "one of "+strings.Join(report.Formats, ", "))
+	cmd.Flags().BoolVar(&strict, "strict-reference", false, "hold the run to its references: a row or check that contradicts one is a failure, and the report exits 1 when the run has failures")
 	return cmd
 }
 

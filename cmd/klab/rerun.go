@@ -13,7 +13,7 @@ import (
 )
 
 func newRerunCommand(g *globalOptions) *cobra.Command {
-	var quiet bool
+	var quiet, strict bool
 	var fstestsSrc string
 	cmd := &cobra.Command{
 		Use:   "rerun RUN",
@@ -62,7 +62,7 @@ the one its manifest records), and its report printed.`,
 			if res == nil {
 				return err
 			}
-			if _, rerr := finishRun(res.Dir, "text", os.Stdout, os.Stderr); rerr != nil {
+			if _, rerr := finishRun(res.Dir, "text", strict, os.Stdout, os.Stderr); rerr != nil {
 				return rerr
 			}
 			if err != nil {
@@ -83,6 +83,7 @@ the one its manifest records), and its report printed.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the reports")
+	cmd.Flags().BoolVar(&strict, "strict-reference", false, "a row or check that contradicts its reference (the spec's expect:) fails the rerun")
 	cmd.Flags().StringVar(&fstestsSrc, "fstests-src", "", "fstests source of a suite run: a checkout or a tarball (default $"+experimentsfstests.SrcEnv+", else the run's)")
 	return cmd
 }

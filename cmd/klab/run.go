@@ -35,6 +35,9 @@ type runOptions struct {
 	accel   string
 	format  string
 	quiet   bool
+	// strictReference makes a row that contradicts its reference fail
+	// the run.
+	strictReference bool
 	// fstestsSrc is the fstests source of a suite experiment.
 	fstestsSrc string
 }
@@ -68,10 +71,17 @@ runs: sysctls, ramdisks, mkfs, module parameters, VM settings (vm.icount,
 --cpus, --memory, --accel), and io_uring transports while fuse's
 enable_uring is off (turn it on yourself first).
 
+A spec's expect: states what the experiment's reference (its seed) found for
+a row or a check; the report gives each one a verdict against it: reproduced,
+same or opposite direction but not significant, contradicted, or not
+comparable here (the run's mode cannot show the effect: a row that needs KVM,
+run under TCG). A contradicted row fails the run only when its expectation
+says strict: true, or with --strict-reference.
+
 Exit status: 0 when the run completed and nothing failed; 1 when a check
-failed, B printed a new kernel splat, or a metric regressed past its
-threshold; 2 for a broken spec or bad flags (nothing is run); 125 when klab
-failed; 130 when interrupted.
+failed, B printed a new kernel splat, a metric regressed past its threshold,
+or a strict expectation was contradicted; 2 for a broken spec or bad flags
+(nothing is run); 125 when klab failed; 130 when interrupted.
 
 An experiment with a suite (fstests) runs the suite instead of workloads, in
 klab's fstests guests, on one kernel or as an A/B of two, as klab fstests
@@ -102,6 +112,7 @@ failed, hung or crashed).`,
 	f.StringVar(&o.accel, "accel", "", "accelerator: auto, kvm or tcg (default: the spec's, else auto)")
 	f.StringVar(&o.format, "format", "text", "report printed at the end: "+strings.Join(report.Formats, ", "))
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the report")
+	f.BoolVar(&o.strictReference, "strict-reference", false, "a row or check that contradicts its reference (the spec's expect:) fails the run (exit 1), as strict: true does for one")
 	f.StringVar(&o.fstestsSrc, "fstests-src", "", "fstests source of a suite experiment: a checkout or a tarball (default $"+experimentsfstests.SrcEnv+")")
 	return cmd
 }
@@ -166,7 +177,7 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 	if res == nil {
 		return err
 	}
-	code, rerr := finishRun(res.Dir, o.format, stdout, stderr)
+	code, rerr := finishRun(res.Dir, o.format, o.strictReference, stdout, stderr)
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintf(stderr, "klab: interrupted; what finished is in %s\n", res.Dir)
@@ -198,12 +209,14 @@ func experimentOpener(g *globalOptions, kernels []string) (lab.Opener, error) {
 }
 
 // finishRun writes a run's reports, prints one in format, and returns 1
-// when the report has failures.
-func finishRun(dir, format string, stdout, stderr io.Writer) (int, error) {
+// when the report has failures; with strict, a row or check that
+// contradicts its reference is one.
+func finishRun(dir, format string, strict bool, stdout, stderr io.Writer) (int, error) {
 	saved, err := experiments.Open(dir)
 	if err != nil {
 		return 0, err
 	}
+	saved.StrictReference = strict
 	r := saved.Report()
 	if err := saved.WriteReports(r); err != nil {
 		return 0, fmt.Errorf("write reports: %w", err)

@@ -1,0 +1,154 @@
+package experiments
+
+import (
+	"fmt"
+	"maps"
+
+	"klab/results/reference"
+	"klab/results/report"
+)
+
+// Mode is the mode the run ran in: the accelerator its guests used, and
+// under TCG the spec's icount and multi-threaded TCG, with the guests'
+// vCPUs.
+func (s *Saved) Mode() reference.Mode {
+	mode := reference.Mode{Accel: s.Manifest.Accel, CPUs: s.Manifest.CPUs}
+	if vm := s.File.Spec.VM; mode.Accel == "tcg" {
+		mode.Icount, mode.TCGMultithread = vm.Icount, vm.TCGMultithread
+	}
+	return mode
+}
+
+// references sets the run's mode in r, the emulation note among its
+// warnings, each row's reference and each check's, from the spec's
+// expectations; a contradicted one that is strict (the spec's strict:
+// true, or s.StrictReference) is a failure.
+func (s *Saved) references(r *report.Report) {
+	mode := s.Mode()
+	r.Icount, r.TCGMultithread = mode.Icount, mode.TCGMultithread
+	if note := reference.EmulationNote(mode); note != "" {
+		r.Warnings = append(r.Warnings, note)
+	}
+	p, spec := s.Plan, s.File.Spec
+	axis := spec.Compare
+	if axis == "" {
+		axis = "kernel"
+	}
+	if p.Single || !s.hasExpectations() {
+		return
+	}
+	if p.Axis != axis {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the spec's expectations are about %s; this run compared %s, so no row is held against the reference", axis, p.Axis))
+		return
+	}
+	checks := map[string]reference.CheckExpectation{}
+	var checkOrder []string
+	for ri, pr := range p.Rows {
+		cell, err := s.File.Cell(p.Point(Unit{Row: ri, Side: SideA}))
+		if err != nil {
+			continue
+		}
+		for _, c := range cell.Checks {
+			if _, ok := checks[c.Name]; !ok && len(c.Expect) > 0 {
+				checks[c.Name] = c.Expect[0]
+				checkOrder = append(checkOrder, c.Name)
+			}
+		}
+		for wi := range cell.Workloads {
+			w := &cell.Workloads[wi]
+			for _, e := range w.Expect {
+				metric := e.Metric
+				if metric == "" {
+					metric = metricName(w)
+				}
+				if !contains(pr.Params, e.Params) {
+					continue
+				}
+				for i := range r.Rows {
+					row := &r.Rows[i]
+					if row.Workload != w.Name || row.Metric != metric || !maps.Equal(row.Params, pr.Params) {
+						continue
+					}
+					row.Reference = s.rowReference(e, row, mode)
+					if row.Reference.Strict && row.Reference.Verdict == reference.Contradicted {
+						r.Failures = append(r.Failures, fmt.Sprintf("%s: contradicts the reference: B/A %.2fx, the reference's %s (%s)",
+							row.Name, row.Change.Ratio, refFigure(row.Reference), e.Source))
+					}
+				}
+			}
+		}
+	}
+	for _, name := range checkOrder {
+		e := checks[name]
+		passed, total := 0, 0
+		for _, c := range s.Samples.Checks {
+			if c.Check == name {
+				total++
+				if c.Passed {
+					passed++
+				}
+			}
+		}
+		v, reason := reference.CheckVerdict(e, passed, total, mode)
+		cr := report.CheckReference{Check: name, Outcome: string(e.Want()), Source: e.Source, Needs: e.Needs.String(),
+			Verdict: v, Reason: reason, Strict: e.Strict || s.StrictReference}
+		r.CheckReferences = append(r.CheckReferences, cr)
+		if cr.Strict && v == reference.Contradicted {
+			r.Failures = append(r.Failures, fmt.Sprintf("check %s contradicts the reference: %s, want every round to %s (%s)", name, reason, e.Want(), e.Source))
+		}
+	}
+}
+
+// hasExpectations reports whether any workload or check of the spec has
+// an expectation.
+func (s *Saved) hasExpectations() bool {
+	for _, w := range s.File.Spec.Workloads {
+		if len(w.Expect) > 0 {
+			return true
+		}
+	}
+	for _, c := range s.File.Spec.Checks {
+		if len(c.Expect) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// rowReference is a row's reference and its verdict in mode.
+func (s *Saved) rowReference(e reference.Expectation, row *report.Row, mode reference.Mode) *report.Reference {
+	ref := &report.Reference{Direction: string(e.Expected(row.Direction)), Ratio: e.Ratio, Range: e.Range,
+		Source: e.Source, Needs: e.Needs.String(), Strict: e.Strict || s.StrictReference}
+	if e.MeasuredOn != (reference.MeasuredOn{}) {
+		on := e.MeasuredOn
+		ref.MeasuredOn = &on
+	}
+	c := row.Change
+	if row.A.N == 0 || row.B.N == 0 {
+		c.Ratio = 0 // nothing to compare
+	}
+	ref.Verdict, ref.Reason = reference.RowVerdict(e, c, row.Direction, mode)
+	return ref
+}
+
+// contains reports whether every parameter value of want is in have.
+func contains(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// refFigure is what the reference found, for a failure line: "2.57x
+// better", "better".
+func refFigure(ref *report.Reference) string {
+	switch {
+	case ref.Ratio > 0:
+		return fmt.Sprintf("%.2fx %s", ref.Ratio, ref.Direction)
+	case len(ref.Range) == 2:
+		return fmt.Sprintf("%.2fx-%.2fx %s", ref.Range[0], ref.Range[1], ref.Direction)
+	}
+	return ref.Direction
+}
