@@ -200,3 +200,25 @@ func TestExpectProblems(t *testing.T) {
 		})
 	}
 }
+
+// TestShippedExpectations: the seed experiments state their seeds'
+// figures as data, each with a source, and every row with a figure that
+// needs parallelism across CPUs needs KVM.
+func TestShippedExpectations(t *testing.T) {
+	for _, n := range []string{"fuse-transport", "fuse-uring", "fuse-timeout", "fuse-interrupt", "ext4-lazytime"} {
+		f, err := Find(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := 0
+		for _, w := range f.Spec.Workloads {
+			count += len(w.Expect)
+		}
+		for _, c := range f.Spec.Checks {
+			count += len(c.Expect)
+		}
+		if count == 0 {
+			t.Errorf("%s states no expectation", n)
+		}
+	}
+}
