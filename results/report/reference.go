@@ -161,15 +161,15 @@ func refClass(v reference.Verdict, strict bool) string {
 	return "muted"
 }
 
-// refMode describes the run's accelerator with its TCG options: "tcg,
-// icount shift=0,sleep=off", "tcg, multi-threaded", "kvm".
+// refMode describes the run's accelerator with its TCG options: "tcg
+// (icount shift=0,sleep=off)", "tcg (multi-threaded)", "kvm".
 func refMode(r *Report) string {
 	a := textsafe.OneLine(r.Accel)
 	switch {
 	case r.Icount != "":
-		a += ", icount " + textsafe.OneLine(r.Icount)
+		a += " (icount " + textsafe.OneLine(r.Icount) + ")"
 	case r.TCGMultithread:
-		a += ", multi-threaded"
+		a += " (multi-threaded)"
 	}
 	return a
 }

@@ -102,7 +102,7 @@ func TestReferenceText(t *testing.T) {
 		}
 	}
 	for _, w := range []string{
-		"accel tcg, icount shift=0,sleep=off, host",
+		"accel tcg (icount shift=0,sleep=off), host",
 		refTitle,
 		"  name                      B/A  reference          verdict",
 		"  randread bs=4k          1.12x  1.72x better       reproduced",
@@ -261,7 +261,7 @@ func TestReferenceHTML(t *testing.T) {
 		`<figcaption class="ref muted">reference 2.57x better, measured 1.12x: not comparable here: needs accel kvm; this run used TCG with icount</figcaption>`,
 		`<tr class="fail"><td>check fsx</td><td>-</td><td>pass</td><td>contradicted (strict): 0 of 1 round(s) passed</td><td>seed 003; needs accel kvm</td></tr>`,
 		`<td>seed 003, paged reads 128K, 1 job: 1117 -&gt; 1921 MB/s; measured on 32 CPUs, native, Xeon E5-2650</td>`,
-		`<tr><th>accel</th><td>tcg, icount shift=0,sleep=off</td></tr>`,
+		`<tr><th>accel</th><td>tcg (icount shift=0,sleep=off)</td></tr>`,
 	} {
 		if !strings.Contains(page, w) {
 			t.Errorf("no %q", w)
