@@ -246,7 +246,7 @@ func refMarkdown(b *strings.Builder, r *Report) {
 // when the run cannot show the row (not comparable here, not measured).
 func refJUnit(suite *render.JUnitSuite, r *Report, exp string) {
 	details := refDetails(r)
-	add := func(i int, name string, v reference.Verdict, reason string, strict bool, row []string) {
+	add := func(i int, name string, v reference.Verdict, strict bool, row []string) {
 		tc := render.JUnitCase{
 			Classname: exp + ".reference",
 			Name:      "reference: " + name,
@@ -264,12 +264,12 @@ func refJUnit(suite *render.JUnitSuite, r *Report, exp string) {
 	rows, i := refRows(r), 0
 	for _, row := range r.Rows {
 		if ref := row.Reference; ref != nil {
-			add(i, textsafe.OneLine(row.Name), ref.Verdict, ref.Reason, ref.Strict, rows[i])
+			add(i, textsafe.OneLine(row.Name), ref.Verdict, ref.Strict, rows[i])
 			i++
 		}
 	}
 	for _, c := range r.CheckReferences {
-		add(i, "check "+textsafe.OneLine(c.Check), c.Verdict, c.Reason, c.Strict, rows[i])
+		add(i, "check "+textsafe.OneLine(c.Check), c.Verdict, c.Strict, rows[i])
 		i++
 	}
 }
