@@ -130,6 +130,7 @@ func RunSuite(ctx context.Context, f *File, o SuiteOptions) (*SuiteResult, error
 		fmt.Fprintf(o.Progress, "klab: %s: %s on %s; saving to %s\n", s.Name, describeSuite(s.Suite.Fstests), strings.Join(o.Kernels, " against "), run.Dir)
 	}
 	req.Kernels, req.Dir, req.Progress = o.Kernels, run.Dir, o.Progress
+	req.TimesFile = filepath.Join(o.RunsDir, fstests.TimesFileName(req.Config.Name))
 	res, runErr := fstests.Run(ctx, env, req)
 	var ie *fstests.InputError
 	if errors.As(runErr, &ie) {

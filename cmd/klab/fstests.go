@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -179,7 +180,7 @@ func runFstests(ctx context.Context, g *globalOptions, o *fstestsRunOptions) err
 	res, err := experimentsfstests.Run(ctx, env, experimentsfstests.Request{
 		Kernels: o.kernels, Config: o.cfg, Jobs: o.jobs, TestTimeout: o.timeout, Reruns: reruns, NoExpunge: o.noExpunge,
 		Select: suite.SelectArgs{Tests: o.tests, Groups: o.groups, ExcludeGroups: o.xgroups, Exclude: o.exclude},
-		Dir:    run.Dir, Progress: o.errOut,
+		Dir:    run.Dir, Progress: o.errOut, TimesFile: filepath.Join(g.runsDir, experimentsfstests.TimesFileName(o.cfg.Name)),
 	})
 	if res != nil && len(res.Runs) > 0 && (err == nil || res.Reported > 0) {
 		if res.Verdict != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,6 +45,10 @@ type Request struct {
 	NoExpunge bool
 	// Times are earlier per-test times in seconds, for balancing shards.
 	Times map[string]float64
+	// TimesFile, when set, keeps the configuration's per-test times
+	// across runs (TimesFileName in the runs directory): Run reads it
+	// when Times is nil, and merges the run's times into it at the end.
+	TimesFile string
 	// Dir is the run directory: it must exist; Run writes its results
 	// there.
 	Dir string
@@ -134,6 +139,14 @@ func Run(ctx context.Context, env Env, req Request) (*Result, error) {
 	if err != nil {
 		return nil, &InputError{err}
 	}
+	pw := progressWriter(req.Progress)
+	if req.Times == nil && req.TimesFile != "" {
+		t, err := LoadTimes(req.TimesFile)
+		if err != nil {
+			pw("fstests: earlier test times not used (shards balanced by count): %v", err)
+		}
+		req.Times = t
+	}
 	sides := make([]*side, len(req.Kernels))
 	for i, ref := range req.Kernels {
 		k, err := env.Resolve(ctx, ref)
@@ -157,9 +170,13 @@ func Run(ctx context.Context, env Env, req Request) (*Result, error) {
 		s.run = &suite.Run{Label: s.label, Kernel: *k, Config: req.Config.Name, Tests: expunged}
 		sides[i] = s
 	}
-	pw := progressWriter(req.Progress)
 	errs := runSides(ctx, env, req, sides, jobs, timeout, pw)
 	res := &Result{Times: times(req.Times, sides)}
+	if req.TimesFile != "" {
+		if err := SaveTimes(context.WithoutCancel(ctx), req.TimesFile, req.Config.Name, firstRunTimes(sides)); err != nil {
+			pw("fstests: test times not kept for the next run's shards: %v", err)
+		}
+	}
 	for _, s := range sides {
 		res.Runs = append(res.Runs, s.run)
 	}
@@ -346,6 +363,14 @@ func times(earlier map[string]float64, sides []*side) map[string]float64 {
 	for k, v := range earlier {
 		out[k] = v
 	}
+	maps.Copy(out, firstRunTimes(sides))
+	return out
+}
+
+// firstRunTimes are the seconds of the tests the sides' first runs passed
+// or failed (a hang's or a crash's time says nothing of the test's).
+func firstRunTimes(sides []*side) map[string]float64 {
+	out := map[string]float64{}
 	for _, s := range sides {
 		for _, t := range s.run.Tests {
 			if t.Status == proto.TestPass || t.Status == proto.TestFail {

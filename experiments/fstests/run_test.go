@@ -39,6 +39,7 @@ func fakeTree(t *testing.T) string {
 type fakeEnv struct {
 	mu    sync.Mutex
 	fail  map[string]bool
+	secs  map[string]float64 // a test's seconds; 2 when not listed
 	boots map[string][][]string // kernel: the lists its guests ran
 	iters map[string][]int
 }
@@ -59,6 +60,9 @@ func (f *fakeEnv) env(tree string) Env {
 				for range max(iterations, 1) {
 					for _, name := range tests {
 						r := proto.TestResult{Name: name, Status: proto.TestPass, Seconds: 2, Transport: "dev=0 uring=10"}
+						if s, ok := f.secs[name]; ok {
+							r.Seconds = s
+						}
 						if k.Name == "B" && f.fail[name] {
 							r.Status, r.Reason, r.Diff = proto.TestFail, "output mismatch", "-ok\n+mknod: Operation not permitted"
 						}
