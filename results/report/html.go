@@ -26,6 +26,8 @@ func HTML(w io.Writer, r *Report) error {
 		Result:    resultLine(r),
 		Warnings:  warningLines(r),
 		Reference: referenceText(r),
+		Legend:    tableLegend,
+		Weigh:     weighLines(r),
 	}
 	for i, h := range tableHeader {
 		page.Header = append(page.Header, htmlCell{h, tableRight[i]})
@@ -86,6 +88,10 @@ type htmlPage struct {
 	// RefHeader and RefRows are the table against the reference.
 	RefHeader []string
 	RefRows   []htmlRefRow
+	// Legend explains the table's n and MDC; Weigh says what each row
+	// without a significant change could have seen.
+	Legend string
+	Weigh  []string
 }
 
 // htmlField is one line of the manifest summary.
@@ -218,6 +224,14 @@ pre { background: #f6f6f6; padding: 0.7em; overflow-x: auto; }
 {{- end}}
 </tbody>
 </table>
+<p class="note">{{.Legend}}.</p>
+{{- with .Weigh}}
+<ul>
+{{- range .}}
+<li>{{.}}</li>
+{{- end}}
+</ul>
+{{- end}}
 {{- if .RefRows}}
 <p>Against the reference (the spec's expect:), B/A measured and the reference's:</p>
 <table class="results">

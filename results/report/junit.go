@@ -50,7 +50,8 @@ func JUnit(w io.Writer, r *Report) error {
 			Classname: exp + ".cells",
 			Name:      textsafe.OneLine(row.Name),
 			Time:      render.JUnitTime(0),
-			SystemOut: render.JoinNonEmpty(", ", "A "+cells[1], "B "+cells[2], "B/A "+cells[3], render.JoinNonEmpty(" ", "change", cells[4], cells[5]), cells[6], cells[7]),
+			SystemOut: render.JoinNonEmpty(", ", "A "+cells[1], "B "+cells[2], "B/A "+cells[3], render.JoinNonEmpty(" ", "change", cells[4], cells[5]), cells[6],
+				"n "+cells[7], "MDC "+cells[8], cells[9]),
 		}
 		if row.Regression {
 			change := render.JoinNonEmpty(" ", render.FmtPct(row.Change.Pct), cells[4], cells[5])

@@ -31,6 +31,8 @@ func Markdown(w io.Writer, r *Report) error {
 		for _, row := range r.Rows {
 			b.WriteString(render.MDTableRow(tableRow(row)))
 		}
+		fmt.Fprintf(&b, "\n%s\n", render.MDEscape(tableLegend))
+		render.MDList(&b, "Not significant", weighLines(r))
 	}
 	if hasReferences(r) {
 		refMarkdown(&b, r)

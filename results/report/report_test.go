@@ -117,10 +117,12 @@ func TestText(t *testing.T) {
 		t.Errorf("header:\n%s\nwant:\n%s", strings.Join(lines[:min(len(lines), len(want))], "\n"), strings.Join(want, "\n"))
 	}
 	for _, w := range []string{
-		"name                      A            B    B/A  change  CI            p        verdict",
-		"randread bs=4k  12.3k ops/s  13.8k ops/s  1.12x  +12.2%  [+9.7% +15%]  p=0.008  better",
-		"seqwrite bs=1M    512 MiB/s    509 MiB/s  0.99x       ~                p=0.700  n.s.",
+		"name                      A            B    B/A  change  CI            p        n   MDC  verdict",
+		"randread bs=4k  12.3k ops/s  13.8k ops/s  1.12x  +12.2%  [+9.7% +15%]  p=0.008  5  1.7%  better",
+		"seqwrite bs=1M    512 MiB/s    509 MiB/s  0.99x       ~                p=0.700  3     -  n.s.",
 		"B/A: ratio of the medians; ~ and n.s.: no significant change (Mann-Whitney U, alpha 0.05)",
+		"n: samples per side (A/B if unequal); MDC: minimum detectable change at this noise (80% power)",
+		"seqwrite bs=1M: n.s.: cannot be significant with n=3 per side (the smallest p it can give is 0.100)",
 		"PASS data-integrity [transport=uring on build:fix] B round 1: 4096 files verified",
 		"FAIL fsx [transport=uring on build:fix] B round 2: READ BAD DATA: offset = 0x1000, size = 0x200",
 		"skipped: transport=uring jobs=8 on debian:7.3: needs fuse-io-uring",
@@ -225,9 +227,10 @@ func TestMarkdown(t *testing.T) {
 	t.Logf("\n%s", out)
 	for _, w := range []string{
 		"## fuse-uring: FUSE over io\\_uring against /dev/fuse\n",
-		"| name | A | B | B/A | change | CI | p | verdict |\n|:---|---:|---:|---:|---:|:---|:---|:---|\n",
-		"| randread bs=4k | 12.3k ops/s | 13.8k ops/s | 1.12x | +12.2% | \\[+9.7% +15%\\] | p=0.008 | better |\n",
-		"| seqwrite bs=1M\\|direct | 512 MiB/s | 509 MiB/s | 0.99x | \\~ |  | p=0.700 | no significant change |\n",
+		"| name | A | B | B/A | change | CI | p | n | MDC | verdict |\n|:---|---:|---:|---:|---:|:---|:---|---:|---:|:---|\n",
+		"| randread bs=4k | 12.3k ops/s | 13.8k ops/s | 1.12x | +12.2% | \\[+9.7% +15%\\] | p=0.008 | 5 | 1.7% | better |\n",
+		"| seqwrite bs=1M\\|direct | 512 MiB/s | 509 MiB/s | 0.99x | \\~ |  | p=0.700 | 3 | - | no significant change |\n",
+		"### Not significant\n\n- seqwrite bs=1M\\|direct: n.s.: cannot be significant with n=3 per side",
 		"- new in B: KASAN: slab-use-after-free in fuse\\_uring\\_cmd\\[31m\\<img src=x onerror=alert(1)\\> (kasan; A 0, B 1)\n",
 		"```\nTable 2 of the series' cover letter:\n\tjob\tdev\turing\n",
 		"\n**result: FAIL: check fsx failed",

@@ -17,8 +17,11 @@ const TextWidth = 100
 // paste under a patch in a mail: ASCII only, no line wider than
 // TextWidth. It shows the experiment, the two sides, where it ran, the
 // A/B table (medians, change with its confidence interval, p-value,
-// verdict), the checks, the skipped cells, the splat diff, the warnings
-// (the rows' own ones once each), the reference table and the result.
+// samples per side, minimum detectable change, verdict), what each row
+// without a significant change could have seen, the checks (a failed
+// one with the tail of its output), the skipped cells, the splat diff,
+// the warnings (the rows' own ones once each), the reference table and
+// the result.
 // Longer lines are wrapped; control characters from the report are
 // dropped and other non-ASCII characters replaced.
 func Text(w io.Writer, r *Report) error {
@@ -28,6 +31,9 @@ func Text(w io.Writer, r *Report) error {
 	t.Line(envLine(r))
 	t.Blank()
 	t.table(r.Rows)
+	for _, l := range weighLines(r) {
+		t.Line(l)
+	}
 	if hasReferences(r) {
 		t.refBlock(r)
 	}
@@ -94,10 +100,11 @@ func (t *textWriter) table(rows []Row) {
 		cells = append(cells, c)
 	}
 	defer func() {
+		t.Line("")
 		if shortened {
-			t.Line("")
 			t.Line(fmt.Sprintf("B/A: ratio of the medians; ~ and n.s.: no significant change (Mann-Whitney U, alpha %.2f)", stats.Alpha))
 		}
+		t.Line(tableLegend)
 	}()
 	widths := make([]int, len(tableHeader))
 	for _, c := range cells {

@@ -36,8 +36,8 @@ func verdict(row Row) string {
 // tableHeader are the titles of the table's columns; tableRight says
 // which columns are right-aligned.
 var (
-	tableHeader = []string{"name", "A", "B", "B/A", "change", "CI", "p", "verdict"}
-	tableRight  = []bool{false, true, true, true, true, false, false, false}
+	tableHeader = []string{"name", "A", "B", "B/A", "change", "CI", "p", "n", "MDC", "verdict"}
+	tableRight  = []bool{false, true, true, true, true, false, false, true, true, false}
 )
 
 // tableRow returns the cells of row in the table, in the order of
@@ -52,7 +52,7 @@ func tableRow(row Row) []string {
 			}
 			return render.FmtValue(s.Median, row.Unit)
 		}
-		return []string{textsafe.OneLine(row.Name), side(row.A), side(row.B), "-", "-", "-", "-", "-"}
+		return []string{textsafe.OneLine(row.Name), side(row.A), side(row.B), "-", "-", "-", "-", "-", "-", "-"}
 	}
 	return []string{
 		textsafe.OneLine(row.Name),
@@ -62,8 +62,68 @@ func tableRow(row Row) []string {
 		fmtChange(row),
 		render.FmtCI(row.Change),
 		render.FmtP(row.Change.P),
+		fmtN(row),
+		fmtMDC(row.Change),
 		verdict(row),
 	}
+}
+
+// fmtN is a row's number of samples: "5" per side, or "5/4" (A/B) when
+// the sides differ.
+func fmtN(row Row) string {
+	if row.A.N == row.B.N {
+		return fmt.Sprint(row.A.N)
+	}
+	return fmt.Sprintf("%d/%d", row.A.N, row.B.N)
+}
+
+// fmtMDC is a change's minimum detectable change ("8.2%", "12%"), "-"
+// when no change can be significant with its samples.
+func fmtMDC(c stats.Change) string {
+	switch {
+	case c.MDCPct == nil:
+		return "-"
+	case *c.MDCPct >= 10:
+		return fmt.Sprintf("%.0f%%", *c.MDCPct)
+	case *c.MDCPct < 0.1:
+		return "<0.1%"
+	}
+	return fmt.Sprintf("%.1f%%", *c.MDCPct)
+}
+
+// tableLegend explains the n and MDC columns.
+const tableLegend = "n: samples per side (A/B if unequal); MDC: minimum detectable change at this noise (80% power)"
+
+// weighLines say, for each row with samples on both sides but no
+// significant change, what change it could have seen: "seqwrite: n.s.:
+// a change below 4.1% cannot be seen with 5 rounds here", or that none
+// can ("cannot be significant with n=3 per side").
+func weighLines(r *Report) []string {
+	var out []string
+	for _, row := range r.Rows {
+		if row.A.N == 0 || row.B.N == 0 || row.Change.Significant {
+			continue
+		}
+		with := fmt.Sprintf("%d+%d samples", row.A.N, row.B.N)
+		if row.A.N == row.B.N {
+			with = fmt.Sprintf("%d samples per side", row.A.N)
+			if row.A.N == r.Rounds {
+				with = fmt.Sprintf("%d rounds", r.Rounds)
+			}
+		}
+		l := textsafe.OneLine(row.Name) + ": n.s.: "
+		if row.Change.MDCPct == nil {
+			n := fmt.Sprintf("n=%d per side", row.A.N)
+			if row.A.N != row.B.N {
+				n = fmt.Sprintf("n=%d+%d", row.A.N, row.B.N)
+			}
+			l += fmt.Sprintf("cannot be significant with %s (the smallest p it can give is %.3f)", n, stats.MinP(row.A.N, row.B.N))
+		} else {
+			l += fmt.Sprintf("a change below %s cannot be seen with %s here", fmtMDC(row.Change), with)
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // fmtRatio is B's median over A's ("1.72x"), as the seeds' gain columns

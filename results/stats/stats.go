@@ -1,6 +1,7 @@
 // Package stats holds klab's statistics for A/B comparisons: per-side
 // summaries (median with a 95% confidence interval, spread) and per-pair
-// comparisons (relative change, Mann-Whitney U p-value, verdict). It uses
+// comparisons (relative change, Mann-Whitney U p-value, verdict, and the
+// smallest change the comparison could have seen: MDC). It uses
 // golang.org/x/perf/benchmath, the statistics benchstat uses, and adds
 // the warnings a patch author needs to read the numbers honestly.
 package stats
@@ -120,13 +121,24 @@ type Change struct {
 	Verdict Verdict `json:"verdict"`
 	// Warnings say why the comparison may mislead (too few samples).
 	Warnings []string `json:"warnings,omitempty"`
+	// MinP is the smallest p-value these sample sizes can give (MinP);
+	// above Alpha, no change can be significant.
+	MinP float64 `json:"min_p"`
+	// MDCPct is the minimum detectable change at this noise, in percent
+	// (MDC): a change below it is unlikely to be seen as significant;
+	// null when no change can be (MinP above Alpha, or a side without
+	// samples).
+	MDCPct *float64 `json:"mdc_pct"`
 }
 
 // Compare compares b against a. higherIsBetter is +1 when a higher value
 // is better (throughput), -1 when lower is better (latency, CPU per
 // operation), and 0 when neither.
 func Compare(a, b Summary, direction int) Change {
-	c := Change{Alpha: Alpha}
+	c := Change{Alpha: Alpha, MinP: MinP(a.N, b.N)}
+	if mdc, ok := MDC(a, b); ok {
+		c.MDCPct = &mdc
+	}
 	if a.Median != 0 {
 		c.Ratio = b.Median / a.Median
 		c.Pct = 100 * (c.Ratio - 1)
