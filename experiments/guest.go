@@ -48,6 +48,8 @@ type guestRun struct {
 	// faults are the run directories of the boots retried after an
 	// emulator fault.
 	faults []string
+	// tail keeps the output of the check running now.
+	tail outputTail
 }
 
 // unitSteps is one unit as agent steps: the cell's sysctls first, then
@@ -194,7 +196,7 @@ func (g *guestRun) request() (lab.BootRequest, error) {
 		Kernel: g.plan.Kernels[g.gp.Kernel], Resolved: g.kernels[g.gp.Kernel], MemMB: g.memMB, CPUs: g.cpus, Prepare: all,
 		HostTools: hostTools(&s.Setup), MultiThreadTCG: s.VM.TCGMultithread, IgnoreSplats: true, Policy: policy,
 		Command: g.command, RunKind: "guest", RunsDir: filepath.Join(g.dir, GuestsDirName), Accel: g.accel, Progress: g.disp,
-		Cmdline: s.VM.Cmdline, Icount: s.VM.Icount,
+		Cmdline: s.VM.Cmdline, Icount: s.VM.Icount, OnMessage: g.tail.message,
 	}
 	if s.VM.StepTimeoutS > 0 {
 		req.StepTimeout = time.Duration(s.VM.StepTimeoutS) * time.Second
@@ -243,9 +245,16 @@ func (g *guestRun) runUnit(ctx context.Context, gst lab.Guest, ui int) error {
 	items := g.units[ui].items
 	g.disp.unit(g.unitText(u))
 	for j, it := range items {
+		if it.check != nil {
+			g.tail.start()
+		}
 		start := time.Now()
 		out, err := gst.Run(ctx, it.steps)
 		took := time.Since(start).Seconds()
+		var output string
+		if it.check != nil {
+			output = g.tail.stop()
+		}
 		if err != nil && !isStep(err) {
 			msg := firstLine(err.Error())
 			if it.workload == nil && it.check == nil {
@@ -264,7 +273,7 @@ func (g *guestRun) runUnit(ctx context.Context, gst lab.Guest, ui int) error {
 		case it.workload != nil:
 			g.recordSample(u, it.workload, d, err)
 		case it.check != nil:
-			g.recordCheck(u, it.check, d, took, err)
+			g.recordCheck(u, it.check, d, took, err, output)
 		}
 	}
 	return nil
@@ -332,13 +341,17 @@ func (g *guestRun) profileName(u Unit, w *Workload, ext string) string {
 }
 
 // recordCheck records how check c went in unit u: its result d, or err
-// (or the lack of a done) when there is none; took is the host's time.
-func (g *guestRun) recordCheck(u Unit, c *Check, d *proto.Done, took float64, err error) {
+// (or the lack of a done) when there is none; took is the host's time,
+// output the tail of what it printed, kept when it failed.
+func (g *guestRun) recordCheck(u Unit, c *Check, d *proto.Done, took float64, err error, output string) {
 	cr := CheckResult{Check: c.Name, Row: u.Row, Side: u.Side, Round: u.Round, Guest: g.index, TookSec: took, ExitCode: -1}
 	if d != nil {
 		judge(&cr, c, d)
 	} else {
 		cr.Message = "no result: " + errText(err)
+	}
+	if !cr.Passed {
+		cr.Output = output
 	}
 	g.samples.Checks = append(g.samples.Checks, cr)
 	verdict := "pass"

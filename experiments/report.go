@@ -228,7 +228,7 @@ func (s *Saved) Report() *report.Report {
 			}
 		}
 		r.Checks = append(r.Checks, report.Check{Name: c.Check, Cell: cellName, Side: c.Side, Round: c.Round,
-			Passed: c.Passed, Message: c.Message, TookSec: c.TookSec})
+			Passed: c.Passed, Message: c.Message, TookSec: c.TookSec, Output: c.Output})
 		if !c.Passed {
 			r.Failures = append(r.Failures, fmt.Sprintf("check %s failed on %s round %d: %s", c.Check, cellName, c.Round, c.Message))
 		}

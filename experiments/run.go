@@ -143,6 +143,9 @@ type CheckResult struct {
 	ExitCode int     `json:"exit_code"`
 	Message  string  `json:"message,omitempty"`
 	TookSec  float64 `json:"took_s"`
+	// Output is the tail of what a failed check printed (stdout and
+	// stderr as they came; see checkOutput).
+	Output string `json:"output,omitempty"`
 }
 
 // Samples is samples.json: everything measured so far.

@@ -83,6 +83,9 @@ type fakeOpener struct {
 	agentIDs bool
 	// step, when set, may change a step's result or fail the kernel.
 	step func(g *fakeGuest, st proto.Step, d *proto.Done) error
+	// output, when set, is what a step prints, sent to the request's
+	// OnMessage before the step's result (numbered as its Done).
+	output func(g *fakeGuest, st proto.Step) string
 	// closed, when set, is called when a guest closes.
 	closed func(g *fakeGuest)
 	// open, when set, may fail a boot: the guest is then returned
@@ -191,6 +194,11 @@ func (g *fakeGuest) Run(ctx context.Context, steps []proto.Step) ([]lab.StepResu
 			side := map[string]string{"dev": SideA, "uring": SideB}[transport]
 			// One guest per round: guest i runs round i+1.
 			d.Metrics = &proto.Metrics{Name: w.Name, Pattern: string(w.Pattern), Jobs: w.Jobs, OpsPerSec: value(w.Name, side, g.index+1)}
+		}
+		if out := ""; g.o.output != nil && g.req.OnMessage != nil {
+			if out = g.o.output(g, st); out != "" {
+				g.req.OnMessage(&proto.Message{Kind: proto.KindOutput, Output: &proto.Output{Step: d.Step, Stream: proto.Stdout, Data: []byte(out)}})
+			}
 		}
 		if g.o.step != nil {
 			if kerr := g.o.step(g, st, &d); kerr != nil {

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"klab/internal/textsafe"
@@ -57,7 +58,7 @@ func HTML(w io.Writer, r *Report) error {
 		page.Profiles = append(page.Profiles, hp)
 	}
 	for _, c := range r.Checks {
-		page.Checks = append(page.Checks, render.HTMLItem{Text: checkLine(c), Bad: !c.Passed})
+		page.Checks = append(page.Checks, render.HTMLItem{Text: checkLine(c), Bad: !c.Passed, Detail: strings.Join(outputLines(c), "\n")})
 	}
 	for _, s := range r.Skipped {
 		page.Skipped = append(page.Skipped, skippedLine(s))
@@ -199,6 +200,7 @@ figure { margin: 0; border: 1px solid #ddd; padding: 0.5em; }
 figure.icicle { margin: 0.5em 0; overflow-x: auto; }
 figure.icicle svg { max-width: 100%; height: auto; }
 pre { background: #f6f6f6; padding: 0.7em; overflow-x: auto; }
+li pre { color: #222; margin: 0.3em 0; }
 .note { color: #666; font-size: 0.9em; }
 </style>
 </head>
@@ -289,7 +291,7 @@ Squares: the medians; whiskers: their 95% confidence intervals (none with too fe
 <h2>Checks</h2>
 <ul>
 {{- range .}}
-<li{{if .Bad}} class="fail"{{end}}>{{.Text}}</li>
+<li{{if .Bad}} class="fail"{{end}}>{{.Text}}{{with .Detail}}<pre>{{.}}</pre>{{end}}</li>
 {{- end}}
 </ul>
 {{- end}}

@@ -40,7 +40,7 @@ func JUnit(w io.Writer, r *Report) error {
 			Time:      render.JUnitTime(c.TookSec),
 		}
 		if !c.Passed {
-			tc.Failure = &render.JUnitFailure{Message: textsafe.OneLine(c.Message), Type: "check"}
+			tc.Failure = &render.JUnitFailure{Message: textsafe.OneLine(c.Message), Type: "check", Text: strings.Join(outputLines(c), "\n")}
 		}
 		suite.Add(tc)
 	}

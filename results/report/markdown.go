@@ -54,6 +54,14 @@ func Markdown(w io.Writer, r *Report) error {
 		skipped = append(skipped, skippedLine(s))
 	}
 	render.MDList(&b, "Checks", checks)
+	for _, c := range r.Checks {
+		if lines := outputLines(c); len(lines) > 0 {
+			fmt.Fprintf(&b, "\nOutput of %s (its last lines):\n\n", render.MDEscape(checkLine(c)))
+			for _, l := range lines {
+				b.WriteString("    " + l + "\n")
+			}
+		}
+	}
 	render.MDList(&b, "Skipped cells", skipped)
 	render.MDList(&b, "Kernel splats", splatLines(r))
 	render.MDList(&b, "Warnings", warningLines(r))

@@ -146,6 +146,9 @@ type Check struct {
 	Passed  bool    `json:"passed"`
 	Message string  `json:"message,omitempty"`
 	TookSec float64 `json:"took_s"`
+	// Output is the tail of what a failed check printed: its last lines
+	// (at most 20 and 2 KiB), control characters removed.
+	Output string `json:"output,omitempty"`
 }
 
 // Skipped is a cell that did not run.

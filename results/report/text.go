@@ -39,7 +39,7 @@ func Text(w io.Writer, r *Report) error {
 	}
 	var checks, skipped, warnings []string
 	for _, c := range r.Checks {
-		checks = append(checks, checkLine(c))
+		checks = append(checks, checkLines(c, "    | ")...)
 	}
 	for _, s := range r.Skipped {
 		skipped = append(skipped, skippedLine(s))

@@ -270,6 +270,30 @@ func checkLine(c Check) string {
 	return s
 }
 
+// outputLines are the lines of a failed check's output, cleaned of
+// control characters, tabs expanded; none for a check that passed.
+func outputLines(c Check) []string {
+	out := strings.Trim(textsafe.Clean(c.Output), "\n")
+	if c.Passed || strings.TrimSpace(out) == "" {
+		return nil
+	}
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(render.ExpandTabs(l), " ")
+	}
+	return lines
+}
+
+// checkLines are a check's line and, for a failed one, the tail of its
+// output below it, indented by indent.
+func checkLines(c Check, indent string) []string {
+	out := []string{checkLine(c)}
+	for _, l := range outputLines(c) {
+		out = append(out, indent+l)
+	}
+	return out
+}
+
 // skippedLine is one skipped cell: "skipped: cell: reason".
 func skippedLine(s Skipped) string {
 	return "skipped: " + textsafe.OneLine(s.Cell) + ": " + textsafe.OneLine(s.Reason)

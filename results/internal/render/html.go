@@ -8,9 +8,12 @@ import (
 )
 
 // HTMLItem is one line of a list on an HTML page; Bad marks a failure.
+// Detail, when a page shows it, is preformatted text under the line (a
+// failed check's output).
 type HTMLItem struct {
-	Text string
-	Bad  bool
+	Text   string
+	Bad    bool
+	Detail string
 }
 
 // htmlSections are the sections both report pages show, as
