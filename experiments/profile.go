@@ -153,18 +153,32 @@ func (s *Saved) profiles(warnings []string) ([]report.Profile, []string) {
 				continue
 			}
 			rp := report.Profile{Row: name, Event: proto.PerfCPUClock, SamplesA: a.Total(), SamplesB: b.Total(), Files: files}
-			for _, c := range profile.Lookup(a, b, spec.ProfileFunctions) {
+			// Shares are of the busy samples: an idle CPU's loop
+			// (rest_init, start_kernel on the boot CPU) is no function
+			// a change made slower or faster.
+			busyA, idleA := a.SplitIdle()
+			busyB, idleB := b.SplitIdle()
+			rp.IdleA, rp.IdleB = share(idleA.Total(), a.Total()), share(idleB.Total(), b.Total())
+			for _, c := range profile.Lookup(busyA, busyB, spec.ProfileFunctions) {
 				rp.Functions = append(rp.Functions, funcShare(c))
 			}
-			for _, c := range profile.Diff(a, b, profileChanged, profileMinShare) {
+			for _, c := range profile.Diff(busyA, busyB, profileChanged, profileMinShare) {
 				rp.Changed = append(rp.Changed, funcShare(c))
 			}
-			rp.IcicleA = icicle(a, name+" on "+p.A, spec.ProfileFunctions)
-			rp.IcicleB = icicle(b, name+" on "+p.B, spec.ProfileFunctions)
+			rp.IcicleA = icicle(busyA, name+" on "+p.A+", busy samples", spec.ProfileFunctions)
+			rp.IcicleB = icicle(busyB, name+" on "+p.B+", busy samples", spec.ProfileFunctions)
 			out = append(out, rp)
 		}
 	}
 	return out, warnings
+}
+
+// share is n of total as a share (0..1), 0 for no total.
+func share(n, total int64) float64 {
+	if total == 0 {
+		return 0
+	}
+	return float64(n) / float64(total)
 }
 
 func funcShare(c profile.Change) report.FuncShare {

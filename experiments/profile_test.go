@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,4 +70,61 @@ func loadFolded(t *testing.T, s string) *profile.Profile {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestReportProfileBusy: the report's profile shares are of busy
+// samples. Side B idles more on its boot CPU but does the same work: the
+// idle shares differ, the functions' shares do not, and the boot CPU's
+// idle loop (rest_init, start_kernel) is not among the changed.
+func TestReportProfileBusy(t *testing.T) {
+	spec := strings.Replace(runSpec, "    prepare: rm -rf /tmp/backing/c\n", "    prepare: rm -rf /tmp/backing/c\n    profile: perf\n", 1)
+	f := loadRunSpec(t, spec)
+	const bootIdle = "swapper;common_startup_64;x86_64_start_kernel;start_kernel;rest_init;cpu_startup_entry;do_idle;default_idle;pv_native_safe_halt"
+	fake := &fakeOpener{t: t}
+	fake.step = func(g *fakeGuest, st proto.Step, d *proto.Done) error {
+		w, transport := innerWorkload(st)
+		if w == nil || w.Name != "create" {
+			return nil
+		}
+		idle := int64(100)
+		if transport == "uring" {
+			idle = 300
+		}
+		d.Profile = &proto.Profile{Event: proto.PerfCPUClock, Stacks: []proto.ProfileStack{
+			{Stack: bootIdle, Count: idle},
+			{Stack: "create;do_syscall_64;fuse_create_open", Count: 60},
+			{Stack: "passthrough;do_syscall_64;fuse_dev_do_write", Count: 40},
+		}}
+		return nil
+	}
+	res, err := Run(context.Background(), f, runOptions(t, fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := Open(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := saved.Report()
+	if len(r.Profiles) != 1 {
+		t.Fatalf("%d profiles, want 1; warnings %q", len(r.Profiles), r.Warnings)
+	}
+	p := r.Profiles[0]
+	if p.SamplesA != 4*200 || p.SamplesB != 4*400 || p.IdleA != 0.5 || p.IdleB != 0.75 {
+		t.Errorf("samples A %d, B %d, idle A %g, B %g; want 800, 1600, 0.5, 0.75", p.SamplesA, p.SamplesB, p.IdleA, p.IdleB)
+	}
+	if len(p.Changed) == 0 {
+		t.Errorf("no functions in the profile")
+	}
+	for _, c := range p.Changed {
+		if c.A != c.B || c.Func == "rest_init" || c.Func == "start_kernel" {
+			t.Errorf("changed: %+v", c)
+		}
+		if c.Func == "fuse_create_open" && c.A != 0.6 {
+			t.Errorf("fuse_create_open's share %g, want 0.6 of the busy samples", c.A)
+		}
+	}
+	if !strings.Contains(p.IcicleA, "busy samples") || strings.Contains(p.IcicleA, "rest_init") {
+		t.Errorf("icicle A is not of the busy samples")
+	}
 }

@@ -1,6 +1,7 @@
 // Package profile holds CPU profiles as folded call stacks with sample
-// counts, compares the share of time spent in functions between two
-// profiles, and draws profiles as icicle charts.
+// counts, tells the CPUs' idle loops from their work (IsIdle), compares
+// the share of time spent in functions between two profiles, and draws
+// profiles as icicle charts.
 //
 // A folded stack is the process name followed by the frames from the
 // outermost caller to the leaf, joined by ";": "comm;outer;...;leaf". The

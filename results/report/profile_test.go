@@ -9,7 +9,7 @@ import (
 func profiled(t *testing.T) *Report {
 	r := testReport(t)
 	r.Profiles = []Profile{{
-		Row: "futimes threads=4", Event: "cpu-clock", SamplesA: 6000, SamplesB: 5990,
+		Row: "futimes threads=4", Event: "cpu-clock", SamplesA: 6000, SamplesB: 5990, IdleA: 0.412, IdleB: 0.4081,
 		Functions: []FuncShare{{Func: "do_writev", A: 0.201, B: 0.1824, SelfA: 0, SelfB: 0.001}},
 		Changed: []FuncShare{
 			{Func: "queued_spin_lock_slowpath", A: 0.031, B: 0.08, SelfA: 0.031, SelfB: 0.08},
@@ -25,7 +25,7 @@ func TestProfileSections(t *testing.T) {
 	r := profiled(t)
 	text := renderAs(t, "text", r)
 	for _, w := range []string{
-		"profile of futimes threads=4 (cpu-clock; samples: A 6000, B 5990), share with callees:",
+		"profile of futimes threads=4 (cpu-clock; samples: A 6000, B 5990; idle: A 41.2%, B 40.8%), share of\n    busy samples with callees:",
 		"do_writev                    20.1%  18.2%  -1.9 pt    0.0%    0.1%",
 		"queued_spin_lock_slowpath *   3.1%   8.0%  +4.9 pt    3.1%    8.0%",
 		profileNote,
@@ -43,6 +43,7 @@ func TestProfileSections(t *testing.T) {
 		"| function | A | B | B-A | self A | self B |",
 		"|:---|---:|---:|---:|---:|---:|",
 		`| do\_writev | 20.1% | 18.2% | -1.9 pt | 0.0% | 0.1% |`,
+		"profile of futimes threads=4 (cpu-clock; samples: A 6000, B 5990; idle: A 41.2%, B 40.8%), share of busy samples with callees:",
 	} {
 		if !strings.Contains(md, w) {
 			t.Errorf("markdown: no %q in\n%s", w, md)

@@ -175,16 +175,20 @@ type SplatCount struct {
 }
 
 // Profile compares the perf profiles of one row's A and B runs: the
-// share of all samples (every CPU) spent in functions, inclusive of what
-// they call.
+// share of the busy samples (every CPU, the idle loop left out) spent in
+// functions, inclusive of what they call.
 type Profile struct {
 	// Row names the row ("futimes threads=4").
 	Row string `json:"row"`
 	// Event is the sampling event; SamplesA and SamplesB count the
-	// samples of each side, over all its rounds.
+	// samples of each side, over all its rounds, idle ones included.
 	Event    string `json:"event"`
 	SamplesA int64  `json:"samples_a"`
 	SamplesB int64  `json:"samples_b"`
+	// IdleA and IdleB are each side's share (0..1) of samples in a CPU's
+	// idle loop (profile.IsIdle); the function shares are of the others.
+	IdleA float64 `json:"idle_a"`
+	IdleB float64 `json:"idle_b"`
 	// Functions are the functions the spec names (profile_functions).
 	Functions []FuncShare `json:"functions,omitempty"`
 	// Changed are the functions whose share changed most.
@@ -198,11 +202,12 @@ type Profile struct {
 	IcicleB string `json:"-"`
 }
 
-// FuncShare is one function's share of the samples on each side.
+// FuncShare is one function's share of the busy samples on each side.
 type FuncShare struct {
 	Func string `json:"func"`
-	// A and B are inclusive shares (0..1): samples with the function
-	// anywhere on the stack. SelfA and SelfB count it as the leaf only.
+	// A and B are inclusive shares (0..1) of the busy samples: samples
+	// with the function anywhere on the stack. SelfA and SelfB count it
+	// as the leaf only.
 	A     float64 `json:"a"`
 	B     float64 `json:"b"`
 	SelfA float64 `json:"self_a"`

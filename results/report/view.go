@@ -444,8 +444,8 @@ func referenceText(r *Report) string {
 
 // profileTitle heads a profile's table.
 func profileTitle(p Profile) string {
-	return fmt.Sprintf("profile of %s (%s; samples: A %d, B %d), share with callees:",
-		textsafe.OneLine(p.Row), textsafe.OneLine(p.Event), p.SamplesA, p.SamplesB)
+	return fmt.Sprintf("profile of %s (%s; samples: A %d, B %d; idle: A %s, B %s), share of busy samples with callees:",
+		textsafe.OneLine(p.Row), textsafe.OneLine(p.Event), p.SamplesA, p.SamplesB, fmtShare(p.IdleA), fmtShare(p.IdleB))
 }
 
 // profileHeader are the columns of a profile's table.
@@ -472,7 +472,7 @@ func profileRows(p Profile) [][]string {
 }
 
 // profileNote explains the "*" of profileRows.
-const profileNote = "* among the functions whose share changed most; pt = percentage points"
+const profileNote = "* among the functions whose share changed most; pt = percentage points; busy = not idle"
 
 // fmtShare formats a share (0..1) as a percentage.
 func fmtShare(s float64) string {
