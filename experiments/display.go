@@ -91,6 +91,13 @@ func (d *display) advance(n int) {
 	}
 }
 
+// grow makes the bar's total units total (a run that adds rounds).
+func (d *display) grow(total int) {
+	if d.bar != nil {
+		d.bar.SetTotal(int64(total), false)
+	}
+}
+
 // close ends the bar, complete or not.
 func (d *display) close() {
 	if d.p == nil {

@@ -214,6 +214,7 @@ func (s *Saved) Report() *report.Report {
 			}
 		}
 	}
+	r.AutoRounds = reportAutoRounds(m.AutoRounds, r.Rows)
 	r.Profiles, r.Warnings = s.profiles(r.Warnings)
 	for _, c := range s.Samples.Checks {
 		// The cell names its kernel: "jobs=1 transport=uring on debian:7.3".

@@ -58,12 +58,16 @@ type Manifest struct {
 	Command []string `json:"command"`
 	// Kernels are the kernels as asked and as resolved.
 	Kernels []ManifestKernel `json:"kernels"`
-	// Axis, Rounds, Order, Seed and Reuse are the plan's.
+	// Axis, Rounds, Order, Seed and Reuse are the plan's; Rounds are
+	// the rounds run (planned, when interrupted), which klab rerun
+	// repeats.
 	Axis   string `json:"axis"`
 	Rounds int    `json:"rounds"`
 	Order  string `json:"order"`
 	Seed   int64  `json:"seed"`
 	Reuse  string `json:"reuse"`
+	// AutoRounds is set when the run chose its rounds (--rounds auto).
+	AutoRounds *AutoRounds `json:"auto_rounds,omitempty"`
 	// CPUs, MemMB and AccelWanted are the guest shape asked for.
 	CPUs        int    `json:"cpus"`
 	MemMB       int    `json:"mem_mb"`
@@ -172,6 +176,9 @@ type RunOptions struct {
 	Terminal bool
 	// Command is klab's argv, for the manifest.
 	Command []string
+	// Auto, when set, adds rounds until every row's change CI is
+	// narrow enough (--rounds auto); PlanOptions.Rounds is then unused.
+	Auto *AutoRounds
 }
 
 // Result is a finished (or interrupted) run.
@@ -195,8 +202,17 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 		}
 		f = nf
 	}
+	if o.Auto != nil {
+		if err := o.Auto.check(); err != nil {
+			return nil, &specfile.BadInputError{Err: err}
+		}
+		o.Rounds = o.Auto.startRounds(f.Spec.Rounds)
+	}
 	plan, err := MakePlan(f, o.PlanOptions)
 	if err != nil {
+		return nil, &specfile.BadInputError{Err: err}
+	}
+	if err := autoPlanProblem(o.Auto, plan); err != nil {
 		return nil, &specfile.BadInputError{Err: err}
 	}
 	s := f.Spec
@@ -257,7 +273,7 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 		Schema: ManifestSchema, RunID: run.ID, Experiment: s.Name, SpecFile: f.Path, SpecSHA256: f.SHA256,
 		Sets: o.Sets, Command: o.Command, Axis: plan.Axis, Rounds: plan.Rounds, Order: plan.Order, Seed: plan.Seed,
 		Reuse: plan.Reuse, CPUs: cpus, MemMB: mem, AccelWanted: accel, Start: time.Now(), Status: StatusRunning,
-		Guests: []GuestRecord{},
+		Guests: []GuestRecord{}, AutoRounds: o.Auto,
 	}
 	man.Host, _ = results.HostInfo()
 	for i, ref := range plan.Kernels {
@@ -287,15 +303,36 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 	if plan.Single {
 		sides = "on " + plan.A
 	}
-	progress("klab: %s: %s, %d row(s), %d round(s), %d guest(s); saving to %s",
-		s.Name, sides, len(plan.Rows), plan.Rounds, len(plan.Guests), run.Dir)
+	rounds := fmt.Sprintf("%d round(s)", plan.Rounds)
+	if a := o.Auto; a != nil {
+		rounds = fmt.Sprintf("%d round(s), more until every change CI is within ±%g%% (at most %d)", plan.Rounds, a.CITargetPct, a.MaxRounds)
+	}
+	progress("klab: %s: %s, %d row(s), %s, %d guest(s); saving to %s",
+		s.Name, sides, len(plan.Rows), rounds, len(plan.Guests), run.Dir)
 
 	r := &runner{f: f, plan: plan, kernels: kernels, opener: o.Opener, command: o.Command, dir: run.Dir,
 		cpus: cpus, memMB: mem, accel: accel, samples: samples, disp: disp}
 	runStart := time.Now()
 	var runErr error
 	done := 0
-	for gi, gp := range plan.Guests {
+	for gi := 0; ; gi++ {
+		if gi == len(plan.Guests) {
+			// The plan is done; --rounds auto may add a round.
+			added, err := r.addRound(ctx, o, man, skipped)
+			if err != nil {
+				runErr = err
+			}
+			if added == 0 {
+				break
+			}
+			total += added
+			disp.grow(total)
+			if err := errors.Join(run.WriteJSON(PlanFileName, plan), save()); err != nil {
+				runErr = err
+				break
+			}
+		}
+		gp := plan.Guests[gi]
 		if skipped[gp.Kernel] != "" {
 			continue
 		}

@@ -101,6 +101,7 @@ func flagEnums() map[string][]string {
 		"flavour":          debianFlavours(),
 		"base-config":      {"tinyconfig", "defconfig", "allnoconfig"},
 		"order":            {"abba", "random"},
+		"rounds":           {"auto"},
 		"engine":           matrix.Engines,
 		"transport":        {fuse.TransportDev, fuse.TransportURing},
 		"server":           {fuse.ServerPassthrough, fuse.ServerStuck, fuse.ServerInterrupt, fuse.ServerLibfusePassthroughLL, fuse.ServerLibfusePassthroughHP},

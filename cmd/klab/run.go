@@ -40,6 +40,13 @@ type runOptions struct {
 	strictReference bool
 	// fstestsSrc is the fstests source of a suite experiment.
 	fstestsSrc string
+
+	// auto is --rounds auto, with its target and bound; autoFlags is
+	// set when --ci-target or --max-rounds was given.
+	auto      bool
+	ciTarget  float64
+	maxRounds int
+	autoFlags bool
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
@@ -54,7 +61,16 @@ of one parameter on one kernel (--compare NAME, or the spec's compare:).
 Rounds are interleaved A B B A (or --order random --seed S), each in a fresh
 guest of the same shape, so that drift on a noisy host hits both sides. Each
 table row gets the median with its 95% confidence interval per side, the
-relative change, a Mann-Whitney U p-value and a verdict at alpha 0.05.
+relative change, a Mann-Whitney U p-value and a verdict at alpha 0.05,
+with the samples per side (n) and the minimum detectable change (MDC: the
+smallest change the test would see at this noise); a row without a
+significant change says what it could have seen.
+
+--rounds auto starts from the spec's rounds (at least 6, the fewest with a
+confidence interval) and adds rounds, one A/B round at a time in the same
+order, until every row's change CI is within +-PCT (--ci-target, default 10)
+or --max-rounds (default 12) have run. The manifest records the rounds run,
+so klab rerun repeats exactly that many.
 
 The run directory keeps the spec as run, the plan, every sample, each guest's
 console and events, and report.{txt,md,json,xml,html}. Ctrl-C stops cleanly
@@ -91,19 +107,23 @@ not apply. It exits 1 when B has a regression (with one kernel, when a test
 failed, hung or crashed).`,
 		Example: `  klab run fuse-transport --kernel debian:7.3
   klab run experiments/fuse-transport.yaml --kernel debian:7.3 --rounds 8
+  klab run fuse-transport --kernel debian:7.3 --rounds auto --ci-target 5 --max-rounds 20
   klab run my-exp.yaml --kernel debian:7.3 --kernel build:fix
   klab run my-exp.yaml --kernel debian:7.3 --set jobs=1,4 --compare transport --order random --seed 7
   sudo klab run fuse-bench-host --kernel host --set jobs=2
   klab run fstests-klab-uring --kernel build:lab-debug --fstests-src ~/src/xfstests-dev`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.autoFlags = cmd.Flags().Changed("ci-target") || cmd.Flags().Changed("max-rounds")
 			return runRun(cmd.Context(), g, o, args[0], os.Stdout, os.Stderr)
 		},
 	}
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.kernels, "kernel", "k", nil, "kernel: debian:<series>, build:<name>, a bzImage path (A first; repeatable), or host: this host, no VM")
 	f.StringArrayVar(&o.sets, "set", nil, "override a parameter: NAME=V1[,V2...] (repeatable)")
-	f.IntVar(&o.rounds, "rounds", 0, "rounds per cell (default: the spec's, else 3)")
+	f.Var(roundsValue{n: &o.rounds, auto: &o.auto}, "rounds", "rounds per cell (default: the spec's, else 3), or auto: add rounds until every change CI is within --ci-target")
+	f.Float64Var(&o.ciTarget, "ci-target", experiments.DefaultCITargetPct, "with --rounds auto: the half-width in percent every row's change CI must reach")
+	f.IntVar(&o.maxRounds, "max-rounds", experiments.DefaultMaxRounds, "with --rounds auto: the most rounds run")
 	f.StringVar(&o.compare, "compare", "", "the A/B axis: kernel, or a parameter with two values (default: the spec's)")
 	f.StringVar(&o.order, "order", "", "round order: abba or random (default: the spec's, else abba)")
 	f.Int64Var(&o.seed, "seed", 0, "seed of --order random")
@@ -128,6 +148,9 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 	}
 	if len(o.kernels) == 0 {
 		return badInput(errors.New("no kernel: give --kernel A (and --kernel B to compare kernels)"))
+	}
+	if o.autoFlags && !o.auto {
+		return badInput(errors.New("--ci-target and --max-rounds bound --rounds auto: give --rounds auto too"))
 	}
 	f, err := experiments.Find(name)
 	if err != nil {
@@ -168,6 +191,9 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 	}
 	if o.order == "random" || o.seed != 0 {
 		ro.Seed = &o.seed
+	}
+	if o.auto {
+		ro.Auto = &experiments.AutoRounds{CITargetPct: o.ciTarget, MaxRounds: o.maxRounds}
 	}
 	if !o.quiet {
 		ro.Progress = stderr

@@ -20,7 +20,7 @@ func runSuite(ctx context.Context, g *globalOptions, o *runOptions, f *experimen
 		name string
 		set  bool
 	}{
-		{"--set", len(o.sets) > 0}, {"--rounds", o.rounds != 0}, {"--compare", o.compare != ""}, {"--order", o.order != ""},
+		{"--set", len(o.sets) > 0}, {"--rounds", o.rounds != 0 || o.auto}, {"--compare", o.compare != ""}, {"--order", o.order != ""},
 		{"--seed", o.seed != 0}, {"--cpus", o.cpus != 0}, {"--memory", o.memMB != 0}, {"--accel", o.accel != ""},
 	} {
 		if fl.set {

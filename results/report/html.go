@@ -28,6 +28,7 @@ func HTML(w io.Writer, r *Report) error {
 		Warnings:  warningLines(r),
 		Reference: referenceText(r),
 		Legend:    tableLegend,
+		Rounds:    roundsLine(r),
 		Weigh:     weighLines(r),
 	}
 	for i, h := range tableHeader {
@@ -93,6 +94,8 @@ type htmlPage struct {
 	// without a significant change could have seen.
 	Legend string
 	Weigh  []string
+	// Rounds says how --rounds auto ended, "" for fixed rounds.
+	Rounds string
 }
 
 // htmlField is one line of the manifest summary.
@@ -206,7 +209,7 @@ li pre { color: #222; margin: 0.3em 0; }
 </head>
 <body>
 <h1>{{.Title}}</h1>
-<p class="sides">{{.SideLine}}<br>{{.EnvLine}}</p>
+<p class="sides">{{.SideLine}}<br>{{.EnvLine}}{{with .Rounds}}<br>{{.}}{{end}}</p>
 {{template "result" .}}
 
 <h2>Run</h2>

@@ -33,6 +33,9 @@ func JUnit(w io.Writer, r *Report) error {
 			{Name: "run_dir", Value: textsafe.OneLine(r.RunDir)},
 		},
 	}
+	if l := roundsLine(r); l != "" {
+		suite.Properties = append(suite.Properties, render.JUnitProperty{Name: "rounds_auto", Value: l})
+	}
 	for _, c := range r.Checks {
 		tc := render.JUnitCase{
 			Classname: exp + ".checks",

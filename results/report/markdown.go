@@ -16,6 +16,9 @@ func Markdown(w io.Writer, r *Report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## %s\n\n", render.MDEscape(titleLine(r)))
 	fmt.Fprintf(&b, "%s\\\n%s\n\n", render.MDEscape(sideLine(r, 0)), render.MDEscape(envLine(r)))
+	if l := roundsLine(r); l != "" {
+		fmt.Fprintf(&b, "%s\n\n", render.MDEscape(l))
+	}
 	if len(r.Rows) == 0 {
 		b.WriteString("no measurements\n")
 	} else {

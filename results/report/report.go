@@ -59,6 +59,9 @@ type Report struct {
 	Rounds int    `json:"rounds"`
 	Order  string `json:"order"`
 	Reuse  string `json:"reuse"`
+	// AutoRounds, for a run with --rounds auto, is its target and
+	// whether each row reached it; Rounds is then the rounds it ran.
+	AutoRounds *AutoRounds `json:"auto_rounds,omitempty"`
 	// Rows are the measured comparisons, one per row of the table.
 	Rows []Row `json:"rows"`
 	// Profiles compare where the guests spent their time, one per row of
@@ -79,6 +82,21 @@ type Report struct {
 	// Failures are what makes the run fail (a failed check, a new splat
 	// in B, a regression past its threshold); empty when it passed.
 	Failures []string `json:"failures,omitempty"`
+}
+
+// AutoRounds is how a run with --rounds auto chose its rounds: it added
+// rounds until every row's change CI was within ±CITargetPct, or until
+// MaxRounds.
+type AutoRounds struct {
+	// CITargetPct is the target half-width of a change's CI, in percent.
+	CITargetPct float64 `json:"ci_target_pct"`
+	// MaxRounds is the bound on the rounds.
+	MaxRounds int `json:"max_rounds"`
+	// Reached is set when every row reached the target.
+	Reached bool `json:"reached"`
+	// Wide are the rows that did not, with their CI's half-width
+	// ("create (±14.2%)", "mkdir (no CI)").
+	Wide []string `json:"wide,omitempty"`
 }
 
 // Side is one side of the comparison.

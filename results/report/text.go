@@ -29,6 +29,9 @@ func Text(w io.Writer, r *Report) error {
 	t.Line(titleLine(r))
 	t.Line(sideLine(r, TextWidth))
 	t.Line(envLine(r))
+	if l := roundsLine(r); l != "" {
+		t.Line(l)
+	}
 	t.Blank()
 	t.table(r.Rows)
 	for _, l := range weighLines(r) {

@@ -240,6 +240,24 @@ func envLine(r *Report) string {
 	return render.JoinNonEmpty(" ", s, paren(render.JoinNonEmpty(", ", textsafe.OneLine(r.Order), textsafe.OneLine(r.Reuse))))
 }
 
+// roundsLine says how --rounds auto ended: "rounds auto: every row's
+// change CI within ±10% after 8 rounds", or the rows still wider at the
+// bound; "" for a run with a fixed number of rounds.
+func roundsLine(r *Report) string {
+	a := r.AutoRounds
+	if a == nil {
+		return ""
+	}
+	if a.Reached {
+		return fmt.Sprintf("rounds auto: every row's change CI within ±%g%% after %d rounds (bound %d)", a.CITargetPct, r.Rounds, a.MaxRounds)
+	}
+	wide := make([]string, len(a.Wide))
+	for i, w := range a.Wide {
+		wide[i] = textsafe.OneLine(w)
+	}
+	return fmt.Sprintf("rounds auto: %d rounds (bound %d); change CI still wider than ±%g%%: %s", r.Rounds, a.MaxRounds, a.CITargetPct, strings.Join(wide, ", "))
+}
+
 // paren returns s in parentheses, "" for "".
 func paren(s string) string {
 	if s == "" {

@@ -112,3 +112,40 @@ func TestWeigh(t *testing.T) {
 		t.Errorf("json: mkdir's mdc_pct %v (present %v), min_p %v; want null, 0.1", v, ok, mkdir.Change["min_p"])
 	}
 }
+
+// TestRoundsAuto: a run with --rounds auto says in every format how many
+// rounds it ran and which rows did not reach the target.
+func TestRoundsAuto(t *testing.T) {
+	r := weighReport()
+	r.Rounds = 12
+	r.AutoRounds = &AutoRounds{CITargetPct: 10, MaxRounds: 12, Wide: []string{"create (±14.2%)", "mkdir (no CI)\x1b[2J"}}
+	want := "rounds auto: 12 rounds (bound 12); change CI still wider than ±10%: create (±14.2%), mkdir (no CI)[2J"
+	if got := roundsLine(r); got != want {
+		t.Errorf("roundsLine = %q, want %q", got, want)
+	}
+	text := renderAs(t, "text", r)
+	checkText(t, text)
+	if w := "rounds auto: 12 rounds (bound 12); change CI still wider than +-10%: create (+-14.2%), mkdir (no"; !strings.Contains(text, w) {
+		t.Errorf("text: no %q in\n%s", w, text)
+	}
+	for format, w := range map[string]string{
+		"md":    "rounds auto: 12 rounds (bound 12); change CI still wider than ±10%: create (±14.2%), mkdir (no CI)\\[2J\n",
+		"html":  "<br>rounds auto: 12 rounds (bound 12); change CI still wider than ±10%: create (±14.2%), mkdir (no CI)[2J</p>",
+		"junit": `<property name="rounds_auto" value="rounds auto: 12 rounds`,
+		"json":  `"auto_rounds": {`,
+	} {
+		if out := renderAs(t, format, r); !strings.Contains(out, w) {
+			t.Errorf("%s: no %q in\n%s", format, w, out)
+		}
+	}
+	r.Rounds, r.AutoRounds = 9, &AutoRounds{CITargetPct: 10, MaxRounds: 12, Reached: true}
+	if got, want := roundsLine(r), "rounds auto: every row's change CI within ±10% after 9 rounds (bound 12)"; got != want {
+		t.Errorf("roundsLine = %q, want %q", got, want)
+	}
+	r.AutoRounds = nil
+	for _, f := range []string{"text", "md", "html", "junit", "json"} {
+		if strings.Contains(renderAs(t, f, r), "rounds auto") || strings.Contains(renderAs(t, f, r), "auto_rounds") {
+			t.Errorf("%s: a run with fixed rounds talks of rounds auto", f)
+		}
+	}
+}
