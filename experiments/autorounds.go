@@ -147,6 +147,10 @@ func (r *runner) addRound(ctx context.Context, o RunOptions, man *Manifest, skip
 	case !more && len(wide) == 0:
 		r.disp.printf("rounds auto: every row's change CI is within ±%g%% after %d rounds", a.CITargetPct, r.plan.Rounds)
 		return 0, nil
+	case !more && r.plan.Rounds < a.MaxRounds:
+		r.disp.printf("rounds auto: stopping after %d rounds: a side of every row still wider than ±%g%% has no samples, which more rounds would not change: %s",
+			r.plan.Rounds, a.CITargetPct, autoText(wide))
+		return 0, nil
 	case !more:
 		r.disp.printf("rounds auto: stopping after %d rounds (bound %d); change CI still wider than ±%g%%: %s",
 			r.plan.Rounds, a.MaxRounds, a.CITargetPct, autoText(wide))
