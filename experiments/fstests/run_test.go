@@ -39,7 +39,7 @@ func fakeTree(t *testing.T) string {
 type fakeEnv struct {
 	mu    sync.Mutex
 	fail  map[string]bool
-	secs  map[string]float64 // a test's seconds; 2 when not listed
+	secs  map[string]float64    // a test's seconds; 2 when not listed
 	boots map[string][][]string // kernel: the lists its guests ran
 	iters map[string][]int
 }
