@@ -130,6 +130,19 @@ func fstests(ctx context.Context, o options, runs string, args ...string) (*klab
 	if err != nil {
 		return nil, err
 	}
+	// The runs share their per-test times (each configuration's times
+	// file), as one user's runs in one runs directory do: --jobs balances
+	// its shards by the runs before.
+	shared, _ := filepath.Glob(filepath.Join(runs, ".fstests-times-*.json"))
+	for _, f := range shared {
+		_ = copyFile(f, filepath.Join(dir, filepath.Base(f)))
+	}
+	defer func() {
+		kept, _ := filepath.Glob(filepath.Join(dir, ".fstests-times-*.json"))
+		for _, f := range kept {
+			_ = copyFile(f, filepath.Join(runs, filepath.Base(f)))
+		}
+	}()
 	argv := append([]string{"--runs-dir", dir, "fstests", "--kernel", o.kernel, "--fstests-src", o.src}, args...)
 	start := time.Now()
 	out, err := exec.CommandContext(ctx, o.klab, argv...).CombinedOutput()
@@ -145,6 +158,30 @@ func fstests(ctx context.Context, o options, runs string, args ...string) (*klab
 		return nil, fmt.Errorf("klab fstests made no guest run in %s:\n%s", dir, out)
 	}
 	return r, nil
+}
+
+// copyFile copies the regular file src to dst.
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
+
+// testSeconds is the sum of the test times check printed in the guests of
+// a run, and the largest sum of one guest.
+func testSeconds(guests []string) (sum, largest float64) {
+	for _, g := range guests {
+		b, _ := os.ReadFile(filepath.Join(g, "stdout.log"))
+		var one float64
+		for _, t := range checkTimes(string(b)) {
+			one += t.seconds
+		}
+		sum += one
+		largest = max(largest, one)
+	}
+	return sum, largest
 }
 
 // testTime is one test's time as check printed it.
@@ -336,7 +373,9 @@ func shard(ctx context.Context, o options, tmp string) error {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "shard pair %d: --jobs %d %.1fs in %d guest(s), exit %d\n", i+1, j, r.wall, len(r.guests), r.exit)
+			sum, largest := testSeconds(r.guests)
+			fmt.Fprintf(os.Stderr, "shard pair %d: --jobs %d %.1fs in %d guest(s), exit %d; tests' own times %.0fs in all, %.0fs in the longest guest, the rest %.0fs\n",
+				i+1, j, r.wall, len(r.guests), r.exit, sum, largest, r.wall-largest)
 			if j == 1 {
 				w1, one = r.wall, append(one, r.wall)
 			} else {
