@@ -50,6 +50,7 @@ func HTML(w io.Writer, r *Report) error {
 		page.Rows = append(page.Rows, hr)
 	}
 	page.RefHeader, page.RefRows = refHTML(r)
+	page.Lead = referenceLead(r)
 	for _, p := range r.Profiles {
 		hp := htmlProfile{Title: profileTitle(p), Header: profileHeader, Rows: profileRows(p), Note: profileNote,
 			LabelA: "A: " + textsafe.OneLine(r.A.Label), LabelB: "B: " + textsafe.OneLine(r.B.Label),
@@ -87,6 +88,9 @@ type htmlPage struct {
 	Reference                string
 	Passed                   bool
 	Result                   string
+	// Lead says which rows cannot be compared with their reference here
+	// (referenceLead); "" when none.
+	Lead string
 	// RefHeader and RefRows are the table against the reference.
 	RefHeader []string
 	RefRows   []htmlRefRow
@@ -210,7 +214,8 @@ li pre { color: #222; margin: 0.3em 0; }
 <body>
 <h1>{{.Title}}</h1>
 <p class="sides">{{.SideLine}}<br>{{.EnvLine}}{{with .Rounds}}<br>{{.}}{{end}}</p>
-{{template "result" .}}
+{{with .Lead}}<p class="lead"><strong>{{.}}</strong></p>
+{{end}}{{template "result" .}}
 
 <h2>Run</h2>
 <table class="manifest">

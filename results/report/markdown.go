@@ -19,6 +19,9 @@ func Markdown(w io.Writer, r *Report) error {
 	if l := roundsLine(r); l != "" {
 		fmt.Fprintf(&b, "%s\n\n", render.MDEscape(l))
 	}
+	if l := referenceLead(r); l != "" {
+		fmt.Fprintf(&b, "**%s**\n\n", render.MDEscape(l))
+	}
 	if len(r.Rows) == 0 {
 		b.WriteString("no measurements\n")
 	} else {

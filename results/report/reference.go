@@ -301,3 +301,42 @@ func refHTML(r *Report) ([]string, []htmlRefRow) {
 	}
 	return append(slices.Clone(refHeader), "source"), verdicts
 }
+
+// referenceLead is the line a report opens with when rows with an
+// expectation cannot be compared with their reference in this run: "not
+// comparable here: create, randread-4k (needs accel kvm; this run used
+// single-threaded TCG in real time); the verdicts below are this
+// emulator's, not the reference's". It is "" when every row with an
+// expectation is comparable.
+func referenceLead(r *Report) string {
+	var names []string
+	reasons := map[string]bool{}
+	var reasonList []string
+	comparable := 0
+	for _, row := range r.Rows {
+		ref := row.Reference
+		if ref == nil {
+			continue
+		}
+		if ref.Verdict != reference.NotComparable {
+			comparable++
+			continue
+		}
+		names = append(names, textsafe.OneLine(row.Name))
+		if rs := textsafe.OneLine(ref.Reason); rs != "" && !reasons[rs] {
+			reasons[rs] = true
+			reasonList = append(reasonList, rs)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	s := "not comparable here: " + strings.Join(names, ", ")
+	if len(reasonList) > 0 {
+		s += " (" + strings.Join(reasonList, "; ") + ")"
+	}
+	if comparable == 0 {
+		return s + "; the verdicts below are this run's, not evidence for or against the reference"
+	}
+	return s + "; those rows' verdicts are this run's, not evidence for or against the reference"
+}

@@ -32,6 +32,10 @@ func Text(w io.Writer, r *Report) error {
 	if l := roundsLine(r); l != "" {
 		t.Line(l)
 	}
+	if l := referenceLead(r); l != "" {
+		t.Blank()
+		t.Line(l)
+	}
 	t.Blank()
 	t.table(r.Rows)
 	for _, l := range weighLines(r) {
