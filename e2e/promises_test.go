@@ -128,6 +128,39 @@ func TestMakeRun(t *testing.T) {
 	}
 	reports, _ := filepath.Glob(filepath.Join(runs, "*-exp-fuse-transport-*", "report.html"))
 	if len(reports) != 1 {
-		t.Errorf("%d fuse-transport runs with a report.html in KLAB_RUNS_DIR, want 1", len(reports))
+		t.Fatalf("%d fuse-transport runs with a report.html in KLAB_RUNS_DIR, want 1", len(reports))
+	}
+	// Every demo row carries the seed's figure, and none contradicts it:
+	// a row the emulator cannot show is "not comparable here", and the
+	// report says so before its table.
+	var rep struct {
+		Rows []struct {
+			Name      string `json:"name"`
+			Reference *struct {
+				Verdict string `json:"verdict"`
+				Reason  string `json:"reason"`
+			} `json:"reference"`
+		} `json:"rows"`
+	}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(reports[0]), "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	notComparable := false
+	for _, row := range rep.Rows {
+		switch {
+		case row.Reference == nil:
+			t.Errorf("demo row %s has no reference", row.Name)
+		case row.Reference.Verdict == "contradicted":
+			t.Errorf("demo row %s contradicts its seed (%s)", row.Name, row.Reference.Reason)
+		case row.Reference.Verdict == "not comparable here":
+			notComparable = true
+		}
+	}
+	if notComparable && !strings.Contains(out, "not comparable here: ") {
+		t.Errorf("rows are not comparable here, but make run's report does not say so:\n%s", cliTail(out, 40))
 	}
 }
