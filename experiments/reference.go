@@ -34,7 +34,7 @@ func (s *Saved) references(r *report.Report) {
 	if axis == "" {
 		axis = "kernel"
 	}
-	if p.Single || !s.hasExpectations() {
+	if p.Single || !s.HasExpectations() {
 		return
 	}
 	if p.Axis != axis {
@@ -71,8 +71,7 @@ func (s *Saved) references(r *report.Report) {
 					}
 					row.Reference = s.rowReference(e, row, mode)
 					if row.Reference.Strict && row.Reference.Verdict == reference.Contradicted {
-						r.Failures = append(r.Failures, fmt.Sprintf("%s: contradicts the reference: B/A %.2fx, the reference's %s (%s)",
-							row.Name, row.Change.Ratio, refFigure(row.Reference), e.Source))
+						r.Failures = append(r.Failures, rowReferenceFailure(row))
 					}
 				}
 			}
@@ -94,14 +93,14 @@ func (s *Saved) references(r *report.Report) {
 			Verdict: v, Reason: reason, Strict: e.Strict || s.StrictReference}
 		r.CheckReferences = append(r.CheckReferences, cr)
 		if cr.Strict && v == reference.Contradicted {
-			r.Failures = append(r.Failures, fmt.Sprintf("check %s contradicts the reference: %s, want every round to %s (%s)", name, reason, e.Want(), e.Source))
+			r.Failures = append(r.Failures, checkReferenceFailure(cr))
 		}
 	}
 }
 
-// hasExpectations reports whether any workload or check of the spec has
-// an expectation.
-func (s *Saved) hasExpectations() bool {
+// HasExpectations reports whether any workload or check of the spec has
+// an expectation (expect:).
+func (s *Saved) HasExpectations() bool {
 	for _, w := range s.File.Spec.Workloads {
 		if len(w.Expect) > 0 {
 			return true
@@ -129,6 +128,37 @@ func (s *Saved) rowReference(e reference.Expectation, row *report.Row, mode refe
 	}
 	ref.Verdict, ref.Reason = reference.RowVerdict(e, c, row.Direction, mode)
 	return ref
+}
+
+// ReferenceFailures are the failures among r.Failures that strict
+// contradictions of references make (a row's or a check's, see
+// Row.Reference and CheckReferences), worded as Report words them.
+func ReferenceFailures(r *report.Report) []string {
+	var out []string
+	for i := range r.Rows {
+		if ref := r.Rows[i].Reference; ref != nil && ref.Strict && ref.Verdict == reference.Contradicted {
+			out = append(out, rowReferenceFailure(&r.Rows[i]))
+		}
+	}
+	for _, c := range r.CheckReferences {
+		if c.Strict && c.Verdict == reference.Contradicted {
+			out = append(out, checkReferenceFailure(c))
+		}
+	}
+	return out
+}
+
+// rowReferenceFailure is the failure of a row whose reference it
+// contradicts, strictly.
+func rowReferenceFailure(row *report.Row) string {
+	return fmt.Sprintf("%s: contradicts the reference: B/A %.2fx, the reference's %s (%s)",
+		row.Name, row.Change.Ratio, refFigure(row.Reference), row.Reference.Source)
+}
+
+// checkReferenceFailure is the failure of a check whose reference it
+// contradicts, strictly.
+func checkReferenceFailure(c report.CheckReference) string {
+	return fmt.Sprintf("check %s contradicts the reference: %s, want every round to %s (%s)", c.Check, c.Reason, c.Outcome, c.Source)
 }
 
 // contains reports whether every parameter value of want is in have.

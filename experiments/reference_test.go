@@ -96,6 +96,11 @@ func TestReferences(t *testing.T) {
 			if len(r.Failures) != tc.failures {
 				t.Errorf("failures %q, want %d", r.Failures, tc.failures)
 			}
+			// Every failure here is a reference's, and ReferenceFailures
+			// words them as the report does.
+			if got := ReferenceFailures(r); !slices.Equal(got, r.Failures) {
+				t.Errorf("ReferenceFailures %q, want the report's failures %q", got, r.Failures)
+			}
 			if tc.failures > 0 && !strings.HasPrefix(r.Failures[0], "randread: contradicts the reference: B/A 1.89x, the reference's worse (a made-up reference)") {
 				t.Errorf("failure %q", r.Failures[0])
 			}
