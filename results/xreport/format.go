@@ -14,6 +14,7 @@ import (
 	"klab/internal/fileio"
 	"klab/internal/textsafe"
 	"klab/results/internal/render"
+	"klab/results/reference"
 	"klab/results/stats"
 )
 
@@ -157,15 +158,63 @@ func noteMark(n int) string {
 	return "[" + strconv.Itoa(n) + "]"
 }
 
-// table is the rows x kernels table every format shows.
+// table is a rows x kernels table: the one every format shows, and the
+// references' (see newRefTable).
 type table struct {
 	// kernels are the columns; base is the baseline's index, -1 when
 	// no column is the baseline.
 	kernels []Kernel
 	base    int
 	rows    []tableRow
-	// notes are the footnotes' texts, note n at notes[n-1].
-	notes []string
+	// leftHeader aligns the kernels' headers left in text, over cells
+	// whose words (the verdicts) are longer than their numbers.
+	leftHeader bool
+	// notes are the footnotes the cells refer to, shared with the
+	// report's other tables; the table's own are notes' texts from
+	// noteLo to noteHi (those it added first).
+	notes          *footnotes
+	noteLo, noteHi int
+}
+
+// noteLines are the footnotes the table added, as noteLine shows them.
+func (t *table) noteLines() []string {
+	var out []string
+	for i := t.noteLo; i < t.noteHi; i++ {
+		out = append(out, noteLine(i+1, t.notes.texts[i]))
+	}
+	return out
+}
+
+// footnotes are the distinct texts the cells of a report's tables refer
+// to, numbered from 1.
+type footnotes struct {
+	texts []string
+	index map[string]int
+}
+
+// add returns the number of text's footnote, adding it when it is new;
+// 0 for an empty text.
+func (f *footnotes) add(text string) int {
+	if text = textsafe.OneLine(text); text == "" {
+		return 0
+	}
+	if n, ok := f.index[text]; ok {
+		return n
+	}
+	if f.index == nil {
+		f.index = map[string]int{}
+	}
+	f.texts = append(f.texts, text)
+	f.index[text] = len(f.texts)
+	return len(f.texts)
+}
+
+// text is footnote n's text, "" when there is none.
+func (f *footnotes) text(n int) string {
+	if n < 1 || n > len(f.texts) {
+		return ""
+	}
+	return f.texts[n-1]
 }
 
 // tableRow is one row of the table.
@@ -197,6 +246,11 @@ type tableCell struct {
 	detail string
 	// run is the cell's run directory.
 	run string
+	// ref is, in the references' table, the cell's verdict against the
+	// reference, and strict says whether a contradiction fails the
+	// matrix.
+	ref    reference.Verdict
+	strict bool
 }
 
 // changePart is the change and the footnote mark, as the text formats
@@ -230,25 +284,14 @@ func rowName(r Row) string {
 
 // newTable builds the table of m.
 func newTable(m *Matrix) *table {
-	t := &table{kernels: m.Kernels, base: -1}
+	t := &table{kernels: m.Kernels, base: -1, notes: &footnotes{}}
 	for i, k := range m.Kernels {
 		if k.Ref == m.Baseline {
 			t.base = i
 			break
 		}
 	}
-	notes := map[string]int{}
-	note := func(text string) int {
-		if text = textsafe.OneLine(text); text == "" {
-			return 0
-		}
-		if n, ok := notes[text]; ok {
-			return n
-		}
-		t.notes = append(t.notes, text)
-		notes[text] = len(t.notes)
-		return len(t.notes)
-	}
+	note := t.notes.add
 	for _, r := range m.Rows {
 		tr := tableRow{
 			name:       rowName(r),
@@ -288,6 +331,7 @@ func newTable(m *Matrix) *table {
 		}
 		t.rows = append(t.rows, tr)
 	}
+	t.noteHi = len(t.notes.texts)
 	return t
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"klab/internal/textsafe"
 	"klab/results/internal/render"
+	"klab/results/reference"
 	"klab/results/stats"
 )
 
@@ -22,7 +23,10 @@ import (
 // intervals and p-value, and its value links to the cell's own report,
 // "<Run>/report.html" relative to the page, when Run is a plain
 // relative path (see runLink): the links work when the page is in the
-// results tree. Suite cells get a line each, as in Text. Every string
+// results tree. The references' table ("Against the reference") has the
+// same shape, each cell coloured by its verdict (see refStyle), with the
+// references' sources below it. Suite cells get a line each, as in
+// Text. Every string
 // from the matrix is escaped by html/template.
 func HTML(w io.Writer, m *Matrix) error {
 	tb := newTable(m)
@@ -44,9 +48,7 @@ func HTML(w io.Writer, m *Matrix) error {
 			{"improvement of 50% or more", heatStyle(stats.Better, 50)},
 		},
 	}
-	for i, n := range tb.notes {
-		page.Notes = append(page.Notes, noteLine(i+1, n))
-	}
+	page.Notes = tb.noteLines()
 	for i, k := range tb.kernels {
 		h := htmlHeader{Ref: textsafe.OneLine(k.Ref), Version: textsafe.OneLine(k.Version), Baseline: i == tb.base}
 		if h.Version == "" {
@@ -57,10 +59,7 @@ func HTML(w io.Writer, m *Matrix) error {
 	for _, r := range tb.rows {
 		hr := htmlRow{Experiment: r.experiment, Name: r.name}
 		for _, c := range r.cells {
-			hc := htmlCell{Value: c.value, Change: c.change, Detail: c.detail, Href: runLink(c.run)}
-			if c.note > 0 {
-				hc.Note = noteMark(c.note)
-			}
+			hc := newHTMLCell(c)
 			if !c.baseline {
 				hc.Style = heatStyle(c.verdict, c.pct)
 			}
@@ -68,6 +67,7 @@ func HTML(w io.Writer, m *Matrix) error {
 		}
 		page.Rows = append(page.Rows, hr)
 	}
+	page.references(m, tb.notes)
 	for _, c := range m.Suites {
 		page.Suites = append(page.Suites, render.HTMLItem{Text: suiteLine(c), Bad: c.Failed})
 	}
@@ -75,6 +75,76 @@ func HTML(w io.Writer, m *Matrix) error {
 		page.Splats = append(page.Splats, render.HTMLItem{Text: splatLine(s), Bad: s.New})
 	}
 	return render.WriteHTML(w, htmlTemplate, page, "html matrix report")
+}
+
+// newHTMLCell is a table cell's value, change, footnote mark, tooltip
+// and link, uncoloured.
+func newHTMLCell(c tableCell) htmlCell {
+	hc := htmlCell{Value: c.value, Change: c.change, Detail: c.detail, Href: runLink(c.run)}
+	if c.note > 0 {
+		hc.Note = noteMark(c.note)
+	}
+	return hc
+}
+
+// references adds the references' section to the page: the table, each
+// cell coloured by its verdict (see refStyle), its legend, footnotes and
+// sources, and the experiments whose expectations get no verdict.
+func (p *htmlPage) references(m *Matrix, notes *footnotes) {
+	p.RefOther = refNoteLines(m)
+	rt := newRefTable(m, notes)
+	if len(rt.rows) == 0 {
+		return
+	}
+	p.RefTitle, p.RefLegend, p.RefNotes, p.RefSources = refTitle, refLegend, rt.noteLines(), refSourceLines(m)
+	for _, k := range rt.kernels {
+		h := htmlHeader{Ref: textsafe.OneLine(k.Ref), Version: textsafe.OneLine(k.Version)}
+		if h.Version == "" {
+			h.Version = textsafe.OneLine(k.Name)
+		}
+		p.RefHeader = append(p.RefHeader, h)
+	}
+	for _, r := range rt.rows {
+		hr := htmlRow{Experiment: r.experiment, Name: r.name}
+		for _, c := range r.cells {
+			hc := newHTMLCell(c)
+			hc.Style = refStyle(c.ref, c.strict)
+			hr.Cells = append(hr.Cells, hc)
+		}
+		p.RefRows = append(p.RefRows, hr)
+	}
+	p.RefSwatches = []htmlSwatch{
+		{"reproduced", refStyle(reference.Reproduced, false)},
+		{"n.s.", refStyle(reference.SameNotSignificant, false)},
+		{"CONTRADICTED", refStyle(reference.Contradicted, false)},
+		{"CONTRADICTED, strict: fails the matrix", refStyle(reference.Contradicted, true)},
+		{"not comparable, not measured, no verdict", refStyle(reference.NotComparable, false)},
+	}
+}
+
+// muted is the background of a reference's cell without a verdict that
+// says anything: not comparable, not measured, or none.
+var muted = rgb{0xe0, 0xe0, 0xe0}
+
+// refStyle is the background of a reference's cell with verdict v:
+// green when reproduced, orange when contradicted (red when the
+// contradiction is strict), neutral when not significant, grey
+// otherwise.
+func refStyle(v reference.Verdict, strict bool) template.CSS {
+	c := muted
+	switch v {
+	case reference.Reproduced:
+		c = heatColor(stats.Better, heatCap/2)
+	case reference.Contradicted:
+		c = heatColor(stats.Worse, heatCap/2)
+		if strict {
+			c = worseDeep
+		}
+	case reference.SameNotSignificant, reference.OppositeNotSignificant:
+		c = neutral
+	}
+	// Made of numbers only: nothing from the matrix gets into the CSS.
+	return template.CSS(fmt.Sprintf("background-color: #%02x%02x%02x", c.r, c.g, c.b))
 }
 
 // htmlPage is what htmlTemplate shows; every string in it is escaped
@@ -85,10 +155,18 @@ type htmlPage struct {
 	Rows                         []htmlRow
 	Swatches                     []htmlSwatch
 	Notes                        []string
-	Suites, Splats               []render.HTMLItem
-	Skipped, Failures, Warnings  []string
-	Passed                       bool
-	Result                       string
+	// The references' section: RefRows under RefHeader, RefTitle above
+	// them, RefLegend, RefSwatches, RefNotes and RefSources below, and
+	// RefOther for the experiments whose expectations get no verdict.
+	RefTitle, RefLegend            string
+	RefHeader                      []htmlHeader
+	RefRows                        []htmlRow
+	RefSwatches                    []htmlSwatch
+	RefNotes, RefSources, RefOther []string
+	Suites, Splats                 []render.HTMLItem
+	Skipped, Failures, Warnings    []string
+	Passed                         bool
+	Result                         string
 }
 
 // htmlHeader heads a kernel's column.
@@ -204,7 +282,7 @@ p.result.fail { background: #ffebee; color: #b71c1c; }
 <tbody>
 {{- range .Rows}}
 <tr><th class="label"><span class="exp">{{.Experiment}}</span> {{.Name}}</th>
-{{- range .Cells}}<td class="cell"{{with .Style}} style="{{.}}"{{end}} title="{{.Detail}}">{{if .Href}}<a href="{{.Href}}">{{.Value}}</a>{{else}}{{.Value}}{{end}} <span class="change">{{.Change}}{{with .Note}} <sup>{{.}}</sup>{{end}}</span></td>{{end}}</tr>
+{{- range .Cells}}{{template "cell" .}}{{end}}</tr>
 {{- end}}
 </tbody>
 </table>
@@ -222,6 +300,48 @@ p.result.fail { background: #ffebee; color: #b71c1c; }
 <li>{{.}}</li>
 {{- end}}
 </ul>
+{{- end}}
+{{- if or .RefRows .RefOther}}
+
+<h2>Against the reference</h2>
+{{- if .RefRows}}
+<p class="note">{{.RefTitle}}</p>
+<div class="scroll">
+<table class="heat">
+<thead><tr><th class="label">row</th>{{range .RefHeader}}<th>{{.Ref}}{{with .Version}}<br><span class="sub">{{.}}</span>{{end}}</th>{{end}}</tr></thead>
+<tbody>
+{{- range .RefRows}}
+<tr><th class="label"><span class="exp">{{.Experiment}}</span> {{.Name}}</th>
+{{- range .Cells}}{{template "cell" .}}{{end}}</tr>
+{{- end}}
+</tbody>
+</table>
+</div>
+<p class="note">{{.RefLegend}}. Hover over a cell for its change, p-value and verdict in full; a value links to its run's report.</p>
+<table class="legend"><tr>
+{{- range .RefSwatches}}<td style="{{.Style}}">{{.Text}}</td>{{end -}}
+</tr></table>
+{{- with .RefNotes}}
+<ul>
+{{- range .}}
+<li>{{.}}</li>
+{{- end}}
+</ul>
+{{- end}}
+<p class="note">Sources:</p>
+<ul>
+{{- range .RefSources}}
+<li>{{.}}</li>
+{{- end}}
+</ul>
+{{- end}}
+{{- with .RefOther}}
+<ul>
+{{- range .}}
+<li>{{.}}</li>
+{{- end}}
+</ul>
+{{- end}}
 {{- end}}
 {{- with .Suites}}
 
@@ -249,4 +369,4 @@ p.result.fail { background: #ffebee; color: #b71c1c; }
 {{template "result" .}}
 </body>
 </html>
-`)
+{{define "cell"}}<td class="cell"{{with .Style}} style="{{.}}"{{end}} title="{{.Detail}}">{{if .Href}}<a href="{{.Href}}">{{.Value}}</a>{{else}}{{.Value}}{{end}} <span class="change">{{.Change}}{{with .Note}} <sup>{{.}}</sup>{{end}}</span></td>{{end}}`)

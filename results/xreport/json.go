@@ -8,8 +8,8 @@ import (
 
 // JSON writes m as indented JSON (Schema "klab.matrix/v1") followed by
 // a newline. Empty lists (kernels, rows, a row's cells, a cell's
-// samples, splats) are written as [], never null, and an empty Schema
-// as Schema; m itself is not changed.
+// samples, splats, a reference's cells) are written as [], never null,
+// and an empty Schema as Schema; m itself is not changed.
 func JSON(w io.Writer, m *Matrix) error {
 	c := *m
 	if c.Schema == "" {
@@ -25,6 +25,13 @@ func JSON(w io.Writer, m *Matrix) error {
 			r.Cells[j] = cell
 		}
 		c.Rows[i] = r
+	}
+	if m.References != nil {
+		c.References = make([]Reference, len(m.References))
+		for i, r := range m.References {
+			r.Cells = render.NonNil(r.Cells)
+			c.References[i] = r
+		}
 	}
 	return render.WriteJSON(w, &c, "matrix report")
 }

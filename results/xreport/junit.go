@@ -7,6 +7,7 @@ import (
 
 	"klab/internal/textsafe"
 	"klab/results/internal/render"
+	"klab/results/reference"
 )
 
 // JUnit writes m as JUnit XML for CI systems: one <testsuite> per
@@ -20,14 +21,21 @@ import (
 //     cell's summary in <system-out> (the cell's run has its own JUnit
 //     report, a testcase per test); a failing suite cell is a failure
 //     too;
+//   - a testcase per row and check held against its reference on the
+//     kernel (classname: the experiment and ".reference", name:
+//     "reference: " and the row), failing only when the kernel's cell
+//     contradicts the reference and the contradiction is strict, skipped
+//     when it has no verdict or is not comparable or not measured;
 //   - a failed testcase per failure on the kernel, named after the
-//     failure's cell;
+//     failure's cell, but for a strict contradiction, which fails its
+//     reference's testcase;
 //   - a "splats" testcase listing the kernel's splats, failing when
 //     the baseline did not print one of them;
 //   - a skipped testcase per skipped cell on the kernel.
 //
-// Failures and skipped cells of no kernel column go into one more
-// suite, named "matrix".
+// Failures and skipped cells of no kernel column, and a skipped
+// testcase per experiment whose expectations get no verdict
+// (ReferenceNotes), go into one more suite, named "matrix".
 func JUnit(w io.Writer, m *Matrix) error {
 	name := "matrix " + textsafe.OneLine(m.Name)
 	tb := newTable(m)
@@ -65,7 +73,7 @@ func JUnit(w io.Writer, m *Matrix) error {
 			if !c.hasValue {
 				why := "no value"
 				if c.note > 0 {
-					why += ": " + tb.notes[c.note-1]
+					why += ": " + tb.notes.text(c.note)
 				}
 				tc.Skipped = &render.JUnitSkipped{Message: why}
 			}
@@ -80,7 +88,11 @@ func JUnit(w io.Writer, m *Matrix) error {
 			SystemOut: suiteLine(c),
 		})
 	}
+	covered := refJUnit(m, suiteOf, &other)
 	for _, p := range m.Failures {
+		if p.Reference && covered[[2]string{p.Experiment, p.Kernel}] {
+			continue // the reference's testcase fails
+		}
 		suiteOf(p.Kernel).Add(render.JUnitCase{
 			Classname: textsafe.OneLine(p.Experiment),
 			Name:      problemCell(p),
@@ -126,4 +138,62 @@ func JUnit(w io.Writer, m *Matrix) error {
 		doc.Skipped += s.Skipped
 	}
 	return render.WriteJUnit(w, doc, "junit matrix report")
+}
+
+// refJUnit adds the references' testcases (see JUnit) to the kernels'
+// suites through suiteOf, and those of ReferenceNotes to other; it
+// returns the pairs of experiment and kernel whose contradiction fails
+// a testcase.
+func refJUnit(m *Matrix, suiteOf func(kernel string) *render.JUnitSuite, other *render.JUnitSuite) map[[2]string]bool {
+	covered := map[[2]string]bool{}
+	for _, r := range m.References {
+		exp := textsafe.OneLine(r.Experiment)
+		for i, k := range m.Kernels {
+			tc := render.JUnitCase{
+				Classname: exp + ".reference",
+				Name:      "reference: " + refName(r),
+				Time:      render.JUnitTime(0),
+			}
+			c := refCellOf(r, i, k.Ref)
+			if c == nil {
+				tc.SystemOut = textsafe.OneLine(k.Ref) + ": no verdict\n" + refSource(r)
+				tc.Skipped = &render.JUnitSkipped{Message: "no verdict"}
+				suiteOf(k.Ref).Add(tc)
+				continue
+			}
+			tc.SystemOut = textsafe.OneLine(k.Ref) + ": " + refCellDetail(r, *c) + "\n" + refSource(r)
+			switch c.Verdict {
+			case reference.Contradicted:
+				if c.Strict {
+					ratio := "-"
+					if c.Change != nil {
+						ratio = fmtRatio(c.Change.Ratio)
+					}
+					msg := refVerdictText(*c) + ": B/A " + ratio + ", the reference's " + refFigure(r)
+					if r.Check {
+						msg = refVerdictText(*c) + ", the reference's " + refFigure(r)
+					}
+					tc.Failure = &render.JUnitFailure{Type: "reference", Message: msg, Text: tc.SystemOut}
+					covered[[2]string{r.Experiment, k.Ref}] = true
+				}
+			case reference.Reproduced, reference.SameNotSignificant, reference.OppositeNotSignificant:
+			default:
+				why := refVerdictText(*c)
+				if c.Verdict == "" {
+					why = render.JoinNonEmpty(": ", "no verdict", textsafe.OneLine(c.Missing))
+				}
+				tc.Skipped = &render.JUnitSkipped{Message: why}
+			}
+			suiteOf(k.Ref).Add(tc)
+		}
+	}
+	for _, n := range m.ReferenceNotes {
+		other.Add(render.JUnitCase{
+			Classname: textsafe.OneLine(n.Experiment) + ".reference",
+			Name:      "reference",
+			Time:      render.JUnitTime(0),
+			Skipped:   &render.JUnitSkipped{Message: textsafe.OneLine(n.Message)},
+		})
+	}
+	return covered
 }

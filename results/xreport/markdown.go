@@ -11,9 +11,10 @@ import (
 
 // Markdown writes m as GitHub-flavoured Markdown with the content of
 // Text; the table is one Markdown table with a column per kernel, the
-// baseline's header marked "(baseline)". Every string from the matrix
-// is escaped, so a guest's text shows as written and cannot add links,
-// HTML or table cells.
+// baseline's header marked "(baseline)", and so is the references'
+// table ("Against the reference"), followed by where each reference
+// comes from. Every string from the matrix is escaped, so a guest's
+// text shows as written and cannot add links, HTML or table cells.
 func Markdown(w io.Writer, m *Matrix) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## %s\n\n", render.MDEscape(titleLine(m)))
@@ -22,31 +23,11 @@ func Markdown(w io.Writer, m *Matrix) error {
 	if len(tb.rows) == 0 {
 		b.WriteString("no measurements\n")
 	} else {
-		header := []string{"row"}
-		for i, k := range tb.kernels {
-			h := textsafe.OneLine(k.Ref)
-			if i == tb.base {
-				h += " (baseline)"
-			}
-			header = append(header, h)
-		}
-		b.WriteString(render.MDTableRow(header))
-		b.WriteString("|:---" + strings.Repeat("|---:", len(tb.kernels)) + "|\n")
-		for _, r := range tb.rows {
-			cells := []string{r.label}
-			for _, c := range r.cells {
-				cells = append(cells, c.text())
-			}
-			b.WriteString(render.MDTableRow(cells))
-		}
+		mdTable(&b, tb)
 	}
 	fmt.Fprintf(&b, "\n%s\n", render.MDEscape(legendLine(m)))
-	if len(tb.notes) > 0 {
-		b.WriteString("\n")
-		for i, n := range tb.notes {
-			fmt.Fprintf(&b, "- %s\n", render.MDEscape(noteLine(i+1, n)))
-		}
-	}
+	mdNotes(&b, tb)
+	mdReferences(&b, m, tb.notes)
 	render.MDList(&b, "Test suites", suiteLines(m))
 	render.MDList(&b, "Kernel splats", splatLines(m))
 	render.MDList(&b, "Skipped cells", skippedLines(m))
@@ -57,4 +38,62 @@ func Markdown(w io.Writer, m *Matrix) error {
 		return fmt.Errorf("writing markdown matrix report: %w", err)
 	}
 	return nil
+}
+
+// mdTable adds tb as a Markdown table: the label column, then a column
+// per kernel, the baseline's header marked.
+func mdTable(b *strings.Builder, tb *table) {
+	header := []string{"row"}
+	for i, k := range tb.kernels {
+		h := textsafe.OneLine(k.Ref)
+		if i == tb.base {
+			h += " (baseline)"
+		}
+		header = append(header, h)
+	}
+	b.WriteString(render.MDTableRow(header))
+	b.WriteString("|:---" + strings.Repeat("|---:", len(tb.kernels)) + "|\n")
+	for _, r := range tb.rows {
+		cells := []string{r.label}
+		for _, c := range r.cells {
+			cells = append(cells, c.text())
+		}
+		b.WriteString(render.MDTableRow(cells))
+	}
+}
+
+// mdReferences adds the references' section when the matrix says
+// anything of references: the table, its legend and footnotes, the
+// sources, and the experiments whose expectations get no verdict.
+func mdReferences(b *strings.Builder, m *Matrix, notes *footnotes) {
+	if !hasReferences(m) {
+		return
+	}
+	b.WriteString("\n### Against the reference\n\n")
+	if rt := newRefTable(m, notes); len(rt.rows) > 0 {
+		fmt.Fprintf(b, "%s\n\n", render.MDEscape(refTitle))
+		mdTable(b, rt)
+		fmt.Fprintf(b, "\n%s\n", render.MDEscape(refLegend))
+		mdNotes(b, rt)
+		b.WriteString("\nSources:\n\n")
+		for _, l := range refSourceLines(m) {
+			fmt.Fprintf(b, "- %s\n", render.MDEscape(l))
+		}
+	}
+	if lines := refNoteLines(m); len(lines) > 0 {
+		b.WriteString("\n")
+		for _, l := range lines {
+			fmt.Fprintf(b, "- %s\n", render.MDEscape(l))
+		}
+	}
+}
+
+// mdNotes adds a list of the footnotes, when there are any.
+func mdNotes(b *strings.Builder, tb *table) {
+	if lines := tb.noteLines(); len(lines) > 0 {
+		b.WriteString("\n")
+		for _, l := range lines {
+			fmt.Fprintf(b, "- %s\n", render.MDEscape(l))
+		}
+	}
 }

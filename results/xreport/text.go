@@ -27,10 +27,14 @@ const (
 // measured row, a column per kernel with the median and the change vs
 // the baseline; split into several tables, each repeating the label
 // column, when the kernels do not fit the width), the legend and the
-// footnotes saying why values are missing, a line per suite cell, the splats per kernel, the
-// skipped cells, the failures, the warnings and the result. Other long
-// lines are wrapped; control characters are dropped and other non-ASCII
-// characters replaced.
+// footnotes saying why values are missing, the references' table (a row
+// per row and check held against its reference, a column per kernel
+// with the B/A within its cell and the short verdict, its footnotes
+// numbered on from the first table's) with the experiments whose
+// expectations get no verdict, a line per suite cell, the splats per
+// kernel, the skipped cells, the failures, the warnings and the result.
+// Other long lines are wrapped; control characters are dropped and
+// other non-ASCII characters replaced.
 func Text(w io.Writer, m *Matrix) error {
 	t := textWriter{render.TextWriter{Width: TextWidth}}
 	t.Line(titleLine(m))
@@ -40,9 +44,10 @@ func Text(w io.Writer, m *Matrix) error {
 	t.tables(tb)
 	t.Blank()
 	t.Line(legendLine(m))
-	for i, n := range tb.notes {
-		t.Line(noteLine(i+1, n))
+	for _, l := range tb.noteLines() {
+		t.Line(l)
 	}
+	t.references(m, tb.notes)
 	t.Section(suiteLines(m))
 	t.Section(splatLines(m))
 	t.Section(skippedLines(m))
@@ -58,6 +63,28 @@ func Text(w io.Writer, m *Matrix) error {
 		return fmt.Errorf("writing text matrix report: %w", err)
 	}
 	return nil
+}
+
+// references adds the references' block when the matrix says anything
+// of references: the title, table, legend and footnotes (numbered on
+// from notes') when a row has a verdict, and the experiments whose
+// expectations get none.
+func (t *textWriter) references(m *Matrix, notes *footnotes) {
+	if !hasReferences(m) {
+		return
+	}
+	t.Blank()
+	if rt := newRefTable(m, notes); len(rt.rows) > 0 {
+		t.Line(refTitle)
+		t.tables(rt)
+		t.Line(refLegend)
+		for _, l := range rt.noteLines() {
+			t.Line(l)
+		}
+	}
+	for _, l := range refNoteLines(m) {
+		t.Line(l)
+	}
 }
 
 // textWriter collects Text's lines, each made ASCII and wrapped at
@@ -135,7 +162,12 @@ func (t *textWriter) tables(tb *table) {
 			}
 			t.Line(b.String())
 		}
-		row(labelHeader, func(i int) string { return header[i] })
+		row(labelHeader, func(i int) string {
+			if tb.leftHeader {
+				return padRight(header[i], widths[i])
+			}
+			return header[i]
+		})
 		if hasSub(sub, g) {
 			row("", func(i int) string { return sub[i] })
 		}

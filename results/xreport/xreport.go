@@ -1,11 +1,15 @@
 // Package xreport holds a matrix's cross-kernel report: every measured
 // row of every experiment with the kernels as columns, each cell compared
 // against a baseline kernel, with the splats, skipped cells and failures
-// per kernel. Its JSON form (Schema "klab.matrix/v1") is a stable
+// per kernel, and the rows held against their experiment's reference
+// with a verdict per kernel. Its JSON form (Schema "klab.matrix/v1") is a stable
 // interface: fields are only ever added.
 package xreport
 
-import "klab/results/stats"
+import (
+	"klab/results/reference"
+	"klab/results/stats"
+)
 
 // Schema names the JSON schema of Matrix.
 const Schema = "klab.matrix/v1"
@@ -42,6 +46,16 @@ type Matrix struct {
 	// test results instead of rows, in the order of Experiments and
 	// Kernels.
 	Suites []SuiteCell `json:"suites,omitempty"`
+	// References are the rows and checks held against what their
+	// experiment's reference found (the spec's expect:), with the
+	// verdict on each kernel: those of experiments whose cells run an
+	// A/B within their kernel (a parameter compared), in the order of
+	// Experiments.
+	References []Reference `json:"references,omitempty"`
+	// ReferenceNotes name the experiments with expectations that no
+	// cell can be held against, and why: their cells measure one kernel
+	// each, and a reference verdict needs an A/B within the cell.
+	ReferenceNotes []ReferenceNote `json:"reference_notes,omitempty"`
 	// Skipped are cells that did not run, with why.
 	Skipped []Problem `json:"skipped,omitempty"`
 	// Failures make the matrix fail: failed checks, failed cells,
@@ -108,6 +122,78 @@ type Problem struct {
 	// Cell names the cell ("fuse-transport on debian:7.3").
 	Cell       string `json:"cell"`
 	Kernel     string `json:"kernel"`
+	Experiment string `json:"experiment"`
+	Message    string `json:"message"`
+	// Reference is set on a failure that a strict contradiction of a
+	// reference makes; JUnit reports it in the reference's testcase.
+	Reference bool `json:"reference,omitempty"`
+}
+
+// Reference is one row or check of an experiment held against what its
+// reference found, on every kernel: within each kernel's cell, B
+// against A.
+type Reference struct {
+	// Experiment is the experiment's label, as in Row.Experiment.
+	Experiment string `json:"experiment"`
+	// Name is the row ("creates jobs=2"), or "check " and the check's
+	// name.
+	Name string `json:"name"`
+	// Check is set for a check: it has an Outcome, and its cells no
+	// change.
+	Check bool `json:"check,omitempty"`
+	// Metric, Unit and Direction are the row's, as in Row.
+	Metric    string `json:"metric,omitempty"`
+	Unit      string `json:"unit,omitempty"`
+	Direction int    `json:"direction,omitempty"`
+	// A and B label the sides each cell compares ("transport=dev",
+	// "transport=uring").
+	A string `json:"a,omitempty"`
+	B string `json:"b,omitempty"`
+	// Expected is what the reference found for a row: better, worse or
+	// no-change (B against A); Ratio its B/A and Range its bounds, when
+	// it gave them. Outcome is a check's: pass or fail.
+	Expected string    `json:"expected,omitempty"`
+	Ratio    float64   `json:"ratio,omitempty"`
+	Range    []float64 `json:"range,omitempty"`
+	Outcome  string    `json:"outcome,omitempty"`
+	// Source says where the figure comes from; MeasuredOn the machine
+	// the reference measured on, when stated; Needs what a run needs to
+	// be comparable ("accel kvm"), "" for any.
+	Source     string                `json:"source"`
+	MeasuredOn *reference.MeasuredOn `json:"measured_on,omitempty"`
+	Needs      string                `json:"needs,omitempty"`
+	// Cells are one per kernel, in Matrix.Kernels' order.
+	Cells []ReferenceCell `json:"cells"`
+}
+
+// ReferenceCell is a row's or check's verdict on one kernel.
+type ReferenceCell struct {
+	// Kernel is the column's ref.
+	Kernel string `json:"kernel"`
+	// Change compares B against A within the kernel's cell (its Ratio
+	// is the measured B/A); nil for a check and when there is none.
+	Change *stats.Change `json:"change,omitempty"`
+	// Verdict is as in the cell's own report (reproduced, "same
+	// direction, not significant", "opposite direction, not
+	// significant", contradicted, "not comparable here", "not
+	// measured"); "" when the kernel has none (see Missing). Reason
+	// says why a row is not comparable or not measured, or counts a
+	// check's rounds.
+	Verdict reference.Verdict `json:"verdict,omitempty"`
+	Reason  string            `json:"reason,omitempty"`
+	// Strict is set when a contradiction fails the matrix (the spec's
+	// strict: true, or --strict-reference).
+	Strict bool `json:"strict,omitempty"`
+	// Missing says why there is no verdict (not run, failed).
+	Missing string `json:"missing,omitempty"`
+	// Run is the cell's experiment run directory, relative to the
+	// results tree.
+	Run string `json:"run,omitempty"`
+}
+
+// ReferenceNote says why an experiment's expectations get no verdict
+// in the matrix.
+type ReferenceNote struct {
 	Experiment string `json:"experiment"`
 	Message    string `json:"message"`
 }
