@@ -77,7 +77,7 @@ experiments:
 func testFile(t *testing.T, matrix string) *File {
 	t.Helper()
 	dir := t.TempDir()
-	for name, data := range map[string]string{"kx.yaml": kernelSpec, "px.yaml": paramSpec, "fst.yaml": suiteSpec, "fix.patch": "--- a\n+++ b\n", "m.yaml": matrix} {
+	for name, data := range map[string]string{"kx.yaml": kernelSpec, "px.yaml": paramSpec, "fst.yaml": suiteSpec, "rx.yaml": refSpec, "kxe.yaml": kernelRefSpec, "fix.patch": "--- a\n+++ b\n", "m.yaml": matrix} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.TrimPrefix(data, "\n")), 0o644); err != nil {
 			t.Fatal(err)
 		}

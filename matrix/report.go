@@ -9,6 +9,7 @@ import (
 
 	"klab/experiments"
 	"klab/internal/textsafe"
+	"klab/results/report"
 	"klab/results/stats"
 	"klab/results/suite"
 	"klab/results/xreport"
@@ -16,7 +17,12 @@ import (
 
 // Report makes the cross-kernel report of the tree: every experiment's
 // rows with the kernels as columns, each compared against the baseline.
-// A cell's run that cannot be read becomes a failure of that cell.
+// An experiment whose cells run an A/B within their kernel (a parameter
+// compared) has its rows and checks held against their reference (the
+// spec's expect:) on every kernel, as each cell's own report holds them;
+// one whose cells measure one kernel each gets a note instead, as a
+// reference verdict needs an A/B within the cell. A cell's run that
+// cannot be read becomes a failure of that cell.
 func (t *Tree) Report() *xreport.Matrix {
 	m := t.Manifest
 	x := &xreport.Matrix{Schema: xreport.Schema, Name: m.Name, File: m.File, SHA256: m.SHA256, Dir: t.Dir,
@@ -44,6 +50,8 @@ func (t *Tree) Report() *xreport.Matrix {
 		}
 		var order []string
 		rows := map[string]*rowAcc{}
+		refs := &refAcc{cells: map[string]map[string]xreport.ReferenceCell{}, refs: map[string]*xreport.Reference{}}
+		oneSided := false
 		for _, ref := range m.Kernels {
 			c, ok := cells[[2]string{exp, ref}]
 			if !ok {
@@ -91,8 +99,19 @@ func (t *Tree) Report() *xreport.Matrix {
 			if k := kernels[ref]; k != nil && len(rep.Kernels) > 0 && k.Version == "" {
 				k.Name, k.Version = rep.Kernels[0].Name, rep.Kernels[0].Version
 			}
+			refFailures := map[string]bool{}
+			for _, f := range experiments.ReferenceFailures(rep) {
+				refFailures[f] = true
+			}
 			for _, f := range rep.Failures {
-				x.Failures = append(x.Failures, problem(c, f))
+				p := problem(c, f)
+				p.Reference = refFailures[f]
+				x.Failures = append(x.Failures, p)
+			}
+			if saved.Plan.Single {
+				oneSided = oneSided || saved.HasExpectations()
+			} else {
+				refs.add(exp, ref, r.Run, rep)
 			}
 			for _, s := range rep.Skipped {
 				x.Skipped = append(x.Skipped, problem(c, s.Cell+": "+s.Reason))
@@ -143,7 +162,7 @@ func (t *Tree) Report() *xreport.Matrix {
 			for _, ref := range m.Kernels {
 				c, ok := acc.cells[ref]
 				if !ok {
-					c = xreport.Cell{Kernel: ref, Summary: stats.Summarize(nil), Missing: missingWhy(t, cells, exp, ref)}
+					c = xreport.Cell{Kernel: ref, Summary: stats.Summarize(nil), Missing: missingWhy(t, cells, exp, ref, "no samples")}
 				} else if ref != m.Baseline && hasBase && base.Summary.N > 0 && c.Summary.N > 0 {
 					ch := stats.Compare(base.Summary, c.Summary, acc.row.Direction)
 					c.Change = &ch
@@ -151,6 +170,20 @@ func (t *Tree) Report() *xreport.Matrix {
 				acc.row.Cells = append(acc.row.Cells, c)
 			}
 			x.Rows = append(x.Rows, acc.row)
+		}
+		for _, key := range refs.order {
+			xr := *refs.refs[key]
+			for _, ref := range m.Kernels {
+				c, ok := refs.cells[key][ref]
+				if !ok {
+					c = xreport.ReferenceCell{Kernel: ref, Missing: missingWhy(t, cells, exp, ref, "not in the cell's report")}
+				}
+				xr.Cells = append(xr.Cells, c)
+			}
+			x.References = append(x.References, xr)
+		}
+		if oneSided {
+			x.ReferenceNotes = append(x.ReferenceNotes, xreport.ReferenceNote{Experiment: exp, Message: oneSidedNote})
 		}
 	}
 	// Splats: per kernel, new where the baseline did not print them.
@@ -193,8 +226,61 @@ func (t *Tree) Report() *xreport.Matrix {
 	return x
 }
 
-// missingWhy says why a row has no value on a kernel.
-func missingWhy(t *Tree, cells map[[2]string]Cell, exp, ref string) string {
+// oneSidedNote says why an experiment that compares kernels gets no
+// reference verdict in a matrix.
+const oneSidedNote = "no verdict: its expectations are about an A/B of two kernels, and each of its cells measures one kernel; " +
+	"a reference verdict needs an A/B within the cell (klab run with both kernels gives one)"
+
+// refAcc collects an experiment's rows and checks held against their
+// reference, cell by cell.
+type refAcc struct {
+	// order are the keys in the order first seen; refs what each
+	// reference found; cells each one's verdicts by kernel.
+	order []string
+	refs  map[string]*xreport.Reference
+	cells map[string]map[string]xreport.ReferenceCell
+}
+
+// add takes the rows' and checks' verdicts of rep, the report of
+// experiment exp's cell on kernel ref (its run directory run).
+func (a *refAcc) add(exp, ref, run string, rep *report.Report) {
+	put := func(key string, r xreport.Reference, c xreport.ReferenceCell) {
+		if a.refs[key] == nil {
+			a.refs[key] = &r
+			a.cells[key] = map[string]xreport.ReferenceCell{}
+			a.order = append(a.order, key)
+		}
+		c.Kernel, c.Run = ref, run
+		a.cells[key][ref] = c
+	}
+	sideA, sideB := textsafe.Clean(rep.A.Label), textsafe.Clean(rep.B.Label)
+	for _, row := range rep.Rows {
+		rr := row.Reference
+		if rr == nil {
+			continue
+		}
+		name := textsafe.Clean(withoutSets(row.Name, exp))
+		xr := xreport.Reference{Experiment: exp, Name: name, Metric: row.Metric, Unit: row.Unit, Direction: row.Direction,
+			A: sideA, B: sideB, Expected: rr.Direction, Ratio: rr.Ratio, Range: rr.Range,
+			Source: textsafe.Clean(rr.Source), MeasuredOn: rr.MeasuredOn, Needs: rr.Needs}
+		c := xreport.ReferenceCell{Verdict: rr.Verdict, Reason: textsafe.Clean(rr.Reason), Strict: rr.Strict}
+		if row.A.N > 0 && row.B.N > 0 {
+			ch := row.Change
+			c.Change = &ch
+		}
+		put("row\x00"+name+"\x00"+row.Metric, xr, c)
+	}
+	for _, cr := range rep.CheckReferences {
+		name := "check " + textsafe.Clean(cr.Check)
+		xr := xreport.Reference{Experiment: exp, Name: name, Check: true, A: sideA, B: sideB,
+			Outcome: cr.Outcome, Source: textsafe.Clean(cr.Source), Needs: cr.Needs}
+		put("check\x00"+name, xr, xreport.ReferenceCell{Verdict: cr.Verdict, Reason: textsafe.Clean(cr.Reason), Strict: cr.Strict})
+	}
+}
+
+// missingWhy says why a row has no value on a kernel; complete is what
+// it says when the kernel's cell is complete.
+func missingWhy(t *Tree, cells map[[2]string]Cell, exp, ref, complete string) string {
 	c, ok := cells[[2]string{exp, ref}]
 	if !ok {
 		return "in another shard"
@@ -206,7 +292,7 @@ func missingWhy(t *Tree, cells map[[2]string]Cell, exp, ref string) string {
 	case r.Status != StatusComplete:
 		return r.Status
 	}
-	return "no samples"
+	return complete
 }
 
 // withoutSets drops from a row's name the parameters the experiment's
