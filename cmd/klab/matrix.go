@@ -56,7 +56,10 @@ columns, each compared against a baseline kernel.
 
 An experiment that compares kernels runs on each kernel alone; one that
 compares a parameter (fuse-transport's transport) runs its A/B on each
-kernel, and the report has a row per side. A suite experiment (fstests)
+kernel, and the report has a row per side; its rows and checks with an
+expect: also get, per kernel, the B/A and the verdict against the reference
+(reproduced, n.s., CONTRADICTED, not comparable). One that compares kernels
+gets no such verdict: that needs an A/B within the cell. A suite experiment (fstests)
 runs on the baseline alone and as an A/B of the baseline and each other
 kernel, and the report summarises its tests per side.`,
 		Example: `  klab matrix plan matrices/smoke.yaml
@@ -96,9 +99,10 @@ failures on both, and fails on a regression.
 
 Exit status: 0 when every cell ran and nothing failed; 1 when a cell failed,
 a check failed, a suite cell failed, a kernel printed a splat the baseline
-did not, or a row contradicted a strict expectation (any, with
---strict-reference); 2 for a broken matrix file or bad flags (nothing is run);
-130 when interrupted.`,
+did not, or a row or check contradicted a strict expectation (any, with
+--strict-reference: a JUnit testcase "reference: ROW" fails on that kernel);
+2 for a broken matrix file or bad flags (nothing is run); 130 when
+interrupted.`,
 		Example: `  klab matrix run smoke.yaml
   klab matrix run smoke.yaml --jobs 2 --out /tmp/smoke
   klab matrix run smoke.yaml --resume /tmp/smoke
@@ -118,7 +122,7 @@ did not, or a row contradicted a strict expectation (any, with
 	f.StringVar(&o.accel, "accel", "", "accelerator: auto, kvm or tcg (default: each spec's, else auto)")
 	f.StringVar(&o.format, "format", "text", "report printed at the end: "+strings.Join(xreport.Formats, ", "))
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the report")
-	f.BoolVar(&o.strictReference, "strict-reference", false, "a row or check that contradicts its reference (the spec's expect:) fails its cell")
+	f.BoolVar(&o.strictReference, "strict-reference", false, "a row or check that contradicts its reference (the spec's expect:) fails the matrix")
 	f.StringVar(&o.fstestsSrc, "fstests-src", "", "fstests source of the suite experiments: a checkout or a tarball (default $"+experimentsfstests.SrcEnv+")")
 	return cmd
 }
@@ -285,10 +289,18 @@ func newMatrixReportCommand() *cobra.Command {
 	var format string
 	var strict bool
 	cmd := &cobra.Command{
-		Use:     "report DIR",
-		Short:   "Rewrite and print a matrix results tree's cross-kernel report",
-		Example: `  klab matrix report /tmp/smoke --format md`,
-		Args:    cobra.ExactArgs(1),
+		Use:   "report DIR",
+		Short: "Rewrite and print a matrix results tree's cross-kernel report",
+		Long: `Rewrite a matrix results tree's reports (report.{txt,md,json,xml,html}) from
+its cells' runs, and print one.
+
+Exit status: 0 when nothing failed; 1 when a cell failed, a check failed, a
+suite cell failed, a kernel printed a splat the baseline did not, or a row or
+check contradicted a strict expectation (any, with --strict-reference);
+2 when DIR is not a matrix results tree or a flag is bad.`,
+		Example: `  klab matrix report /tmp/smoke --format md
+  klab matrix report /tmp/smoke --strict-reference --format junit`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkMatrixFormat(format); err != nil {
 				return err
@@ -298,7 +310,7 @@ func newMatrixReportCommand() *cobra.Command {
 				return badInput(err)
 			}
 			t.StrictReference = strict
-			code, err := finishMatrix(t, format, os.Stdout, os.Stderr)
+			code, err := finishMatrix(t, format, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if err == nil && code != 0 {
 				return &exitError{code: code}
 			}
@@ -306,7 +318,7 @@ func newMatrixReportCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "report format: "+strings.Join(xreport.Formats, ", "))
-	cmd.Flags().BoolVar(&strict, "strict-reference", false, "a row or check that contradicts its reference (the spec's expect:) fails its cell")
+	cmd.Flags().BoolVar(&strict, "strict-reference", false, "a row or check that contradicts its reference (the spec's expect:) fails the matrix")
 	return cmd
 }
 
@@ -371,6 +383,7 @@ func newResultsCommand() *cobra.Command {
 		Example: "  klab results merge results-1 results-2 --out merged",
 	}
 	var out, format string
+	var strict bool
 	merge := &cobra.Command{
 		Use:   "merge DIR... --out DIR",
 		Short: "Merge matrix shards' results trees into one, with its report",
@@ -392,6 +405,7 @@ be run afterwards with klab matrix run FILE --resume OUT.`,
 			if err != nil {
 				return badInput(flagNames(err))
 			}
+			t.StrictReference = strict
 			code, err := finishMatrix(t, format, os.Stdout, os.Stderr)
 			if err == nil && code != 0 {
 				return &exitError{code: code}
@@ -401,6 +415,7 @@ be run afterwards with klab matrix run FILE --resume OUT.`,
 	}
 	merge.Flags().StringVarP(&out, "out", "o", "", "the merged results directory (must not exist)")
 	merge.Flags().StringVar(&format, "format", "text", "report printed: "+strings.Join(xreport.Formats, ", "))
+	merge.Flags().BoolVar(&strict, "strict-reference", false, "a row or check that contradicts its reference (the spec's expect:) fails the matrix")
 	cmd.AddCommand(merge)
 	return cmd
 }
