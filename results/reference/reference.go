@@ -360,8 +360,15 @@ func RowVerdict(exp Expectation, c stats.Change, dir int, m Mode) (v Verdict, re
 	want := exp.Expected(dir)
 	switch want {
 	case NoChange:
-		if c.Significant {
+		switch {
+		case c.Significant:
 			return Contradicted, ""
+		case c.MDCPct == nil:
+			// No change could have been significant: the absence of one
+			// shows nothing.
+			return SameNotSignificant, "no significant change, but none could be significant with these samples"
+		case *c.MDCPct > 100*NoChangeTolerance:
+			return SameNotSignificant, fmt.Sprintf("no significant change, but only a change above %.0f%% could be seen here (the reference's is within %.0f%%)", *c.MDCPct, 100*NoChangeTolerance)
 		}
 		return Reproduced, ""
 	case Better, Worse:

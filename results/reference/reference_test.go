@@ -71,7 +71,8 @@ func TestComparable(t *testing.T) {
 
 // change is a Change with B/A ratio and significance.
 func change(ratio float64, significant bool) stats.Change {
-	c := stats.Change{Ratio: ratio, Pct: 100 * (ratio - 1), Significant: significant, P: 0.5, Alpha: stats.Alpha}
+	mdc := 5.0
+	c := stats.Change{Ratio: ratio, Pct: 100 * (ratio - 1), Significant: significant, P: 0.5, Alpha: stats.Alpha, MDCPct: &mdc}
 	if significant {
 		c.P = 0.01
 	}
@@ -271,6 +272,30 @@ func TestStrings(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+// TestNoChangeNeedsPower: "no significant change" reproduces an
+// expectation of no change only when the run could have seen a change
+// the size of the reference's tolerance.
+func TestNoChangeNeedsPower(t *testing.T) {
+	exp := Expectation{Direction: NoChange, Ratio: 0.99}
+	tcg := Mode{Accel: "tcg", CPUs: 2}
+	wide, precise := 22.0, 4.0
+	for _, tc := range []struct {
+		mdc    *float64
+		want   Verdict
+		reason string
+	}{
+		{&precise, Reproduced, ""},
+		{&wide, SameNotSignificant, "only a change above 22% could be seen here"},
+		{nil, SameNotSignificant, "none could be significant"},
+	} {
+		c := stats.Change{Ratio: 0.98, Alpha: stats.Alpha, P: 0.9, MDCPct: tc.mdc}
+		v, reason := RowVerdict(exp, c, 1, tcg)
+		if v != tc.want || !strings.Contains(reason, tc.reason) {
+			t.Errorf("MDC %v: %s %q, want %s %q", tc.mdc, v, reason, tc.want, tc.reason)
 		}
 	}
 }
