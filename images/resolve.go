@@ -37,19 +37,81 @@ type ResolveOptions struct {
 //     directory) built in place, booted with its own bzImage, .config and
 //     modules (see TreeKernel).
 func ResolveKernel(ctx context.Context, ref string, o ResolveOptions) (*results.Kernel, error) {
-	switch {
-	case strings.HasPrefix(ref, "debian:"):
+	switch kindOf(ref) {
+	case refDebian:
 		return debian.Fetch(ctx, ref, o.Debian)
-	case strings.HasPrefix(ref, "build:"):
+	case refBuild:
 		return buildstore.New(o.Debian.CacheDir).Lookup(ref)
-	case strings.HasPrefix(ref, "tree:"):
+	case refTree:
 		return TreeKernel(strings.TrimPrefix(ref, "tree:"))
-	case isDir(ref):
+	case refTreeDir:
 		return TreeKernel(ref)
-	case strings.Contains(ref, "/") || isFile(ref):
+	case refImage:
 		return localKernel(ref, o.Config)
 	}
-	return nil, fmt.Errorf("unknown kernel %q: %s", ref, KernelRefHelp)
+	return nil, unknownKernel(ref)
+}
+
+// CheckKernelRef returns the error ResolveKernel would give for ref when
+// that error needs no download and no build to find: a reference of no
+// known form, a debian: reference that does not parse (with
+// o.Debian.Flavour), a build: name klab has not built (in
+// o.Debian.CacheDir), a tree: that is not a directory, a path that is not
+// there or not a bzImage. Commands check a user's reference with it before
+// doing any work; nil does not promise that the kernel resolves (a Debian
+// series may have no package yet, a tree may not be built).
+func CheckKernelRef(ref string, o ResolveOptions) error {
+	switch kindOf(ref) {
+	case refDebian:
+		return debian.CheckRef(ref, o.Debian.Flavour)
+	case refBuild:
+		_, err := buildstore.New(o.Debian.CacheDir).Lookup(ref)
+		return err
+	case refTree:
+		if dir := strings.TrimPrefix(ref, "tree:"); !isDir(dir) {
+			return fmt.Errorf("kernel tree %s: not a directory", dir)
+		}
+		return nil
+	case refTreeDir:
+		return nil
+	case refImage:
+		_, err := kerneldir.CheckBzImage(ref)
+		return err
+	}
+	return unknownKernel(ref)
+}
+
+// refKind is the form of a kernel reference.
+type refKind int
+
+const (
+	refUnknown refKind = iota
+	refDebian          // debian:...
+	refBuild           // build:NAME
+	refTree            // tree:DIR
+	refTreeDir         // a directory
+	refImage           // a path: a bzImage
+)
+
+// kindOf says which form ref has, as ResolveKernel reads it.
+func kindOf(ref string) refKind {
+	switch {
+	case strings.HasPrefix(ref, "debian:"):
+		return refDebian
+	case strings.HasPrefix(ref, "build:"):
+		return refBuild
+	case strings.HasPrefix(ref, "tree:"):
+		return refTree
+	case isDir(ref):
+		return refTreeDir
+	case strings.Contains(ref, "/") || isFile(ref):
+		return refImage
+	}
+	return refUnknown
+}
+
+func unknownKernel(ref string) error {
+	return fmt.Errorf("unknown kernel %q: %s", ref, KernelRefHelp)
 }
 
 // KernelRefHelp says what a kernel reference may be.

@@ -79,3 +79,38 @@ func TestResolveKernelBadRefs(t *testing.T) {
 		t.Errorf("debian:latest: err = %v", err)
 	}
 }
+
+// TestCheckKernelRef: a reference that names nothing usable is refused
+// without a download, with ResolveKernel's own error; one that may
+// resolve passes.
+func TestCheckKernelRef(t *testing.T) {
+	tree := t.TempDir()
+	image := imagetest.WriteFile(t, filepath.Join(tree, "arch/x86/boot/bzImage"), imagetest.BzImage("7.3.0 #1"))
+	notImage := imagetest.WriteFile(t, filepath.Join(t.TempDir(), "notakernel"), []byte("#!/bin/sh\n"))
+	o := ResolveOptions{Debian: debian.Options{CacheDir: t.TempDir()}}
+	for _, ref := range []string{"debian:7.3", "debian:7.3.4+deb13-cloud-amd64", image, tree, "tree:" + tree} {
+		if err := CheckKernelRef(ref, o); err != nil {
+			t.Errorf("CheckKernelRef(%q) = %v, want nil", ref, err)
+		}
+	}
+	for ref, want := range map[string]string{
+		"fedora:40":          `unknown kernel "fedora:40": want debian:<series>`,
+		"debian:seven":       `bad Debian kernel "debian:seven"`,
+		"build:nosuch":       "no kernels built yet",
+		"tree:/no/such/tree": "kernel tree /no/such/tree: not a directory",
+		"./no/such/bzImage":  "no such file",
+		notImage:             "not a bzImage",
+	} {
+		err := CheckKernelRef(ref, o)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckKernelRef(%q) = %v, want %q in it", ref, err, want)
+		}
+		if _, rerr := ResolveKernel(context.Background(), ref, o); rerr == nil || rerr.Error() != err.Error() {
+			t.Errorf("ResolveKernel(%q) = %v; CheckKernelRef said %v", ref, rerr, err)
+		}
+	}
+	o.Debian.Flavour = "nope"
+	if err := CheckKernelRef("debian:7.3", o); err == nil || !strings.Contains(err.Error(), "flavour") {
+		t.Errorf("a bad flavour: %v", err)
+	}
+}

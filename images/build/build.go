@@ -150,7 +150,7 @@ func (bd *builder) logf(format string, args ...any) {
 
 // Build builds what o describes, or finds it in the cache.
 func Build(ctx context.Context, o Options) (*Result, error) {
-	if err := o.check(); err != nil {
+	if err := o.Check(); err != nil {
 		return nil, err
 	}
 	bd := &builder{o: &o, s: buildstore.New(o.CacheDir), res: &Result{}}
@@ -232,7 +232,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	return bd.res, nil
 }
 
-func (o *Options) check() error {
+// Check returns every problem of o that Build finds before any work
+// (options out of range or that do not go together, as *option.Error
+// where one option is to blame), and fills in the defaults it checks
+// against. Build calls it first.
+func (o *Options) Check() error {
 	var errs []error
 	if o.Arch == "" {
 		o.Arch = "x86_64"

@@ -111,7 +111,7 @@ func TestDirtyNeedsGitTree(t *testing.T) {
 		{Source: "debian:7.3", Dirty: true},
 	} {
 		var oe *option.Error
-		if err := o.check(); !errors.As(err, &oe) || oe.Name != "dirty" {
+		if err := o.Check(); !errors.As(err, &oe) || oe.Name != "dirty" {
 			t.Errorf("check(%+v) = %v, want an error of the option dirty", o, err)
 		}
 	}

@@ -272,6 +272,25 @@ func (s *Store) namesOf() map[string][]string {
 	return names
 }
 
+// CheckRemove returns every problem Remove would meet with refs before
+// it removes anything: a reference that is not build:NAME, a name that is
+// not one, a name no built kernel has.
+func (s *Store) CheckRemove(refs []string) error {
+	var errs []error
+	for _, ref := range refs {
+		name, ok := strings.CutPrefix(ref, "build:")
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: klab kernels rm removes kernels built from source, named build:<name>", ref))
+		case CheckName(name) != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", ref, CheckName(name)))
+		case linkTarget(s.nameLink(name)) == "":
+			errs = append(errs, fmt.Errorf("%s: no built kernel by that name (see klab kernels list)", ref))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Remove deletes the built kernels that refs name ("build:<name>" or
 // "<name>"). A kernel's files go when no other name refers to them. It
 // returns the results directories removed.

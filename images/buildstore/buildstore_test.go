@@ -188,6 +188,25 @@ func TestRemove(t *testing.T) {
 	}
 }
 
+// TestCheckRemove: every reference Remove cannot take is named at once,
+// and nothing is removed.
+func TestCheckRemove(t *testing.T) {
+	s := New(t.TempDir())
+	commit(t, s, "r1", "in1", "fix")
+	if err := s.CheckRemove([]string{"build:fix"}); err != nil {
+		t.Errorf("a built name: %v", err)
+	}
+	err := s.CheckRemove([]string{"debian:7.3", "build:nope", "build:../x", "build:fix"})
+	for _, want := range []string{"debian:7.3: klab kernels rm removes kernels built from source", "build:nope: no built kernel by that name", "build:../x: bad build name"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckRemove = %v, want %q in it", err, want)
+		}
+	}
+	if _, err := os.Stat(s.ResultDir("r1")); err != nil {
+		t.Errorf("CheckRemove removed a kernel: %v", err)
+	}
+}
+
 // TestStoreOfEarlierKlab: a store as klab wrote it before the store was a
 // package of its own (results directories of mode 0700, kernel.json naming
 // the paths of the cache where it was built, links relative to the store)

@@ -39,6 +39,15 @@ func validFlavour(f string) bool {
 	return false
 }
 
+// CheckRef returns the error Fetch gives for a reference it cannot parse
+// (with flavour, the --flavour of the command; empty means
+// DefaultFlavour), without a download: nil does not promise that the
+// archive has the kernel.
+func CheckRef(ref, flavour string) error {
+	_, err := parseDebianRef(ref, flavour)
+	return err
+}
+
 // parseDebianRef parses ref with or without its "debian:" prefix.
 func parseDebianRef(ref, flavour string) (debianRef, error) {
 	if flavour == "" {

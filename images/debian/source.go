@@ -41,6 +41,13 @@ type Source struct {
 	SHA256 string `json:"sha256"`
 }
 
+// CheckSourceRef returns the error FetchSource gives for a reference it
+// cannot parse, without a download.
+func CheckSourceRef(ref string) error {
+	_, _, err := parseSourceRef(ref)
+	return err
+}
+
 // parseSourceRef parses "debian:<series>" or
 // "debian:<series>=<package version>" ("debian:" may be left out).
 func parseSourceRef(ref string) (series, pin string, err error) {

@@ -317,9 +317,55 @@ func (o *CheckOptions) AddFlags(f *pflag.FlagSet, what string) {
 	}
 }
 
+// Validate returns every problem of o's flags for check what, before
+// anything is mounted: an unknown check, transport, --via or --policy,
+// and numbers out of their range.
+func (o *CheckOptions) Validate(what string) error {
+	var errs []error
+	switch o.Transport {
+	case "", fuse.TransportDev, fuse.TransportURing:
+	default:
+		errs = append(errs, fmt.Errorf("--transport %q: want %s or %s", o.Transport, fuse.TransportDev, fuse.TransportURing))
+	}
+	switch what {
+	case "timeout":
+		if o.Timeout < 1 || o.Timeout > 65535 {
+			errs = append(errs, fmt.Errorf("--timeout %d: want 1..65535 seconds", o.Timeout))
+		}
+		switch o.Via {
+		case "all", check.ViaInit, check.ViaDefault, check.ViaMax:
+		default:
+			errs = append(errs, fmt.Errorf("--via %q: want %s, %s, %s or all", o.Via, check.ViaInit, check.ViaDefault, check.ViaMax))
+		}
+		if o.Slack < 0 {
+			errs = append(errs, fmt.Errorf("--slack %v: want 0 or more", o.Slack))
+		}
+	case "interrupt":
+		if o.Policy != "all" {
+			if _, err := dispatch.ParseInterruptPolicy(o.Policy); err != nil {
+				errs = append(errs, fmt.Errorf("--policy: %w, or all", err))
+			}
+		}
+		if o.Hold < 0 {
+			errs = append(errs, fmt.Errorf("--hold %v: want 0 or more (0: 2s)", o.Hold))
+		}
+	case "kill":
+		if o.Stuck < 0 || o.Writers < 0 || o.Bound < 0 {
+			errs = append(errs, fmt.Errorf("--stuck %d, --writers %d, --bound %v: want 0 or more (0: the default)", o.Stuck, o.Writers, o.Bound))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown check %q: want %s", what, strings.Join(Checks(), ", ")))
+	}
+	return errors.Join(errs...)
+}
+
 // Check runs check what and prints the results to stdout. It returns
-// ErrFailed when a check failed, and other errors when one could not run.
+// ErrFailed when a check failed, and other errors when one could not run;
+// flags that Validate refuses are refused before anything runs.
 func Check(ctx context.Context, what string, o *CheckOptions, stdout, stderr io.Writer) error {
+	if err := o.Validate(what); err != nil {
+		return err
+	}
 	log := logger(stderr, o.Verbose)
 	if !o.Verbose {
 		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -399,7 +445,7 @@ Run "%[1]s fuse serve --help" or "%[1]s fuse check timeout --help" for flags.
 
 // Main runs `PROG fuse ARGS...` (args excludes "fuse") and returns the
 // exit status: 0 on success, 1 when a check or the server failed, 2 for
-// bad usage.
+// bad usage (flags and values refused before anything runs).
 func Main(prog string, args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -427,6 +473,10 @@ func Main(prog string, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s fuse serve: want exactly one MOUNTPOINT argument, got %d\n", prog, f.NArg())
 			return 2
 		}
+		if _, err := o.Config(f.Arg(0)); err != nil {
+			fmt.Fprintf(stderr, "%s fuse serve: %v\n", prog, err)
+			return 2
+		}
 		if err := Serve(ctx, &o, f.Arg(0), stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "%s fuse serve: %v\n", prog, err)
 			return 1
@@ -447,6 +497,10 @@ func Main(prog string, args []string, stdout, stderr io.Writer) int {
 			if errors.Is(err, pflag.ErrHelp) {
 				return 0
 			}
+			return 2
+		}
+		if err := o.Validate(what); err != nil {
+			fmt.Fprintf(stderr, "%s fuse check %s: %v\n", prog, what, err)
 			return 2
 		}
 		err := Check(ctx, what, &o, stdout, stderr)

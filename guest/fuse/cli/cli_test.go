@@ -62,8 +62,45 @@ func TestMainUsage(t *testing.T) {
 		t.Errorf("check without a name: %d", code)
 	}
 	errb.Reset()
-	if code := Main("prog", []string{"check", "nosuch"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "unknown check") {
+	if code := Main("prog", []string{"check", "nosuch"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown check") {
 		t.Errorf("unknown check: %d %q", code, errb.String())
+	}
+	// Values refused before anything is mounted are bad usage too.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--server", "nope", "--backing", "/x", "/m"}, `server "nope"`},
+		{[]string{"check", "timeout", "--transport", "nope"}, `--transport "nope": want dev or uring`},
+		{[]string{"check", "timeout", "--via", "sideways"}, `--via "sideways"`},
+		{[]string{"check", "timeout", "--timeout", "0"}, "--timeout 0: want 1..65535"},
+		{[]string{"check", "interrupt", "--policy", "nope"}, `--policy: interrupt policy "nope"`},
+		{[]string{"check", "kill", "--stuck", "-1"}, "--stuck -1"},
+	} {
+		errb.Reset()
+		if code := Main("prog", c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%q: %d %q, want 2 and one line with %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+// TestCheckValidate: every check's defaults are valid, and each problem
+// is reported at once.
+func TestCheckValidate(t *testing.T) {
+	for _, what := range Checks() {
+		var o CheckOptions
+		f := pflag.NewFlagSet(what, pflag.ContinueOnError)
+		o.AddFlags(f, what)
+		if err := o.Validate(what); err != nil {
+			t.Errorf("%s: the defaults are refused: %v", what, err)
+		}
+	}
+	o := CheckOptions{Transport: "nope", Timeout: 0, Via: "x"}
+	err := o.Validate("timeout")
+	for _, want := range []string{"--transport", "--timeout", "--via"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate = %v, want %s in it", err, want)
+		}
 	}
 }
 
