@@ -485,8 +485,8 @@ func TestBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := run(t, runs, tc.args...)
-			if r.code != 125 {
-				t.Errorf("exit %d, want 125", r.code)
+			if r.code != 2 {
+				t.Errorf("exit %d, want 2 (bad input, refused before booting)", r.code)
 			}
 			if !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("stderr %q lacks %q", r.stderr, tc.want)

@@ -30,11 +30,19 @@ type guestOptions struct {
 	flavour string
 }
 
-// checkGuest returns the problems of o's flags; example shows a --kernel.
-func (o *guestOptions) checkGuest(example string) []error {
+// checkGuest returns the problems of o's flags, before any work: a
+// missing or unusable kernel reference (one of no known form, a debian:
+// one that does not parse, a build: name not built, a path that is not a
+// bzImage), an unknown accelerator or flavour; example shows a --kernel.
+func (o *guestOptions) checkGuest(g *globalOptions, example string) []error {
 	var errs []error
+	if err := checkFlavour(o.flavour); err != nil {
+		errs = append(errs, err)
+	}
 	if o.kernel == "" {
 		errs = append(errs, fmt.Errorf("--kernel is required, e.g. %s", example))
+	} else if err := checkKernelRef(g, o.kernel, o.flavour); err != nil {
+		errs = append(errs, err)
 	}
 	if err := checkAccel(o.accel); err != nil {
 		errs = append(errs, err)
@@ -126,10 +134,15 @@ summary of the run on stdout (the guest's output then goes to stderr).
 A kernel report on the console (BUG, KASAN, lockdep, panic, or a WARNING not
 allowed with --allow-warning) fails the run even when the command succeeded.
 
-Exit status: the command's own status; 124 when it ran past --timeout; 125
-when klab failed or the input was bad; 126 when the kernel failed (panic,
-hang, or it never reached the agent); 127 when the command could not be
-started in the guest; 1 when another step failed.`,
+Exit status: the command's own status, whatever it is (0 to 255), once the
+guest ran it; 2 when klab refused the command line before booting anything
+(an unknown flag, a missing --kernel, a value it does not take, a kernel
+reference that names no kernel); 124 when the command ran past --timeout;
+125 when klab or the host failed (no QEMU, no mirror, a kernel it cannot
+fetch or boot); 126 when the kernel failed (panic, hang, or it never reached
+the agent); 127 when the command could not be started in the guest; 1 when
+another step failed. --json tells the command's status (exit_code) from
+klab's (klab_exit).`,
 		Example: `  klab boot --kernel debian:7.3 -- uname -r
   klab boot --kernel . --build -- cat /proc/version
   klab boot --kernel . --file tools/testing/selftests/filesystems/fuse/fusectl_test -- ./fusectl_test
@@ -141,15 +154,7 @@ started in the guest; 1 when another step failed.`,
   klab boot --kernel ./arch/x86/boot/bzImage -- cat /proc/version
   klab boot --kernel debian:7.3 --sysctl fs.fuse.default_request_timeout=30 -- cat /proc/sys/fs/fuse/default_request_timeout
   klab boot --kernel debian:7.3 --icount shift=0,sleep=off --file ./mybench -- ./mybench`,
-		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			// boot's own statuses are the guest command's: bad input is
-			// 125, as its help says, not 2.
-			defer func() {
-				var ee *exitError
-				if errors.As(err, &ee) && ee.code == exitBadInput {
-					ee.code = lab.ExitInfra
-				}
-			}()
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
 				// Without "--", the guest command's own flags would be
 				// taken as klab's (klab boot ... ls -v is --verbose).
@@ -158,7 +163,7 @@ started in the guest; 1 when another step failed.`,
 			o.argv = args
 			o.maxOutputSet = cmd.Flags().Changed("max-output")
 			o.in, o.out, o.errOut, o.command = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), os.Args
-			if err := o.check(); err != nil {
+			if err := o.check(g); err != nil {
 				return badInput(err)
 			}
 			return runF(cmd.Context(), o)
@@ -196,10 +201,10 @@ started in the guest; 1 when another step failed.`,
 }
 
 // check reports every flag that klab boot refuses before it does any
-// work: a missing kernel, values out of their range, and flags that do
-// not go together.
-func (o *bootOptions) check() error {
-	errs := o.checkGuest("--kernel debian:7.3 or --kernel ./arch/x86/boot/bzImage")
+// work: a missing or unusable kernel, values out of their range, and flags
+// that do not go together.
+func (o *bootOptions) check(g *globalOptions) error {
+	errs := o.checkGuest(g, "--kernel debian:7.3 or --kernel ./arch/x86/boot/bzImage")
 	if o.icount != "" {
 		if err := lab.CheckIcount(o.icount); err != nil {
 			errs = append(errs, fmt.Errorf("--icount %w", err))
@@ -325,6 +330,13 @@ func runBoot(ctx context.Context, g *globalOptions, o *bootOptions) error {
 		return err
 	}
 	summary(o.errOut, res)
+	return bootExit(res)
+}
+
+// bootExit ends klab boot with the status of a run that worked: the guest
+// command's own, whatever it is. It is never taken for klab's bad input
+// (2), which klab finds before it boots.
+func bootExit(res *lab.BootResult) error {
 	if res.ExitCode != 0 {
 		return &exitError{code: res.ExitCode}
 	}

@@ -39,8 +39,8 @@ func bootFlags(t *testing.T, args ...string) (lab.Options, lab.BootRequest, erro
 }
 
 // TestBootFlagErrors: klab boot refuses missing, malformed and
-// conflicting flags before it does any work, with status 125 and an
-// error naming the flag.
+// conflicting flags before it does any work, with the status of bad
+// input (2) and an error naming the flag.
 func TestBootFlagErrors(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f")
@@ -78,8 +78,8 @@ func TestBootFlagErrors(t *testing.T) {
 	} {
 		_, _, err := bootFlags(t, c.args...)
 		var ee *exitError
-		if !errors.As(err, &ee) || ee.code != lab.ExitInfra {
-			t.Errorf("klab boot %q: %v, want status %d", c.args, err, lab.ExitInfra)
+		if !errors.As(err, &ee) || ee.code != exitBadInput {
+			t.Errorf("klab boot %q: %v, want status %d", c.args, err, exitBadInput)
 			continue
 		}
 		for _, w := range c.want {

@@ -58,7 +58,7 @@ Results are saved in a run directory (a.json, b.json, verdict.json and the
 reports report.txt, report.md, report.html, junit.xml with one testcase per
 test); the text report is printed. Exit status: 0, or 1 when B has a
 regression (or, with one kernel, when a test failed, hung or crashed); 2 for
-bad input; 125 when klab or the host failed.`,
+bad input; 125 when klab or the host failed; 130 when interrupted.`,
 		Example: `  klab fstests --kernel debian:7.3 --config ext4 -g quick --fstests-src ~/src/xfstests-dev
   klab fstests --kernel build:base --kernel build:fix --config fuse-klab-uring generic/013 generic/184
   klab fstests --kernel debian:7.3 --config fuse-hp-uring -g quick -x dangerous --jobs 2
@@ -193,6 +193,10 @@ func runFstests(ctx context.Context, g *globalOptions, o *fstestsRunOptions) err
 	var ie *experimentsfstests.InputError
 	if errors.As(err, &ie) {
 		return badInput(err)
+	}
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintf(o.errOut, "klab: interrupted; what finished is in %s\n", run.Dir)
+		return &exitError{code: exitInterrupted}
 	}
 	if err != nil {
 		return err

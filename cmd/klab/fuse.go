@@ -67,6 +67,9 @@ with go tool pprof -top FILE.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Verbose = g.verbose
+			if _, err := o.Config(args[0]); err != nil {
+				return badInput(err)
+			}
 			return cli.Serve(cmd.Context(), o, args[0], os.Stdout, os.Stderr)
 		},
 	}
@@ -104,6 +107,9 @@ func newFuseCheckCommand(g *globalOptions) *cobra.Command {
 			Args:    cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				o.Verbose = g.verbose
+				if err := o.Validate(what); err != nil {
+					return badInput(err)
+				}
 				err := cli.Check(cmd.Context(), what, o, os.Stdout, os.Stderr)
 				if errors.Is(err, cli.ErrFailed) {
 					return &exitError{code: 1}

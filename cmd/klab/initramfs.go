@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -26,8 +27,9 @@ cached by a hash of their content; a cache hit builds nothing.`,
 		Example: "  klab initramfs --kernel debian:7.3\n  klab initramfs --kernel debian:6.1 --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if kernel == "" {
-				return fmt.Errorf("--kernel is required, e.g. --kernel debian:7.3")
+			o := guestOptions{kernel: kernel, flavour: flavour, accel: "auto"}
+			if err := errors.Join(o.checkGuest(g, "--kernel debian:7.3")...); err != nil {
+				return badInput(err)
 			}
 			lo := g.labOptions()
 			lo.Flavour = flavour
@@ -69,6 +71,9 @@ func newInitramfsPartsCommand(g *globalOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return badInput(fmt.Errorf("--out is required, e.g. --out images/embedded"))
+			}
+			if fi, err := os.Stat(out); err == nil && !fi.IsDir() {
+				return badInput(fmt.Errorf("--out %s: not a directory", out))
 			}
 			p, err := images.ExportGuestParts(cmd.Context(), images.InitramfsOptions{CacheDir: g.cacheDir, Log: os.Stderr}, out)
 			if err != nil {

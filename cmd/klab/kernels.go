@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,6 +57,17 @@ looks for a newer package.`,
   klab kernels fetch debian:7.3.4+deb13`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			errs := []error{checkFlavour(o.flavour)}
+			flavour := o.flavour
+			if errs[0] != nil {
+				flavour = "" // said once
+			}
+			for _, ref := range args {
+				errs = append(errs, debian.CheckRef(ref, flavour))
+			}
+			if err := errors.Join(errs...); err != nil {
+				return badInput(err)
+			}
 			for _, ref := range args {
 				k, err := debian.Fetch(cmd.Context(), ref, debian.Options{
 					Mirror: g.mirror, CacheDir: g.cacheDir, Flavour: o.flavour, Refresh: o.refresh, Progress: os.Stderr,
@@ -121,6 +133,9 @@ config and modules. A Debian kernel that is not cached yet is fetched. With
 		Example: "  klab kernels show debian:7.3\n  klab kernels show debian:7.3 --json | jq -r .image\n  klab kernels show ./arch/x86/boot/bzImage",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := errors.Join(checkFlavour(flavour), checkKernelRef(g, args[0], flavour)); err != nil {
+				return badInput(err)
+			}
 			k, err := images.ResolveKernel(cmd.Context(), args[0], images.ResolveOptions{
 				Debian: debian.Options{Mirror: g.mirror, CacheDir: g.cacheDir, Flavour: flavour, Progress: os.Stderr},
 			})

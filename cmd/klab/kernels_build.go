@@ -92,14 +92,11 @@ compiler errors and the log's path. --arch is x86_64 only for now.`,
 				return badInput(errors.New("give exactly one of --tree DIR, --tarball FILE and --source debian:<series>"))
 			}
 			src := o.tree + o.tarball + o.source
-			if o.tree != "" && strings.HasPrefix(o.tree, "debian:") {
-				return badInput(fmt.Errorf("--tree %s: for Debian's kernel source use --source %s", o.tree, o.tree))
-			}
 			var config []string
 			for _, c := range o.config {
 				config = append(config, strings.Split(c, ",")...)
 			}
-			res, err := build.Build(cmd.Context(), build.Options{
+			bo := build.Options{
 				Source: src, Rev: o.rev, Dirty: o.dirty,
 				Patches:      append(append([]string{}, o.patches...), args...),
 				Config:       config,
@@ -117,7 +114,12 @@ compiler errors and the log's path. --arch is x86_64 only for now.`,
 				},
 				Progress: os.Stderr,
 				Terminal: build.IsTerminal(os.Stderr),
-			})
+			}
+			// Every problem of the flags at once, before any work.
+			if err := errors.Join(o.checkSource(), flagNames(bo.Check())); err != nil {
+				return badInput(err)
+			}
+			res, err := build.Build(cmd.Context(), bo)
 			if err != nil {
 				var de *build.DroppedError
 				if errors.As(err, &de) {
@@ -168,6 +170,30 @@ compiler errors and the log's path. --arch is x86_64 only for now.`,
 	return cmd
 }
 
+// checkSource refuses a source that names nothing to build, before any
+// work: a --tree that is not a directory, a --tarball that is not a file,
+// a --source that is neither a debian:<series> reference nor either of
+// them.
+func (o *kernelsBuildOptions) checkSource() error {
+	isDir := func(p string) bool { fi, err := os.Stat(p); return err == nil && fi.IsDir() }
+	isFile := func(p string) bool { fi, err := os.Stat(p); return err == nil && fi.Mode().IsRegular() }
+	switch {
+	case strings.HasPrefix(o.tree, "debian:"):
+		return fmt.Errorf("--tree %s: for Debian's kernel source use --source %s", o.tree, o.tree)
+	case o.tree != "" && !isDir(o.tree):
+		return fmt.Errorf("--tree %s: not a directory; want a git tree with the kernel source", o.tree)
+	case o.tarball != "" && !isFile(o.tarball):
+		return fmt.Errorf("--tarball %s: not a file; want a kernel source tarball (.tar, .tar.gz, .tar.xz, ...)", o.tarball)
+	case strings.HasPrefix(o.source, "debian:"):
+		if err := debian.CheckSourceRef(o.source); err != nil {
+			return fmt.Errorf("--source: %w", err)
+		}
+	case o.source != "" && !isDir(o.source) && !isFile(o.source):
+		return fmt.Errorf("--source %s: no such tree or tarball; want debian:<series> (%s), a git tree or a kernel tarball", o.source, strings.Join(debian.Series(), ", "))
+	}
+	return nil
+}
+
 func newKernelsRmCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rm build:NAME...",
@@ -178,12 +204,11 @@ Debian kernels are not removed by this command.`,
 		Example: "  klab kernels rm build:fuse-fix\n  klab kernels rm build:x build:x-base",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, a := range args {
-				if !strings.HasPrefix(a, "build:") {
-					return fmt.Errorf("%s: klab kernels rm removes kernels built from source, named build:<name>", a)
-				}
+			store := buildstore.New(g.cacheDir)
+			if err := store.CheckRemove(args); err != nil {
+				return badInput(err)
 			}
-			removed, err := buildstore.New(g.cacheDir).Remove(args)
+			removed, err := store.Remove(args)
 			for _, p := range removed {
 				fmt.Fprintf(os.Stderr, "removed %s\n", p)
 			}
@@ -209,7 +234,7 @@ Debian kernel images and initramfs images are not touched.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			max, err := units.ParseSize(maxSize)
 			if err != nil {
-				return fmt.Errorf("--max-size: %w", err)
+				return badInput(fmt.Errorf("--max-size: %w", err))
 			}
 			res, err := cache.GC(cache.GCOptions{Dir: g.cacheDir, MaxSize: max, All: true, CheapFirst: true,
 				Kinds: []cache.Kind{cache.WorkTree, cache.Source, cache.BuiltKernel}, DryRun: dryRun})

@@ -65,7 +65,7 @@ to repeat it.`,
 	// Global flags are checked before any command does any work.
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if err := g.check(cmd); err != nil {
-			return &exitError{code: badInputCode(cmd), msg: err.Error()}
+			return badInput(err)
 		}
 		return nil
 	}
@@ -97,6 +97,7 @@ to repeat it.`,
 	// treatment as klab's own commands below.
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
+	strictHelp(root)
 	strictCommands(root, g)
 	setupCompletion(root, g)
 	return root
@@ -166,9 +167,8 @@ func usesDirs(cmd *cobra.Command) bool {
 // groupAnnotation marks the commands that only hold subcommands.
 const groupAnnotation = "klab:group"
 
-// strictCommands makes every mistyped command line an error (status 2, or
-// 125 for klab boot, whose other statuses are the guest's): a command
-// group (klab kernels, klab fuse check, ...) given an unknown subcommand
+// strictCommands makes every mistyped command line an error with the
+// status of bad input, 2, on every command: a command group (klab kernels, klab fuse check, ...) given an unknown subcommand
 // fails with suggestions instead of printing its help, and argument
 // errors are bad input.
 func strictCommands(c *cobra.Command, g *globalOptions) {
@@ -196,12 +196,47 @@ func strictCommands(c *cobra.Command, g *globalOptions) {
 			if h := guestHint(cmd, g.args); h != "" && len(args) > 0 {
 				msg += ": " + h
 			}
-			return &exitError{code: badInputCode(cmd), msg: msg}
+			return &exitError{code: exitBadInput, msg: msg}
 		}
 	}
 	for _, sub := range c.Commands() {
 		strictCommands(sub, g)
 	}
+}
+
+// strictHelp makes klab help TOPIC... refuse a topic that is no command
+// (status 2, with suggestions) instead of printing the usage and
+// succeeding.
+func strictHelp(root *cobra.Command) {
+	for _, help := range root.Commands() {
+		if help.Name() != "help" || help.Run == nil {
+			continue
+		}
+		show := help.Run
+		help.Run = nil
+		help.RunE = func(cmd *cobra.Command, args []string) error {
+			c := cmd.Root()
+			for _, a := range args {
+				next := subcommand(c, a)
+				if next == nil {
+					return badInput(unknownCommand(c, a))
+				}
+				c = next
+			}
+			show(cmd, args)
+			return nil
+		}
+	}
+}
+
+// subcommand is c's subcommand called name (or one of its aliases), or nil.
+func subcommand(c *cobra.Command, name string) *cobra.Command {
+	for _, sub := range c.Commands() {
+		if sub.Name() == name || sub.HasAlias(name) {
+			return sub
+		}
+	}
+	return nil
 }
 
 // unknownCommand says that group has no subcommand name, and what it has.
@@ -225,15 +260,6 @@ func unknownCommand(group *cobra.Command, name string) error {
 	return fmt.Errorf("%s; want %s", msg, orList(names))
 }
 
-// badInputCode is the status of bad input to cmd: 2, or 125 for klab
-// boot, which exits with the guest command's own status otherwise.
-func badInputCode(cmd *cobra.Command) int {
-	if cmd.CommandPath() == "klab boot" {
-		return lab.ExitInfra
-	}
-	return exitBadInput
-}
-
 // flagError is cobra's flag error as bad input, with a hint when the flag
 // came after a guest command given without "--" (klab boot --kernel
 // debian:7.3 uname -r).
@@ -244,7 +270,7 @@ func flagError(cmd *cobra.Command, err error, argv []string) error {
 			msg += ": " + h
 		}
 	}
-	return &exitError{code: badInputCode(cmd), msg: msg}
+	return &exitError{code: exitBadInput, msg: msg}
 }
 
 // guestHint tells how to run a guest command, for a command line argv
@@ -371,7 +397,7 @@ func runRoot(root *cobra.Command, g *globalOptions, args []string, stderr io.Wri
 			}
 		}
 	}()
-	cmd, err := root.ExecuteContextC(ctx)
+	err := root.ExecuteContext(ctx)
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
@@ -394,8 +420,8 @@ func runRoot(root *cobra.Command, g *globalOptions, args []string, stderr io.Wri
 		// Errors may quote the guest or a kernel image: no escape
 		// sequences reach the terminal.
 		fmt.Fprintln(stderr, "klab:", textsafe.Clean(msg))
-		if bad && cmd != nil {
-			return badInputCode(cmd)
+		if bad {
+			return exitBadInput
 		}
 		return lab.ExitCode(err)
 	}

@@ -103,8 +103,8 @@ func TestSharedDirsRefused(t *testing.T) {
 
 // TestGlobalFlagsChecked: a malformed Debian mirror, from --debian-mirror
 // or else $KLAB_DEBIAN_MIRROR, and an unsafe cache or runs directory are
-// bad input before any command does any work (status 2, 125 for klab
-// boot), all of them at once; help and version run anyway.
+// bad input before any command does any work (status 2, klab boot's
+// too), all of them at once; help and version run anyway.
 func TestGlobalFlagsChecked(t *testing.T) {
 	shared := sharedDir(t)
 	badMirror := "file:/x\vsid"
@@ -116,13 +116,13 @@ func TestGlobalFlagsChecked(t *testing.T) {
 	}{
 		{args: []string{"kernels", "fetch", "debian:7.3", "--debian-mirror", badMirror}, code: exitBadInput,
 			want: []string{`--debian-mirror "file:/x\vsid" is not a usable mirror URI: want scheme://host/path with scheme http, https, file`}},
-		{args: []string{"--debian-mirror", "ftp://mirror.example/debian", "boot", "--kernel", "/nonexistent/bzImage", "--", "true"}, code: lab.ExitInfra,
+		{args: []string{"--debian-mirror", "ftp://mirror.example/debian", "boot", "--kernel", "/nonexistent/bzImage", "--", "true"}, code: exitBadInput,
 			want: []string{`--debian-mirror "ftp://mirror.example/debian" is not a usable mirror URI`}},
 		{env: "http://m.example/debian stable", args: []string{"runs", "list"}, code: exitBadInput,
 			want: []string{`KLAB_DEBIAN_MIRROR "http://m.example/debian stable" is not a usable mirror URI`}},
 		{env: "http://m.example/debian stable", args: []string{"runs", "list", "--debian-mirror", "http://m.example/debian"}},
 		{args: []string{"runs", "list", "--debian-mirror", "file:///srv/debian/"}},
-		{args: []string{"boot", "--kernel", "/nonexistent/bzImage", "--cache-dir", shared, "--", "true"}, code: lab.ExitInfra,
+		{args: []string{"boot", "--kernel", "/nonexistent/bzImage", "--cache-dir", shared, "--", "true"}, code: exitBadInput,
 			want: []string{"cache directory " + shared + " is writable by every user"}},
 		{args: []string{"kernels", "list", "--debian-mirror", badMirror, "--runs-dir", shared}, code: exitBadInput,
 			want: []string{"--debian-mirror", "runs directory " + shared + " is writable by every user"}},
@@ -252,17 +252,17 @@ func TestGuestCommandHint(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"boot", "--kernel", "debian:7.3", "uname", "-r"}, lab.ExitInfra,
+		{[]string{"boot", "--kernel", "debian:7.3", "uname", "-r"}, exitBadInput,
 			"unknown shorthand flag: 'r' in -r: put the guest command after --, e.g. klab boot --kernel debian:7.3 -- uname -r\n"},
-		{[]string{"boot", "-vk", "debian:7.3", "-m", "2G", "ls", "--color", "/tmp/a b"}, lab.ExitInfra,
+		{[]string{"boot", "-vk", "debian:7.3", "-m", "2G", "ls", "--color", "/tmp/a b"}, exitBadInput,
 			"unknown flag: --color: put the guest command after --, e.g. klab boot -vk debian:7.3 -m 2G -- ls --color '/tmp/a b'\n"},
-		{[]string{"boot", "--kernel=debian:7.3", "--cpus", "1", "sh", "-c", "echo hi"}, lab.ExitInfra,
+		{[]string{"boot", "--kernel=debian:7.3", "--cpus", "1", "sh", "-c", "echo hi"}, exitBadInput,
 			"klab boot --kernel=debian:7.3 --cpus 1 -- sh -c 'echo hi'\n"},
 		{[]string{"shell", "--kernel", "debian:7.3", "uname", "-r"}, exitBadInput,
 			"klab shell runs no command; to run one: klab boot --kernel debian:7.3 -- uname -r\n"},
 		{[]string{"shell", "--kernel", "debian:7.3", "uname"}, exitBadInput,
 			"klab shell runs no command; to run one: klab boot --kernel debian:7.3 -- uname\n"},
-		{[]string{"boot", "--bogus", "--kernel", "debian:7.3"}, lab.ExitInfra, "unknown flag: --bogus\n"},
+		{[]string{"boot", "--bogus", "--kernel", "debian:7.3"}, exitBadInput, "unknown flag: --bogus\n"},
 		{[]string{"run", "fuse-transport", "--bogus"}, exitBadInput, "unknown flag: --bogus\n"},
 	} {
 		code, _, stderr := runCLI(t, tc.args...)

@@ -221,7 +221,7 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintf(stderr, "klab: interrupted; the finished cells are in %s (go on with --resume %s)\n", t.Dir, t.Dir)
-		return &exitError{code: 130}
+		return &exitError{code: exitInterrupted}
 	case rerr != nil:
 		return rerr
 	case err != nil:

@@ -25,7 +25,10 @@ version, or the same image file; never a moving alias such as debian:7.3).
 Then print what differed (kernel hash, QEMU version, accelerator, host) and
 the comparison of the two runs. A suite experiment's run (fstests) is run
 again from the fstests source given (--fstests-src, $` + experimentsfstests.SrcEnv + `, else
-the one its manifest records), and its report printed.`,
+the one its manifest records), and its report printed.
+
+Exit status: as klab run's: 0, or 1 when the new run has failures; 2 for a
+run that cannot be repeated; 125 when klab failed; 130 when interrupted.`,
 		Example: `  klab rerun last
   klab rerun 20261201-101500-exp-fuse-transport-a1b2c3`,
 		Args: cobra.ExactArgs(1),
@@ -62,7 +65,12 @@ the one its manifest records), and its report printed.`,
 			if res == nil {
 				return err
 			}
-			if _, rerr := finishRun(res.Dir, "text", strict, os.Stdout, os.Stderr); rerr != nil {
+			code, rerr := finishRun(res.Dir, "text", strict, os.Stdout, os.Stderr)
+			if err != nil && ctx.Err() != nil {
+				fmt.Fprintf(os.Stderr, "klab: interrupted; what finished is in %s\n", res.Dir)
+				return &exitError{code: exitInterrupted}
+			}
+			if rerr != nil {
 				return rerr
 			}
 			if err != nil {
@@ -79,7 +87,13 @@ the one its manifest records), and its report printed.`,
 				return err
 			}
 			fmt.Println()
-			return report.Text(os.Stdout, cmp)
+			if err := report.Text(os.Stdout, cmp); err != nil {
+				return err
+			}
+			if code != 0 {
+				return &exitError{code: code} // the rerun has failures, as klab run says
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the reports")

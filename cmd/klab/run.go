@@ -20,8 +20,13 @@ import (
 	"klab/results/report"
 )
 
-// ExitBadInput is klab run's status for a broken spec or bad flags.
-const exitBadInput = 2
+// Statuses of every command: exitBadInput for input refused before any
+// work (bad flags, arguments, values, spec and matrix files), and
+// exitInterrupted when Ctrl-C or SIGTERM stopped the work.
+const (
+	exitBadInput    = 2
+	exitInterrupted = 130
+)
 
 type runOptions struct {
 	kernels []string
@@ -207,7 +212,7 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintf(stderr, "klab: interrupted; what finished is in %s\n", res.Dir)
-			return &exitError{code: 130}
+			return &exitError{code: exitInterrupted}
 		}
 		return fmt.Errorf("%w (what finished is in %s)", err, res.Dir)
 	}

@@ -76,7 +76,7 @@ func finishSuite(ctx context.Context, res *experiments.SuiteResult, err error, f
 	switch {
 	case err != nil && ctx.Err() != nil:
 		fmt.Fprintf(stderr, "klab: interrupted; what finished is in %s\n", res.Dir)
-		return &exitError{code: 130}
+		return &exitError{code: exitInterrupted}
 	case err != nil:
 		return fmt.Errorf("%w (what finished is in %s)", err, res.Dir)
 	case res.Result.Regressed():

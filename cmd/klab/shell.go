@@ -40,7 +40,7 @@ console is saved in the run directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.errOut, o.command = cmd.ErrOrStderr(), os.Args
-			if err := errors.Join(o.checkGuest("--kernel debian:7.3")...); err != nil {
+			if err := errors.Join(o.checkGuest(g, "--kernel debian:7.3")...); err != nil {
 				return badInput(err)
 			}
 			return runF(cmd.Context(), o)

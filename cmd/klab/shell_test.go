@@ -12,6 +12,7 @@ import (
 // TestShellFlags: klab shell refuses a missing kernel and an unknown
 // accelerator before it boots, and turns its flags into the request.
 func TestShellFlags(t *testing.T) {
+	image := writeBzImage(t, "7.3.0 #1")
 	for _, c := range []struct {
 		args []string
 		want []string // in the error; none for a request
@@ -23,8 +24,10 @@ func TestShellFlags(t *testing.T) {
 		{args: []string{"--accel", "hvf"}, want: []string{"--kernel is required", "--accel"}},
 		{args: []string{"-k", "debian:7.3"},
 			lo: lab.Options{Accel: "auto", Flavour: "cloud-amd64"}, req: lab.ShellRequest{Kernel: "debian:7.3", MemMB: 1024, CPUs: 2}},
-		{args: []string{"-k", "./bzImage", "--accel", "tcg", "--flavour", "amd64", "-m", "2G", "--cpus", "1", "--append", "quiet"},
-			lo: lab.Options{Accel: "tcg", Flavour: "amd64"}, req: lab.ShellRequest{Kernel: "./bzImage", MemMB: 2048, CPUs: 1, Cmdline: "quiet"}},
+		{args: []string{"-k", image, "--accel", "tcg", "--flavour", "amd64", "-m", "2G", "--cpus", "1", "--append", "quiet"},
+			lo: lab.Options{Accel: "tcg", Flavour: "amd64"}, req: lab.ShellRequest{Kernel: image, MemMB: 2048, CPUs: 1, Cmdline: "quiet"}},
+		{args: []string{"-k", "./no/such/bzImage"}, want: []string{"./no/such/bzImage", "no such file"}},
+		{args: []string{"-k", "fedora:40", "--flavour", "rt"}, want: []string{`unknown kernel "fedora:40"`, `--flavour "rt": want cloud-amd64, amd64 or rt-amd64`}},
 	} {
 		g := &globalOptions{}
 		var lo lab.Options

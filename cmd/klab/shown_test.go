@@ -9,9 +9,10 @@ import (
 	"testing"
 )
 
-// TestKernelsShowCraftedImage: a bzImage whose version string carries an
-// escape sequence is shown without it.
-func TestKernelsShowCraftedImage(t *testing.T) {
+// writeBzImage writes the smallest file klab takes for a bzImage, of the
+// release version, and returns its path.
+func writeBzImage(t *testing.T, version string) string {
+	t.Helper()
 	b := make([]byte, 4096)
 	b[0x1FE], b[0x1FF] = 0x55, 0xAA
 	copy(b[0x202:], "HdrS")
@@ -20,11 +21,18 @@ func TestKernelsShowCraftedImage(t *testing.T) {
 	binary.LittleEndian.PutUint16(b[0x236:], 0x7F)
 	const at = 0x3C0
 	binary.LittleEndian.PutUint16(b[0x20E:], at-0x200)
-	copy(b[at:], "7.3.0-evil\x1b]0;pwned\x07\x1b[2J (root@x) #1\x00")
+	copy(b[at:], version+"\x00")
 	img := filepath.Join(t.TempDir(), "bzImage")
 	if err := os.WriteFile(img, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return img
+}
+
+// TestKernelsShowCraftedImage: a bzImage whose version string carries an
+// escape sequence is shown without it.
+func TestKernelsShowCraftedImage(t *testing.T) {
+	img := writeBzImage(t, "7.3.0-evil\x1b]0;pwned\x07\x1b[2J (root@x) #1")
 	bin := filepath.Join(t.TempDir(), "klab")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

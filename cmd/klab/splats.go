@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -88,6 +89,21 @@ func runSplatsParse(ctx context.Context, o *splatsParseOptions, files []string, 
 		policy = p
 	} else if len(o.allow) > 0 {
 		return badInput(fmt.Errorf("--allow-warning only applies with --fail"))
+	}
+	// Every file is there before any is parsed.
+	var missing []error
+	for _, name := range files {
+		if name == "-" {
+			continue
+		}
+		if fi, err := os.Stat(name); err != nil {
+			missing = append(missing, err)
+		} else if fi.IsDir() {
+			missing = append(missing, fmt.Errorf("%s: a directory; want a console log or dmesg file (or - for standard input)", name))
+		}
+	}
+	if err := errors.Join(missing...); err != nil {
+		return badInput(err)
 	}
 	var reports []splat.Report
 	out := bufio.NewWriter(stdout)

@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"klab/images"
 	"klab/images/debian"
 	"klab/internal/option"
 )
@@ -44,6 +46,25 @@ func checkAccel(a string) error {
 		}
 	}
 	return fmt.Errorf("--accel %q: want %s", a, orList(accels()))
+}
+
+// checkFlavour refuses a --flavour that images does not take.
+func checkFlavour(f string) error {
+	if !slices.Contains(debianFlavours(), f) {
+		return fmt.Errorf("--flavour %q: want %s", f, orList(debianFlavours()))
+	}
+	return nil
+}
+
+// checkKernelRef refuses a kernel reference (--kernel, or a command's
+// argument) that names no kernel klab could use, before any work: see
+// images.CheckKernelRef. flavour is the command's --flavour; one that
+// checkFlavour refuses is left out (checkFlavour says so once).
+func checkKernelRef(g *globalOptions, ref, flavour string) error {
+	if checkFlavour(flavour) != nil {
+		flavour = ""
+	}
+	return images.CheckKernelRef(ref, images.ResolveOptions{Debian: debian.Options{CacheDir: g.cacheDir, Flavour: flavour}})
 }
 
 // debianSeries are the upstream series of debian:<series>, as images
