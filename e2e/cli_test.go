@@ -685,7 +685,8 @@ func cliShellFrozen(after string) string {
 // terminal would: every line of a short session (cliShellLines commands)
 // typed at gosh's prompt runs in the guest, `exit` powers the guest off
 // and ends klab with the console saved in the run directory, and Ctrl-A x
-// kills QEMU.
+// kills QEMU, which is saved as a killed session. Piped input runs as a
+// script, and klab exits with the shell's status.
 //
 // The keys are typed only once the prompt shows: what reaches the serial
 // port before the guest's shell reads it is lost, as on a real console.
@@ -736,8 +737,27 @@ func TestCLIShell(t *testing.T) {
 		if !bytes.Contains(console, []byte("reboot: Restarting system")) {
 			t.Errorf("console.log does not show the guest powering off:\n%s", cliTail(string(console), 10))
 		}
-		if m.Outcome.Status != results.StatusOK {
-			t.Errorf("manifest outcome %+v, want ok", m.Outcome)
+		if m.Outcome.Status != results.StatusOK || m.Outcome.ExitCode != 0 {
+			t.Errorf("manifest outcome %+v, want ok, exit 0", m.Outcome)
+		}
+	})
+	// Without a terminal there is no console to type at: the guest's sh
+	// runs klab's standard input as a script, and klab exits with its
+	// status.
+	t.Run("piped", func(t *testing.T) {
+		parallelGuest(t)
+		runs := t.TempDir()
+		r := cliRun(t, cliOpts{timeout: 3 * time.Minute, stdin: strings.NewReader("echo hello; exit 3\n")},
+			"--runs-dir", runs, "shell", "--kernel", "debian:7.3")
+		if r.code != 3 || r.stdout != "hello\n" {
+			t.Errorf("echo 'echo hello; exit 3' | klab shell: exit %d, stdout %q; want 3 and hello alone", r.code, r.stdout)
+		}
+		dir, m := cliManifest(t, runs)
+		if !strings.Contains(r.stderr, "exit 3,") || !strings.Contains(r.stderr, "run saved to "+dir) {
+			t.Errorf("stderr does not give the shell's status and the run:\n%s", cliTail(r.stderr, 5))
+		}
+		if m.Outcome.Status != results.StatusOK || m.Outcome.ExitCode != 3 {
+			t.Errorf("manifest outcome %+v, want ok, exit 3", m.Outcome)
 		}
 	})
 	t.Run("ctrl-a-x", func(t *testing.T) {
@@ -747,15 +767,18 @@ func TestCLIShell(t *testing.T) {
 		at := c.waitFor("klab shell: exit the shell to power off the VM", 0, 5*time.Minute)
 		c.waitFor("> ", at, time.Minute)
 		c.typeText("\x01x")
-		if code := c.wait(time.Minute); code != 0 {
-			t.Errorf("klab shell exited %d, want 0", code)
+		if code := c.wait(time.Minute); code != lab.ExitInterrupted {
+			t.Errorf("klab shell exited %d, want %d (killed before the shell exited)", code, lab.ExitInterrupted)
 		}
 		if !strings.Contains(c.output(), "QEMU: Terminated") {
 			t.Errorf("QEMU did not say it was terminated:\n%s", cliTail(c.output(), 10))
 		}
-		dir, _ := cliManifest(t, runs)
+		dir, m := cliManifest(t, runs)
 		if !strings.Contains(c.stderr.String(), "run saved to "+dir) {
 			t.Errorf("stderr does not say where the run was saved")
+		}
+		if m.Outcome.Status == results.StatusOK || !strings.Contains(m.Outcome.Message, "killed") {
+			t.Errorf("manifest outcome %+v, want a killed session, not ok", m.Outcome)
 		}
 		if console, err := os.ReadFile(filepath.Join(dir, results.ConsoleFile)); err != nil || bytes.Contains(console, []byte("reboot: Restarting system")) {
 			t.Errorf("console.log (%v): the guest was not killed but powered off", err)

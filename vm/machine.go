@@ -33,10 +33,12 @@ type Machine struct {
 
 	qemuOut tail // QEMU's own stdout and stderr (batch mode)
 
-	mu       sync.Mutex // guards lines and mon
+	mu       sync.Mutex // guards lines, mon and shutdown
 	lines    []string   // the last console lines, for error reports
 	mon      *qmp.SocketMonitor
+	shutdown *Shutdown // QEMU's first SHUTDOWN event, nil before one
 	consoleW io.Writer
+	qmpDone  chan struct{} // closed when QMP's event stream has ended
 
 	agentReady chan *Agent // receives the first agent that says Hello
 	agentBad   chan error  // receives a channel's protocol error before Hello
@@ -88,6 +90,7 @@ func Start(ctx context.Context, c Config, o StartOptions) (*Machine, error) {
 		agentBad:   make(chan error, 2),
 		panicked:   make(chan string, 1),
 		consoleEOF: make(chan struct{}),
+		qmpDone:    make(chan struct{}),
 		consoleW:   o.Console,
 	}
 	// klab listens; QEMU connects to the console and agent sockets as a
@@ -234,15 +237,57 @@ func (m *Machine) connectQMP(ctx context.Context) error {
 }
 
 func (m *Machine) watchQMP(events <-chan qmp.Event) {
+	defer close(m.qmpDone)
 	for ev := range events {
-		if ev.Event == "GUEST_PANICKED" {
+		switch ev.Event {
+		case "GUEST_PANICKED":
 			b, _ := json.Marshal(ev.Data)
 			select {
 			case m.panicked <- string(b):
 			default:
 			}
+		case "SHUTDOWN":
+			guest, _ := ev.Data["guest"].(bool)
+			reason, _ := ev.Data["reason"].(string)
+			m.mu.Lock()
+			if m.shutdown == nil {
+				m.shutdown = &Shutdown{Guest: guest, Reason: reason}
+			}
+			m.mu.Unlock()
 		}
 	}
+}
+
+// Shutdown is QEMU's SHUTDOWN event: who ended the machine, and why.
+type Shutdown struct {
+	// Guest is set when the guest asked for it: a power-off, or a reset
+	// (klab runs QEMU with -no-reboot, so a reset ends it too).
+	Guest bool
+	// Reason is QEMU's: guest-shutdown, guest-reset, guest-panic,
+	// host-qmp-quit (the monitor's quit, or Ctrl-A x on the console),
+	// host-signal (QEMU was sent SIGTERM, SIGINT or SIGHUP), ...
+	Reason string
+}
+
+// ShutdownEvent returns the SHUTDOWN event QEMU sent, and false when it
+// sent none (it was killed, or crashed). Once QEMU has exited it waits up
+// to wait for the rest of QMP's events to be read, which QEMU sent before
+// it exited.
+func (m *Machine) ShutdownEvent(wait time.Duration) (Shutdown, bool) {
+	select {
+	case <-m.exited:
+		select {
+		case <-m.qmpDone:
+		case <-time.After(wait):
+		}
+	default:
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.shutdown == nil {
+		return Shutdown{}, false
+	}
+	return *m.shutdown, true
 }
 
 // maxConsoleLine bounds one console line kept in memory.

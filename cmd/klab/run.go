@@ -25,7 +25,7 @@ import (
 // exitInterrupted when Ctrl-C or SIGTERM stopped the work.
 const (
 	exitBadInput    = 2
-	exitInterrupted = 130
+	exitInterrupted = lab.ExitInterrupted
 )
 
 type runOptions struct {

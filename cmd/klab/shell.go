@@ -10,15 +10,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"klab/lab"
+	"klab/results"
 )
 
 // shellOptions are klab shell's flags, bound to its fields.
 type shellOptions struct {
 	guestOptions
-	// errOut is klab's standard error; command is klab's own argv, for
-	// the manifest.
-	errOut  io.Writer
-	command []string
+	// in, out and errOut are klab's standard streams; command is klab's
+	// own argv, for the manifest.
+	in          io.Reader
+	out, errOut io.Writer
+	command     []string
 }
 
 // newShellCommand returns klab shell. Once the flags are checked, the
@@ -34,12 +36,23 @@ func newShellCommand(g *globalOptions, runF func(context.Context, *shellOptions)
 		Long: `Boot a kernel in a QEMU guest and attach your terminal to its console, where
 u-root's gosh runs after the agent has mounted the file systems and loaded the
 modules. Exit the shell to power the guest off; Ctrl-A x kills QEMU. The
-console is saved in the run directory.`,
+console is saved in the run directory.
+
+When klab's standard input is not a terminal (a pipe, a file), there is no
+console to type at: the guest's sh reads the input as a script and runs it
+through the agent, without a line editor, its output on klab's stdout and
+stderr, as klab boot -- sh does.
+
+Exit status: the shell's own when it exits; 2 for bad flags; 125 when klab
+or QEMU failed; 126 when the kernel panicked; 130 when the session was
+killed before the shell exited (Ctrl-A x, or klab was interrupted). A
+killed session is saved as such, never as a success.`,
 		Example: `  klab shell --kernel debian:7.3
-  klab shell --kernel ./arch/x86/boot/bzImage --memory 2048`,
+  klab shell --kernel ./arch/x86/boot/bzImage --memory 2048
+  echo 'uname -r; cat /proc/cmdline' | klab shell --kernel debian:7.3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.errOut, o.command = cmd.ErrOrStderr(), os.Args
+			o.in, o.out, o.errOut, o.command = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), os.Args
 			if err := errors.Join(o.checkGuest(g, "--kernel debian:7.3")...); err != nil {
 				return badInput(err)
 			}
@@ -57,17 +70,53 @@ console is saved in the run directory.`,
 }
 
 // request returns the lab options and the shell request that o
-// describes.
+// describes: on the console when klab's standard input is a terminal,
+// else a script read from it.
 func (o *shellOptions) request(g *globalOptions) (lab.Options, lab.ShellRequest) {
-	return o.labOptions(g), lab.ShellRequest{Kernel: o.kernel, MemMB: o.memMB, CPUs: o.cpus, Cmdline: o.cmdline, Command: o.command}
+	req := lab.ShellRequest{Kernel: o.kernel, MemMB: o.memMB, CPUs: o.cpus, Cmdline: o.cmdline, Command: o.command}
+	if o.in != nil && !isTerminalReader(o.in) {
+		req.Script, req.Stdout, req.Stderr = o.in, o.out, o.errOut
+	}
+	return o.labOptions(g), req
 }
 
-// runShell boots the kernel of o with the terminal on its console.
+// isTerminalReader reports whether r is a terminal.
+func isTerminalReader(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && isTerminal(f)
+}
+
+// runShell boots the kernel of o with the terminal on its console, or
+// runs its standard input as a script, and ends klab with the session's
+// status.
 func runShell(ctx context.Context, g *globalOptions, o *shellOptions) error {
 	lo, req := o.request(g)
-	dir, err := lo.Shell(ctx, req)
-	if dir != "" {
-		fmt.Fprintf(o.errOut, "klab: run saved to %s\n", dir)
+	res, err := lo.Shell(ctx, req)
+	return shellExit(ctx, o.errOut, res, err)
+}
+
+// shellExit says how a shell session ended and returns klab's exit for
+// it: the shell's own status, or what ended the session first.
+func shellExit(ctx context.Context, w io.Writer, res *lab.ShellResult, err error) error {
+	if err != nil {
+		if ctx.Err() != nil {
+			if res != nil && res.RunDir != "" {
+				fmt.Fprintf(w, "klab: interrupted; the session is saved in %s\n", res.RunDir)
+			}
+			return &exitError{code: exitInterrupted}
+		}
+		return err
 	}
-	return err
+	if res.Boot != nil {
+		summary(w, res.Boot)
+	} else {
+		if res.Outcome.Status != results.StatusOK || res.Outcome.Message != "" {
+			fmt.Fprintf(w, "klab: %s: %s\n", res.Outcome.Status, shown(res.Outcome.Message))
+		}
+		fmt.Fprintf(w, "klab: run saved to %s\n", res.RunDir)
+	}
+	if res.ExitCode != 0 {
+		return &exitError{code: res.ExitCode}
+	}
+	return nil
 }

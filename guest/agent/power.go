@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,8 +31,9 @@ func PowerOff() error {
 
 // RunShell prints ShellBanner to stdout and runs the first shell of Shells
 // that exists, attached to stdin, stdout and stderr, with PATH set to
-// DefaultPath. It returns when the shell exits.
-func RunShell(stdin io.Reader, stdout, stderr io.Writer) error {
+// DefaultPath. It returns when the shell exits, with its exit status (128
+// plus the signal for a shell killed by one).
+func RunShell(stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	fmt.Fprintln(stdout, ShellBanner)
 	var errs []error
 	for _, sh := range Shells() {
@@ -42,14 +44,24 @@ func RunShell(stdin io.Reader, stdout, stderr io.Writer) error {
 		cmd := exec.Command(sh)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 		cmd.Env = append(os.Environ(), "PATH="+DefaultPath)
-		if err := cmd.Run(); err != nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				return nil // the user's last command failed; that is fine
-			}
-			return fmt.Errorf("shell %s: %w", sh, err)
-		}
-		return nil
+		return ShellStatus(cmd.Run())
 	}
-	return fmt.Errorf("no shell found: %w", errors.Join(errs...))
+	return 0, fmt.Errorf("no shell found: %w", errors.Join(errs...))
+}
+
+// ShellStatus is the exit status of a shell that ended with err (from
+// exec.Cmd.Run): 0, its own status, or 128 plus the signal that killed it;
+// an error when it did not run at all.
+func ShellStatus(err error) (int, error) {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ee.ExitCode(), nil
+	}
+	return 0, fmt.Errorf("shell: %w", err)
 }

@@ -28,6 +28,12 @@ const MaxLine = 1 << 20
 // MaxChunk is the most output bytes an agent packs into one Output event.
 const MaxChunk = 32 << 10
 
+// ShellExitPrefix starts the line the agent prints on the console when
+// the shell of klab shell exits, before it powers the guest off; the
+// shell's exit status (0 to 255) follows. The console is the channel of
+// klab shell, which reads the status from its log.
+const ShellExitPrefix = "klab shell: the shell exited with status "
+
 // Kind names a message type.
 type Kind string
 

@@ -99,9 +99,12 @@ func main() {
 
 	switch mode {
 	case agent.ModeShell:
-		if err := agent.RunShell(os.Stdin, os.Stdout, os.Stderr); err != nil {
+		status, err := agent.RunShell(os.Stdin, os.Stdout, os.Stderr)
+		if err != nil {
 			fatal(err)
 		}
+		// klab shell reads the status from the console log.
+		fmt.Printf("\n%s%d\n", proto.ShellExitPrefix, status)
 		powerOff()
 	default:
 		if err := run(mods, setupErr, t0, t1); err != nil {
