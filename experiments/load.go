@@ -106,6 +106,7 @@ func Load(path string, data []byte) (*File, error) {
 		ps.Add(0, 0, "params: %d points in the matrix, want at most 4096", len(points))
 		return nil, ps.Err()
 	}
+	var need Requires
 	for _, pt := range points {
 		s, err := f.substitute(pt)
 		if err != nil {
@@ -113,10 +114,13 @@ func Load(path string, data []byte) (*File, error) {
 			continue
 		}
 		validate(ps, root, s, params, true)
+		need.addImplied(implied(s))
 	}
 	if err := ps.Err(); err != nil {
 		return nil, err
 	}
+	f.Spec.Requires.Implied = nil
+	f.Spec.Requires.addImplied(need.Implied)
 	return f, nil
 }
 
@@ -639,6 +643,7 @@ func (f *File) WithSets(sets map[string]string) (*File, error) {
 	}
 	c.Spec.Params = params
 	ps := specfile.NewProblems(f.Path + " (with parameters set)")
+	var need Requires
 	for _, pt := range c.Points() {
 		s, err := c.substitute(pt)
 		if err != nil {
@@ -646,9 +651,13 @@ func (f *File) WithSets(sets map[string]string) (*File, error) {
 			continue
 		}
 		validate(ps, c.root, s, params, false)
+		need.addImplied(implied(s))
 	}
 	if err := ps.Err(); err != nil {
 		return nil, err
 	}
+	// What the parameters set now run decides what is implied.
+	c.Spec.Requires.Implied = nil
+	c.Spec.Requires.addImplied(need.Implied)
 	return &c, nil
 }

@@ -2,11 +2,13 @@ package experiments
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestREADMESketch: the experiment sketch in README.md is a valid spec.
+// TestREADMESketch: the experiment sketch in README.md is a valid spec
+// that lists what its kernel needs.
 func TestREADMESketch(t *testing.T) {
 	data, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -23,6 +25,10 @@ func TestREADMESketch(t *testing.T) {
 	f, err := Load("README.md", []byte(sketch))
 	if err != nil {
 		t.Fatalf("README.md's sketch does not validate:\n%v", err)
+	}
+	// Its uring cells need fuse-io-uring, and it says so.
+	if !slices.Contains(f.Spec.Requires.Features, "fuse-io-uring") || len(f.Spec.Requires.Implied) != 0 {
+		t.Errorf("sketch requires %+v, want features: [fuse-io-uring] written", f.Spec.Requires)
 	}
 	p, err := MakePlan(f, PlanOptions{Kernels: []string{"debian:7.3"}})
 	if err != nil {

@@ -116,6 +116,15 @@ func IsRun(dir string) bool {
 	return err == nil
 }
 
+// failedRows are the report rows whose samples failed with the same first
+// error: one failure line says it for all of them.
+type failedRows struct {
+	at      int      // the line's index in the report's failures
+	first   string   // the first failure: side, round and error
+	rows    []string // the rows' names, in report order
+	samples int      // the failed samples of all of them
+}
+
 // Report makes the run's report.
 func (s *Saved) Report() *report.Report {
 	m, p, spec := s.Manifest, s.Plan, s.File.Spec
@@ -150,7 +159,10 @@ func (s *Saved) Report() *report.Report {
 			r.Skipped = append(r.Skipped, report.Skipped{Cell: "every cell on " + k.Ref, Reason: k.Skipped})
 		}
 	}
-	// Rows: each plan row times each workload.
+	// Rows: each plan row times each workload. Rows whose samples failed
+	// with the same first error (a transport the kernel lacks fails every
+	// row alike) share one failure line, where the first of them is.
+	sampleFailures := map[string]*failedRows{}
 	for ri, pr := range p.Rows {
 		cell, err := s.File.Cell(p.Point(Unit{Row: ri, Side: SideA}))
 		if err != nil {
@@ -208,11 +220,20 @@ func (s *Saved) Report() *report.Report {
 					r.Failures = append(r.Failures, fmt.Sprintf("%s: %s %+.1f%% (threshold %.1f%%)", name, metric, row.Change.Pct, w.ThresholdPct))
 				}
 				if len(failed) > 0 {
-					r.Failures = append(r.Failures, fmt.Sprintf("%s: %d sample(s) failed: %s", name, len(failed), failed[0]))
+					g := sampleFailures[failed[0]]
+					if g == nil {
+						g = &failedRows{at: len(r.Failures), first: failed[0]}
+						sampleFailures[failed[0]] = g
+						r.Failures = append(r.Failures, "")
+					}
+					g.rows, g.samples = append(g.rows, name), g.samples+len(failed)
 				}
 				r.Rows = append(r.Rows, row)
 			}
 		}
+	}
+	for _, g := range sampleFailures {
+		r.Failures[g.at] = fmt.Sprintf("%s: %d sample(s) failed: %s", strings.Join(g.rows, ", "), g.samples, g.first)
 	}
 	r.AutoRounds = reportAutoRounds(m.AutoRounds, r.Rows)
 	r.Profiles, r.Warnings = s.profiles(r.Warnings)

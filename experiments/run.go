@@ -463,7 +463,7 @@ func Unmet(r *Requires, k *results.Kernel) string {
 			need = append(need, "CONFIG_"+strings.TrimPrefix(c, "CONFIG_"))
 		}
 	}
-	for _, f := range r.Features {
+	for _, f := range r.all() {
 		ok := true
 		switch f {
 		case "fuse-io-uring":
@@ -475,6 +475,9 @@ func Unmet(r *Requires, k *results.Kernel) string {
 			ok = has("FUSE_FS") && rg.Contains(k.Version)
 		}
 		if !ok {
+			if why := r.Implied[f]; why != "" {
+				f += " (for " + why + ")"
+			}
 			need = append(need, f)
 		}
 	}
@@ -482,6 +485,17 @@ func Unmet(r *Requires, k *results.Kernel) string {
 		return ""
 	}
 	return "needs " + strings.Join(need, ", ")
+}
+
+// all are r's features: those it lists, then those implied, sorted.
+func (r *Requires) all() []string {
+	out := slices.Clone(r.Features)
+	for _, f := range sortedKeys(r.Implied) {
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // readConfig reads a kernel .config; nil when there is none.

@@ -876,3 +876,110 @@ func TestChecksPerRow(t *testing.T) {
 		t.Errorf("checks per row: %v, want %v", counts, want)
 	}
 }
+
+// sketchSpec is README's spec sketch without its requires: a server over
+// io_uring in half the matrix.
+const sketchSpec = `
+name: my-exp
+description: creates on klab's passthrough server, dev against uring
+rounds: 2
+compare: transport
+params:
+  transport: [dev, uring]
+  jobs: [1, 2]
+server: {kind: passthrough, transport: "${transport}", backing: /tmp/b, mountpoint: /mnt/fuse}
+setup: {dirs: [/tmp/b]}
+workloads:
+  - {name: create, pattern: create, dir: /mnt/fuse/c, jobs: "${jobs}", files: 1000, runtime_s: 3, prepare: rm -rf /tmp/b/c}
+checks:
+  - {name: fuse-device, run: "test -c /dev/fuse"}
+`
+
+// TestImpliedRequires: a server over io_uring in any point of the matrix
+// requires fuse-io-uring without the spec saying so, and what --set
+// leaves out no longer does; a kernel without it is skipped with the
+// reason, as for a written requires, instead of failing every uring cell.
+func TestImpliedRequires(t *testing.T) {
+	f := loadRunSpec(t, sketchSpec)
+	want := map[string]string{"fuse-io-uring": "server.transport: uring"}
+	if got := f.Spec.Requires.Implied; !reflect.DeepEqual(got, want) || len(f.Spec.Requires.Features) != 0 {
+		t.Errorf("implied %v, features %v; want %v and none written", got, f.Spec.Requires.Features, want)
+	}
+	written := loadRunSpec(t, strings.Replace(sketchSpec, "rounds: 2\n", "rounds: 2\nrequires: {features: [fuse-io-uring]}\n", 1))
+	if len(written.Spec.Requires.Implied) != 0 {
+		t.Errorf("a written requires: implied %v", written.Spec.Requires.Implied)
+	}
+	dev, err := f.WithSets(map[string]string{"transport": "dev"})
+	if err != nil || len(dev.Spec.Requires.Implied) != 0 || !reflect.DeepEqual(f.Spec.Requires.Implied, want) {
+		t.Errorf("--set transport=dev: %v, implied %v (the file's %v)", err, dev.Spec.Requires.Implied, f.Spec.Requires.Implied)
+	}
+	jobs, err := f.WithSets(map[string]string{"jobs": "4"})
+	if err != nil || !reflect.DeepEqual(jobs.Spec.Requires.Implied, want) {
+		t.Errorf("--set jobs=4: %v, implied %v", err, jobs.Spec.Requires.Implied)
+	}
+	plain := loadRunSpec(t, strings.Replace(strings.Replace(sketchSpec, "transport: [dev, uring]", "transport: [dev]", 1), "compare: transport\n", "", 1))
+	if len(plain.Spec.Requires.Implied) != 0 {
+		t.Errorf("no uring: implied %v", plain.Spec.Requires.Implied)
+	}
+
+	without := writeConfig(t, "CONFIG_FUSE_FS=y\n# CONFIG_FUSE_IO_URING is not set\n")
+	with := writeConfig(t, "CONFIG_FUSE_FS=y\nCONFIG_FUSE_IO_URING=y\n")
+	kernels := map[string]*results.Kernel{
+		"old": {Name: "old", ID: "k-old", Version: "6.1.0", Config: without},
+		"new": {Name: "new", ID: "k-new", Version: "7.3.0", Config: with},
+	}
+	fake := &fakeOpener{t: t, kernels: kernels}
+	o := runOptions(t, fake, "old")
+	_, err = Run(context.Background(), f, o)
+	var bad *specfile.BadInputError
+	if !errors.As(err, &bad) || err.Error() != "runtest.yaml: no kernel meets its requires: old (6.1.0): needs fuse-io-uring (for server.transport: uring)" {
+		t.Errorf("the sketch on a kernel without io_uring: %v", err)
+	}
+	if len(fake.guests) != 0 {
+		t.Errorf("%d guests booted", len(fake.guests))
+	}
+
+	withKernel := loadRunSpec(t, strings.Replace(sketchSpec, "compare: transport\n", "", 1))
+	fake = &fakeOpener{t: t, kernels: kernels}
+	o = runOptions(t, fake, "new", "old")
+	res, err := Run(context.Background(), withKernel, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	if m.Kernels[0].Skipped != "" || m.Kernels[1].Skipped != "needs fuse-io-uring (for server.transport: uring)" {
+		t.Errorf("manifest kernels %+v", m.Kernels)
+	}
+	for _, g := range fake.guests {
+		if g.req.Kernel != "new" {
+			t.Errorf("a guest booted %s", g.req.Kernel)
+		}
+	}
+}
+
+// TestSameFailureOnce: rows whose samples all failed alike (a kernel whose
+// io_uring the config did not show, failing every uring mount) give the
+// error once, naming every row.
+func TestSameFailureOnce(t *testing.T) {
+	f := loadRunSpec(t, sketchSpec)
+	const boom = "fuse step: start passthrough server on /mnt/fuse: fuse: transport uring: unsupported by this kernel"
+	fake := &fakeOpener{t: t, step: func(g *fakeGuest, st proto.Step, d *proto.Done) error {
+		if st.Kind == proto.StepFUSE && st.FUSE.Transport == "uring" {
+			d.ExitCode, d.Error, d.Metrics = -1, boom, nil
+		}
+		return nil
+	}}
+	res, err := Run(context.Background(), f, runOptions(t, fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := Open(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := saved.Report()
+	want := "create jobs=1, create jobs=2: 4 sample(s) failed: transport=uring round 1: exit -1: " + boom
+	if !slices.Contains(r.Failures, want) || strings.Count(strings.Join(r.Failures, "\n"), boom) != 1 {
+		t.Errorf("failures %q, want once %q", r.Failures, want)
+	}
+}

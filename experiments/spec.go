@@ -8,6 +8,7 @@ package experiments
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -167,6 +168,37 @@ type Requires struct {
 	// Features are named capabilities: fuse-io-uring,
 	// fuse-request-timeout, fuse-passthrough.
 	Features []string `yaml:"features"`
+	// Implied are the features the spec needs without listing them in
+	// Features, each with what needs it: fuse-io-uring for a server over
+	// io_uring (server.transport: uring) in any point of the matrix.
+	// Load and WithSets fill it; a kernel without them is skipped as for
+	// Features.
+	Implied map[string]string `yaml:"-" json:"-"`
+}
+
+// implied returns the features s needs for what it runs, with what needs
+// each: fuse-io-uring for a server over io_uring.
+func implied(s *Spec) map[string]string {
+	if s.Server != nil && s.Server.Transport == "uring" {
+		return map[string]string{"fuse-io-uring": "server.transport: uring"}
+	}
+	return nil
+}
+
+// addImplied records in r the features of need (from implied) that r
+// does not list.
+func (r *Requires) addImplied(need map[string]string) {
+	for f, why := range need {
+		if slices.Contains(r.Features, f) {
+			continue
+		}
+		if r.Implied == nil {
+			r.Implied = map[string]string{}
+		}
+		if _, ok := r.Implied[f]; !ok {
+			r.Implied[f] = why
+		}
+	}
 }
 
 // VM is the guest's shape and accelerator policy.

@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -63,7 +65,10 @@ func newExperimentsCommand() *cobra.Command {
 		Short: "Check experiment files and report every error with file:line:col",
 		Long: `Check experiment files without running them. Every problem of every file is
 reported, each with its file, line and column, what was found and what is
-allowed. Exit status 2 when any file is invalid.`,
+allowed. A file that needs a kernel feature without listing it in requires
+(a server over io_uring needs fuse-io-uring) gets a note: klab requires it
+all the same, and a kernel without it is skipped. Exit status 2 when any
+file is invalid.`,
 		Example: "  klab experiments validate experiments/*.yaml",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -79,6 +84,9 @@ allowed. Exit status 2 when any file is invalid.`,
 					continue
 				}
 				fmt.Printf("%s: ok (%s, %d point(s) in its matrix)\n", f.Path, f.Spec.Name, len(f.Points()))
+				for _, n := range impliedNotes(f) {
+					fmt.Printf("%s: note: %s\n", f.Path, n)
+				}
 			}
 			if len(msgs) > 0 {
 				return &exitError{code: exitBadInput, msg: strings.Join(msgs, "\n")}
@@ -108,6 +116,17 @@ func listExperiments() []experimentEntry {
 			continue
 		}
 		out = append(out, experimentEntry{Name: n, Path: f.Path, Description: f.Spec.Description})
+	}
+	return out
+}
+
+// impliedNotes say which features f requires without listing them, and
+// why: a kernel without them is skipped.
+func impliedNotes(f *experiments.File) []string {
+	var out []string
+	imp := f.Spec.Requires.Implied
+	for _, feat := range slices.Sorted(maps.Keys(imp)) {
+		out = append(out, fmt.Sprintf("requires %s, for %s: a kernel without it is skipped (write requires: {features: [%s]} to say so)", feat, imp[feat], feat))
 	}
 	return out
 }
