@@ -168,9 +168,10 @@ func usesDirs(cmd *cobra.Command) bool {
 const groupAnnotation = "klab:group"
 
 // strictCommands makes every mistyped command line an error with the
-// status of bad input, 2, on every command: a command group (klab kernels, klab fuse check, ...) given an unknown subcommand
-// fails with suggestions instead of printing its help, and argument
-// errors are bad input.
+// status of bad input, 2, on every command: a command group (klab
+// kernels, klab fuse check, ...) given an unknown subcommand fails with
+// suggestions instead of printing its help, and argument errors are bad
+// input.
 func strictCommands(c *cobra.Command, g *globalOptions) {
 	switch {
 	case c.HasSubCommands() && !c.Runnable():
