@@ -132,6 +132,7 @@ func (o *Options) Shell(ctx context.Context, req ShellRequest) (*ShellResult, er
 
 // scriptShell runs req's script with the guest's sh, through the agent.
 func (o *Options) scriptShell(ctx context.Context, req ShellRequest) (*ShellResult, error) {
+	o.progressf("standard input is not a terminal: the guest's sh runs it as a script, without a console")
 	bres, err := o.Boot(ctx, BootRequest{
 		Kernel: req.Kernel, MemMB: req.MemMB, CPUs: req.CPUs, Cmdline: req.Cmdline, Command: req.Command,
 		Argv: []string{"sh"}, Stdin: req.Script, Stdout: req.Stdout, Stderr: req.Stderr, RunKind: "shell",
