@@ -185,9 +185,17 @@ func runKlab(t *testing.T, runsDir string, timeout time.Duration, nice int, args
 // onlyRun returns the single run directory under runsDir.
 func onlyRun(t *testing.T, runsDir string) string {
 	t.Helper()
-	ents, err := os.ReadDir(runsDir)
+	all, err := os.ReadDir(runsDir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Runs are directories; klab's state beside them (fstests' per-test
+	// times) is in files.
+	var ents []os.DirEntry
+	for _, e := range all {
+		if e.IsDir() {
+			ents = append(ents, e)
+		}
 	}
 	if len(ents) != 1 {
 		t.Fatalf("%d runs in %s, want 1", len(ents), runsDir)
