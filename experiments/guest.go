@@ -142,7 +142,9 @@ func (g *guestRun) compileUnit(u Unit, cell *Spec) unitSteps {
 		w := &cell.Workloads[i]
 		it := item{workload: w}
 		if w.Prepare != "" {
-			it.steps = append(it.steps, proto.Step{ID: g.newID(), Kind: proto.StepExec, Argv: []string{"sh", "-c", w.Prepare}})
+			pst := prepareStep(cell, w)
+			pst.ID = g.newID()
+			it.steps = append(it.steps, pst)
 		}
 		st := workloadStep(cell, w)
 		st.ID = g.newID()
@@ -158,7 +160,7 @@ func (g *guestRun) compileUnit(u Unit, cell *Spec) unitSteps {
 		if u.Row != 0 && !slices.ContainsFunc(g.f.checkRefs(i), func(p string) bool { return p != g.plan.Axis }) {
 			continue
 		}
-		st := checkStep(c)
+		st := checkStep(cell, c)
 		st.ID = g.newID()
 		us.items = append(us.items, item{check: c, steps: []proto.Step{st}, id: st.ID})
 	}

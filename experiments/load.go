@@ -31,6 +31,10 @@ type File struct {
 	root *yaml.Node
 	// exclude are the spec's exclude entries, checked.
 	exclude []map[string]string
+	// Warnings are what is valid but likely wrong in the file (a check
+	// that names the server's mountpoint but runs with the server
+	// unmounted), each with its position, in the file's order.
+	Warnings []specfile.Problem
 }
 
 // checkRefs returns the parameters that the i-th check refers to.
@@ -107,6 +111,7 @@ func Load(path string, data []byte) (*File, error) {
 		return nil, ps.Err()
 	}
 	var need Requires
+	ws := specfile.NewProblems(path)
 	for _, pt := range points {
 		s, err := f.substitute(pt)
 		if err != nil {
@@ -114,10 +119,15 @@ func Load(path string, data []byte) (*File, error) {
 			continue
 		}
 		validate(ps, root, s, params, true)
+		mountWarnings(ws, root, s)
 		need.addImplied(implied(s))
 	}
 	if err := ps.Err(); err != nil {
 		return nil, err
+	}
+	var se *specfile.Error
+	if errors.As(ws.Err(), &se) {
+		f.Warnings = se.Problems
 	}
 	f.Spec.Requires.Implied = nil
 	f.Spec.Requires.addImplied(need.Implied)

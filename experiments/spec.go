@@ -359,7 +359,13 @@ type Workload struct {
 	// MakeDirs are created before fio runs (relative to Dir).
 	MakeDirs []string `yaml:"make_dirs"`
 	// Prepare is shell run before the job, untimed (e.g. rm -rf DIR).
+	// It runs without the server mounted, unless PrepareMount.
 	Prepare string `yaml:"prepare"`
+	// PrepareMount runs Prepare while the spec's server is mounted, in a
+	// mount of its own before the job's: what it writes under the
+	// mountpoint goes through the server to the backing directory, and
+	// the pages it cached on the mount are gone when the job mounts.
+	PrepareMount bool `yaml:"prepare_mount"`
 	// Mount runs the job on the server's mount (the default when there
 	// is a server); false runs it without the server.
 	Mount *bool `yaml:"mount"`
@@ -407,6 +413,11 @@ type Check struct {
 	// seconds (a timing bound such as "ECONNABORTED within T+15 s"); it
 	// is not scaled.
 	MaxS float64 `yaml:"max_s"`
+	// Mount runs the check while the spec's server is mounted, in a
+	// mount of its own, as a workload runs; false (the default) runs it
+	// after the workloads, with the server unmounted, so that the
+	// mountpoint is then a bare directory.
+	Mount bool `yaml:"mount"`
 	// Expect is the outcome the experiment's reference saw (pass, or
 	// fail), with where it comes from.
 	Expect OneOrMany[reference.CheckExpectation] `yaml:"expect"`

@@ -130,8 +130,28 @@ func passthroughOptions(sv *Server) proto.FUSEPassthroughOptions {
 	return o
 }
 
-// checkStep is a check as an exec step.
-func checkStep(c *Check) proto.Step {
+// prepareStep is a workload's prepare as an exec step, inside a mount of
+// the spec's server of its own when the workload asks for it.
+func prepareStep(s *Spec, w *Workload) proto.Step {
+	st := proto.Step{Kind: proto.StepExec, Argv: []string{"sh", "-c", w.Prepare}}
+	if s.Server == nil || !w.PrepareMount {
+		return st
+	}
+	return proto.Step{Kind: proto.StepFUSE, FUSE: fuseStep(s.Server, &st)}
+}
+
+// checkStep is a check as an exec step, inside a mount of the spec's
+// server of its own when the check asks for it (mount: true).
+func checkStep(s *Spec, c *Check) proto.Step {
+	st := execCheckStep(c)
+	if s.Server == nil || !c.Mount {
+		return st
+	}
+	return proto.Step{Kind: proto.StepFUSE, FUSE: fuseStep(s.Server, &st)}
+}
+
+// execCheckStep is a check's command as an exec step.
+func execCheckStep(c *Check) proto.Step {
 	st := proto.Step{Kind: proto.StepExec}
 	if c.FuseCheck != "" {
 		st.Argv = append([]string{"klab-agent", "fuse", "check", c.FuseCheck}, c.Args...)

@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -197,11 +198,74 @@ func validate(ps *specfile.Problems, root *yaml.Node, s *Spec, params Params, ax
 		if c.MaxS < 0 || c.MaxS > 86400 {
 			ps.At(p("max_s"), "checks[%d].max_s: %g is out of range, want 0..86400", i, c.MaxS)
 		}
+		if c.Mount {
+			switch {
+			case s.Server == nil:
+				ps.At(p("mount"), "checks[%d].mount: true, but the experiment has no server to mount (mount: true runs the check while the server is mounted)", i)
+			case c.FuseCheck != "":
+				ps.At(p("mount"), "checks[%d].mount: only for run; fuse_check %s mounts a server of its own", i, c.FuseCheck)
+			}
+		}
 		if c.TimeoutS < 0 || c.TimeoutS > 86400 {
 			ps.At(p("timeout_s"), "checks[%d].timeout_s: %d is out of range, want 1..86400", i, c.TimeoutS)
 		}
 		validateCheckExpects(ps, root, s, i)
 	}
+}
+
+// mountWarnings warns of the steps that name the server's mountpoint but
+// run with the server unmounted: a check without mount: true, a prepare
+// without prepare_mount: true. They would see, or write into, the bare
+// mountpoint directory, and a check could pass against the guest's own
+// file system.
+func mountWarnings(ws *specfile.Problems, root *yaml.Node, s *Spec) {
+	if s.Server == nil || s.Server.Mountpoint == "" {
+		return
+	}
+	mp := path.Clean(s.Server.Mountpoint)
+	if mp == "/" {
+		return
+	}
+	for i, c := range s.Checks {
+		if !c.Mount && c.Run != "" && namesPath(c.Run, mp) {
+			ws.At(specfile.Node(root, "checks", i, "run"), "checks[%d].run names %s, but the check runs after the server is unmounted: it would see the bare mountpoint directory; add mount: true", i, mp)
+		}
+	}
+	for i, w := range s.Workloads {
+		if !w.PrepareMount && w.Prepare != "" && namesPath(w.Prepare, mp) {
+			ws.At(specfile.Node(root, "workloads", i, "prepare"), "workloads[%d].prepare names %s, but it runs before the server is mounted: it would see the bare mountpoint directory; add prepare_mount: true", i, mp)
+		}
+	}
+}
+
+// namesPath reports whether the shell text cmd names the directory dir
+// or a path under it: dir not preceded by a path character and followed
+// by the end, a '/' or a character that ends a shell word.
+func namesPath(cmd, dir string) bool {
+	for off := 0; ; {
+		i := strings.Index(cmd[off:], dir)
+		if i < 0 {
+			return false
+		}
+		i += off
+		end := i + len(dir)
+		before := i == 0 || !pathChar(cmd[i-1])
+		after := end == len(cmd) || cmd[end] == '/' || !pathChar(cmd[end])
+		if before && after {
+			return true
+		}
+		off = i + 1
+	}
+}
+
+// pathChar reports whether b can be part of a path word in a shell
+// command: letters, digits and . _ - + / ~ @ % , :.
+func pathChar(b byte) bool {
+	switch {
+	case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9':
+		return true
+	}
+	return strings.IndexByte("._-+/~@%,:", b) >= 0
 }
 
 func prefixed(sep string, l []string) string {
@@ -315,6 +379,14 @@ func validateWorkload(ps *specfile.Problems, root *yaml.Node, s *Spec, i int) {
 	}
 	if w.Mount != nil && *w.Mount && s.Server == nil {
 		ps.At(at("mount"), "%s.mount: true, but the experiment has no server", pre)
+	}
+	if w.PrepareMount {
+		switch {
+		case s.Server == nil:
+			ps.At(at("prepare_mount"), "%s.prepare_mount: true, but the experiment has no server to mount", pre)
+		case w.Prepare == "":
+			ps.At(at("prepare_mount"), "%s.prepare_mount: true, but the workload has no prepare to run", pre)
+		}
 	}
 	if w.Fio != "" {
 		for _, f := range []string{"jobs", "bs", "size", "files", "fallocate", "filename_format", "ramp_s", "runtime_s", "time_based"} {

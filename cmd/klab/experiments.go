@@ -67,8 +67,11 @@ func newExperimentsCommand() *cobra.Command {
 reported, each with its file, line and column, what was found and what is
 allowed. A file that needs a kernel feature without listing it in requires
 (a server over io_uring needs fuse-io-uring) gets a note: klab requires it
-all the same, and a kernel without it is skipped. Exit status 2 when any
-file is invalid.`,
+all the same, and a kernel without it is skipped. A file that is valid but
+likely wrong gets a warning with its position: a check whose run names the
+server's mountpoint without mount: true runs after the server is unmounted
+and would see the bare mountpoint directory. Exit status 2 when any file is
+invalid; warnings alone leave it 0.`,
 		Example: "  klab experiments validate experiments/*.yaml",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -86,6 +89,9 @@ file is invalid.`,
 				fmt.Printf("%s: ok (%s, %d point(s) in its matrix)\n", f.Path, f.Spec.Name, len(f.Points()))
 				for _, n := range impliedNotes(f) {
 					fmt.Printf("%s: note: %s\n", f.Path, n)
+				}
+				for _, w := range specWarnings(f) {
+					fmt.Println(w)
 				}
 			}
 			if len(msgs) > 0 {
@@ -116,6 +122,17 @@ func listExperiments() []experimentEntry {
 			continue
 		}
 		out = append(out, experimentEntry{Name: n, Path: f.Path, Description: f.Spec.Description})
+	}
+	return out
+}
+
+// specWarnings are f's warnings, one line each: file:line:col: warning:
+// what is likely wrong.
+func specWarnings(f *experiments.File) []string {
+	var out []string
+	for _, p := range f.Warnings {
+		p.Msg = "warning: " + p.Msg
+		out = append(out, p.Error())
 	}
 	return out
 }

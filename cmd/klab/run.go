@@ -161,6 +161,9 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 	if err != nil {
 		return badInput(err)
 	}
+	for _, w := range specWarnings(f) {
+		fmt.Fprintln(stderr, w)
+	}
 	if f.Spec.Suite != nil {
 		return runSuite(ctx, g, o, f, stdout, stderr)
 	}
