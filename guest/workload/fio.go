@@ -91,8 +91,9 @@ func FioCommand(s *proto.FioStep, tmpDir string) (argv []string, jobFile string,
 }
 
 // RunFio runs fio for s, streams a sample per status report, and maps its
-// final JSON document into Metrics. A fio that exits non-zero, or reports a
-// job error, returns the metrics it has with an error.
+// final JSON document into Metrics. A fio that exits non-zero, reports a
+// job error, or ran an exec_prerun or exec_postrun that failed as far as
+// can be told (see execWatch), returns the metrics it has with an error.
 func RunFio(ctx context.Context, s *proto.FioStep, opt FioOptions) (*proto.Metrics, error) {
 	tmp, err := os.MkdirTemp("", "klab-fio-")
 	if err != nil {
@@ -136,7 +137,8 @@ func RunFio(ctx context.Context, s *proto.FioStep, opt FioOptions) (*proto.Metri
 	cmd := exec.Command(bin, argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = opt.Env
-	cmd.Stderr = io.MultiWriter(stderr, &errTail)
+	var ew execWatch
+	cmd.Stderr = io.MultiWriter(stderr, &errTail, &ew)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -163,6 +165,7 @@ func RunFio(ctx context.Context, s *proto.FioStep, opt FioOptions) (*proto.Metri
 	}, func(line []byte) {
 		_, _ = stderr.Write(append(line, '\n'))
 		errTail.Write(append(line, '\n'))
+		ew.Line(line)
 	})
 	if splitErr != nil {
 		// Keep draining so that fio does not block on a full pipe.
@@ -187,6 +190,9 @@ func RunFio(ctx context.Context, s *proto.FioStep, opt FioOptions) (*proto.Metri
 		return nil, fmt.Errorf("fio printed no JSON: %s", errTail.String())
 	case m.Errors > 0:
 		return m, fmt.Errorf("fio: %d job(s) reported an error: %s", m.Errors, errTail.String())
+	}
+	if probs := ew.Problems(dir, last, errTail.String()); len(probs) > 0 {
+		return m, fmt.Errorf("fio: %s", strings.Join(probs, "; "))
 	}
 	return m, nil
 }
