@@ -358,3 +358,36 @@ type experimentSample struct {
 func (s experimentSample) key() string {
 	return fmt.Sprintf("%s/%d/%s/%d=%g", s.Workload, s.Row, s.Side, s.Round, s.Value)
 }
+
+// TestExperimentMountCheck: a check with mount: true runs while the
+// spec's server is mounted (a file it writes under the mountpoint is in
+// the backing directory at once), and a check without it runs after the
+// unmount, which klab warns of when it names the mountpoint. One boot
+// runs both sides.
+func TestExperimentMountCheck(t *testing.T) {
+	testenv.E2E(t)
+	parallelGuest(t)
+	runs := t.TempDir()
+	r := runTimeout(t, runs, 10*time.Minute, "run", "e2e/testdata/mount-check.yaml", "--kernel", "debian:7.3", "--format", "json")
+	if r.code != 0 {
+		t.Fatalf("klab run: exit %d\n%s", r.code, r.stdout)
+	}
+	if !strings.Contains(r.stderr, "checks[1].run names /mnt/mc") || !strings.Contains(r.stderr, "add mount: true") {
+		t.Errorf("stderr lacks the warning about the check after the unmount")
+	}
+	var rep report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("klab run --format json: %v\n%s", err, r.stdout)
+	}
+	passed := map[string]int{}
+	for _, c := range rep.Checks {
+		if c.Passed {
+			passed[c.Name]++
+		} else {
+			t.Errorf("check %s failed", c.Name)
+		}
+	}
+	if len(rep.Checks) != 4 || passed["on-mount"] != 2 || passed["after"] != 2 {
+		t.Errorf("checks %+v, want on-mount and after passed on both sides", rep.Checks)
+	}
+}
