@@ -15,6 +15,10 @@ func (s *Saved) Mode() reference.Mode {
 	mode := reference.Mode{Accel: s.Manifest.Accel, CPUs: s.Manifest.CPUs}
 	if vm := s.File.Spec.VM; mode.Accel == "tcg" {
 		mode.Icount, mode.TCGMultithread = vm.Icount, vm.TCGMultithread
+		if s.Manifest.Icount != "" || s.Manifest.TCGMultithread {
+			// Run with --icount or --tcg-multithread.
+			mode.Icount, mode.TCGMultithread = s.Manifest.Icount, s.Manifest.TCGMultithread
+		}
 	}
 	return mode
 }

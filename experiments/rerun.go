@@ -16,6 +16,10 @@ func RerunOptions(s *Saved, base RunOptions) (*File, RunOptions, error) {
 	seed := m.Seed
 	o.Seed = &seed
 	o.CPUs, o.MemMB, o.Accel = m.CPUs, m.MemMB, m.AccelWanted
+	// The mode the run ran in, when it was not the spec's own.
+	if vm := f.Spec.VM; m.Icount != vm.Icount || m.TCGMultithread != vm.TCGMultithread {
+		o.Icount, o.TCGMultithread = m.Icount, m.TCGMultithread
+	}
 	o.Kernels = nil
 	for _, k := range m.Kernels {
 		o.Kernels = append(o.Kernels, ExactRef(k))

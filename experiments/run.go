@@ -72,6 +72,11 @@ type Manifest struct {
 	CPUs        int    `json:"cpus"`
 	MemMB       int    `json:"mem_mb"`
 	AccelWanted string `json:"accel_wanted"`
+	// Icount and TCGMultithread are the timing mode the guests ran in
+	// under TCG: the spec's vm.icount and vm.tcg_multithread, or what
+	// --icount or --tcg-multithread put in their place.
+	Icount         string `json:"icount,omitempty"`
+	TCGMultithread bool   `json:"tcg_multithread,omitempty"`
 	// Accel, QEMU, Initramfs and AgentVersion are what the guests used
 	// (the first guest's, with every initramfs hash seen).
 	Accel        string              `json:"accel,omitempty"`
@@ -166,6 +171,10 @@ type RunOptions struct {
 	// CPUs, MemMB and Accel override the spec's guest shape when set.
 	CPUs, MemMB int
 	Accel       string
+	// Icount and TCGMultithread, when set, override the spec's timing
+	// mode (vm.icount, vm.tcg_multithread); one excludes the other.
+	Icount         string
+	TCGMultithread bool
 	// RunsDir is where the run directory is made.
 	RunsDir string
 	// Opener resolves kernel references and boots guests.
@@ -213,6 +222,9 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 		return nil, &specfile.BadInputError{Err: err}
 	}
 	if err := autoPlanProblem(o.Auto, plan); err != nil {
+		return nil, &specfile.BadInputError{Err: err}
+	}
+	if err := overrideMode(f, o); err != nil {
 		return nil, &specfile.BadInputError{Err: err}
 	}
 	s := f.Spec
@@ -272,7 +284,7 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 	man := &Manifest{
 		Schema: ManifestSchema, RunID: run.ID, Experiment: s.Name, SpecFile: f.Path, SpecSHA256: f.SHA256,
 		Sets: o.Sets, Command: o.Command, Axis: plan.Axis, Rounds: plan.Rounds, Order: plan.Order, Seed: plan.Seed,
-		Reuse: plan.Reuse, CPUs: cpus, MemMB: mem, AccelWanted: accel, Start: time.Now(), Status: StatusRunning,
+		Reuse: plan.Reuse, CPUs: cpus, MemMB: mem, AccelWanted: accel, Icount: s.VM.Icount, TCGMultithread: s.VM.TCGMultithread, Start: time.Now(), Status: StatusRunning,
 		Guests: []GuestRecord{}, AutoRounds: o.Auto,
 	}
 	man.Host, _ = results.HostInfo()
@@ -508,4 +520,30 @@ func readConfig(path string) map[string]string {
 		return nil
 	}
 	return m
+}
+
+// overrideMode puts o's timing mode (--icount, --tcg-multithread) in
+// place of the spec's, after the same checks as the spec's fields.
+func overrideMode(f *File, o RunOptions) error {
+	switch {
+	case o.Icount != "" && o.TCGMultithread:
+		return errors.New("--icount and --tcg-multithread: QEMU counts instructions only under single-threaded TCG; give one")
+	case o.Icount != "":
+		if err := lab.CheckIcount(o.Icount); err != nil {
+			return fmt.Errorf("--icount %q: want QEMU's -icount options, e.g. shift=0,sleep=off", o.Icount)
+		}
+		f.Spec.VM.Icount, f.Spec.VM.TCGMultithread = o.Icount, false
+	case o.TCGMultithread:
+		f.Spec.VM.Icount, f.Spec.VM.TCGMultithread = "", true
+	default:
+		return nil
+	}
+	accel := f.Spec.VM.Accel
+	if o.Accel != "" {
+		accel = o.Accel
+	}
+	if accel == "kvm" {
+		return errors.New("--icount and --tcg-multithread are modes of TCG: not with accel kvm")
+	}
+	return nil
 }

@@ -29,17 +29,19 @@ const (
 )
 
 type runOptions struct {
-	kernels []string
-	sets    []string
-	rounds  int
-	compare string
-	order   string
-	seed    int64
-	cpus    int
-	memMB   int
-	accel   string
-	format  string
-	quiet   bool
+	kernels        []string
+	sets           []string
+	rounds         int
+	compare        string
+	order          string
+	seed           int64
+	cpus           int
+	memMB          int
+	accel          string
+	icount         string
+	tcgMultithread bool
+	format         string
+	quiet          bool
 	// strictReference makes a row that contradicts its reference fail
 	// the run.
 	strictReference bool
@@ -113,6 +115,7 @@ failed, hung or crashed).`,
 		Example: `  klab run fuse-transport --kernel debian:7.3
   klab run experiments/fuse-transport.yaml --kernel debian:7.3 --rounds 8
   klab run fuse-transport --kernel debian:7.3 --rounds auto --ci-target 5 --max-rounds 20
+  klab run fuse-timeout --kernel debian:7.3 --icount shift=0,sleep=off --set server=passthrough
   klab run my-exp.yaml --kernel debian:7.3 --kernel build:fix
   klab run my-exp.yaml --kernel debian:7.3 --set jobs=1,4 --compare transport --order random --seed 7
   sudo klab run fuse-bench-host --kernel host --set jobs=2
@@ -135,6 +138,8 @@ failed, hung or crashed).`,
 	f.IntVar(&o.cpus, "cpus", 0, "guest vCPUs (default: the spec's, else 2)")
 	f.VarP(newMiBValue(0, &o.memMB), "memory", "m", "guest memory: MiB, or a size with a unit K, M, G or T (512M, 2G) (default: the spec's, else 1GiB)")
 	f.StringVar(&o.accel, "accel", "", "accelerator: auto, kvm or tcg (default: the spec's, else auto)")
+	f.StringVar(&o.icount, "icount", "", "under TCG, count guest time in instructions: QEMU's -icount options, e.g. shift=0,sleep=off (default: the spec's vm.icount)")
+	f.BoolVar(&o.tcgMultithread, "tcg-multithread", false, "under TCG, one host thread per vCPU (default: the spec's vm.tcg_multithread)")
 	f.StringVar(&o.format, "format", "text", "report printed at the end: "+strings.Join(report.Formats, ", "))
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the report")
 	f.BoolVar(&o.strictReference, "strict-reference", false, "a row or check that contradicts its reference (the spec's expect:) fails the run (exit 1), as strict: true does for one")
@@ -182,7 +187,7 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 		for _, f := range []struct {
 			name string
 			set  bool
-		}{{"--cpus", o.cpus != 0}, {"--memory", o.memMB != 0}, {"--accel", o.accel != ""}} {
+		}{{"--cpus", o.cpus != 0}, {"--memory", o.memMB != 0}, {"--accel", o.accel != ""}, {"--icount", o.icount != ""}, {"--tcg-multithread", o.tcgMultithread}} {
 			if f.set {
 				return badInput(fmt.Errorf("%s: --kernel %s runs on this host, without a VM", f.name, hostguest.Ref))
 			}
@@ -194,7 +199,7 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 	}
 	ro := experiments.RunOptions{
 		PlanOptions: experiments.PlanOptions{Kernels: o.kernels, Compare: o.compare, Rounds: o.rounds, Order: o.order},
-		Sets:        sets, CPUs: o.cpus, MemMB: o.memMB, Accel: o.accel, RunsDir: g.runsDir,
+		Sets:        sets, CPUs: o.cpus, MemMB: o.memMB, Accel: o.accel, Icount: o.icount, TCGMultithread: o.tcgMultithread, RunsDir: g.runsDir,
 		Opener: opener, Command: os.Args,
 	}
 	if o.order == "random" || o.seed != 0 {

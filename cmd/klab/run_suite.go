@@ -22,6 +22,7 @@ func runSuite(ctx context.Context, g *globalOptions, o *runOptions, f *experimen
 	}{
 		{"--set", len(o.sets) > 0}, {"--rounds", o.rounds != 0 || o.auto}, {"--compare", o.compare != ""}, {"--order", o.order != ""},
 		{"--seed", o.seed != 0}, {"--cpus", o.cpus != 0}, {"--memory", o.memMB != 0}, {"--accel", o.accel != ""},
+		{"--icount", o.icount != ""}, {"--tcg-multithread", o.tcgMultithread},
 	} {
 		if fl.set {
 			return badInput(fmt.Errorf("%s: %s runs a test suite in guests klab shapes itself; %s applies to experiments of workloads", fl.name, f.Path, fl.name))
