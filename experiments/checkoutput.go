@@ -6,6 +6,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/internal/textsafe"
+	"klab/results/suite"
 )
 
 // Bounds on the output a failed check keeps for the report: its last
@@ -66,14 +67,7 @@ func (o *outputTail) stop() string {
 func checkOutput(b []byte) string {
 	s := strings.ToValidUTF8(string(b), "?")
 	s = strings.ReplaceAll(s, "\r\n", "\n")
-	s = strings.TrimRight(textsafe.Clean(s), " \t\n")
-	if len(s) > maxCheckOutputBytes {
-		s = s[len(s)-maxCheckOutputBytes:]
-		if i := strings.IndexByte(s, '\n'); i >= 0 && i < maxCheckOutputBytes/2 {
-			s = s[i+1:]
-		}
-		s = strings.ToValidUTF8(s, "")
-	}
+	s = suite.Tail(strings.TrimRight(textsafe.Clean(s), " \t\n"), maxCheckOutputBytes)
 	if lines := strings.Split(s, "\n"); len(lines) > maxCheckOutputLines {
 		s = strings.Join(lines[len(lines)-maxCheckOutputLines:], "\n")
 	}

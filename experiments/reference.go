@@ -74,9 +74,6 @@ func (s *Saved) references(r *report.Report) {
 						continue
 					}
 					row.Reference = s.rowReference(e, row, mode)
-					if row.Reference.Strict && row.Reference.Verdict == reference.Contradicted {
-						r.Failures = append(r.Failures, rowReferenceFailure(row))
-					}
 				}
 			}
 		}
@@ -96,10 +93,8 @@ func (s *Saved) references(r *report.Report) {
 		cr := report.CheckReference{Check: name, Outcome: string(e.Want()), Source: e.Source, Needs: e.Needs.String(),
 			Verdict: v, Reason: reason, Strict: e.Strict || s.StrictReference}
 		r.CheckReferences = append(r.CheckReferences, cr)
-		if cr.Strict && v == reference.Contradicted {
-			r.Failures = append(r.Failures, checkReferenceFailure(cr))
-		}
 	}
+	r.Failures = append(r.Failures, ReferenceFailures(r)...)
 }
 
 // HasExpectations reports whether any workload or check of the spec has
@@ -156,7 +151,7 @@ func ReferenceFailures(r *report.Report) []string {
 // contradicts, strictly.
 func rowReferenceFailure(row *report.Row) string {
 	return fmt.Sprintf("%s: contradicts the reference: B/A %.2fx, the reference's %s (%s)",
-		row.Name, row.Change.Ratio, refFigure(row.Reference), row.Reference.Source)
+		row.Name, row.Change.Ratio, row.Reference.Figure(), row.Reference.Source)
 }
 
 // checkReferenceFailure is the failure of a check whose reference it
@@ -173,16 +168,4 @@ func contains(have, want map[string]string) bool {
 		}
 	}
 	return true
-}
-
-// refFigure is what the reference found, for a failure line: "2.57x
-// better", "better".
-func refFigure(ref *report.Reference) string {
-	switch {
-	case ref.Ratio > 0:
-		return fmt.Sprintf("%.2fx %s", ref.Ratio, ref.Direction)
-	case len(ref.Range) == 2:
-		return fmt.Sprintf("%.2fx-%.2fx %s", ref.Range[0], ref.Range[1], ref.Direction)
-	}
-	return ref.Direction
 }

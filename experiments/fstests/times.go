@@ -53,11 +53,17 @@ func LoadTimes(path string) (map[string]float64, error) {
 	}
 	out := make(map[string]float64, len(f.Seconds))
 	for t, s := range f.Seconds {
-		if statusline.ValidName(t) && s >= 0 && !math.IsInf(s, 0) && !math.IsNaN(s) && len(out) < maxTimes {
+		if validTime(t, s) && len(out) < maxTimes {
 			out[t] = s
 		}
 	}
 	return out, nil
+}
+
+// validTime reports whether test t's time s can balance shards: a test
+// name and a finite number of seconds, not negative.
+func validTime(t string, s float64) bool {
+	return statusline.ValidName(t) && s >= 0 && !math.IsInf(s, 0) && !math.IsNaN(s)
 }
 
 // SaveTimes merges times into the times file path of configuration config
@@ -83,7 +89,7 @@ func SaveTimes(ctx context.Context, path, config string, times map[string]float6
 	merged := make(map[string]float64, len(old)+len(times))
 	maps.Copy(merged, old)
 	for t, s := range times {
-		if statusline.ValidName(t) && s >= 0 && !math.IsInf(s, 0) && !math.IsNaN(s) {
+		if validTime(t, s) {
 			merged[t] = s
 		}
 	}

@@ -82,9 +82,9 @@ var (
 	refRight  = []bool{false, true, false, false}
 )
 
-// refFigure is what the reference found: "2.57x better", "1.20x-3.58x
+// Figure is what the reference found: "2.57x better", "1.20x-3.58x
 // better", "better", "0.99x no-change"; for a check "pass".
-func refFigure(ref *Reference) string {
+func (ref *Reference) Figure() string {
 	var fig string
 	switch {
 	case ref.Ratio > 0:
@@ -115,7 +115,7 @@ func refRows(r *Report) [][]string {
 	var out [][]string
 	for _, row := range r.Rows {
 		if ref := row.Reference; ref != nil {
-			out = append(out, []string{textsafe.OneLine(row.Name), fmtRatio(row.Change.Ratio), refFigure(ref), refVerdict(ref.Verdict, ref.Reason, ref.Strict)})
+			out = append(out, []string{textsafe.OneLine(row.Name), fmtRatio(row.Change.Ratio), ref.Figure(), refVerdict(ref.Verdict, ref.Reason, ref.Strict)})
 		}
 	}
 	for _, c := range r.CheckReferences {
@@ -144,7 +144,7 @@ func refDetail(source string, on *reference.MeasuredOn, needs string) string {
 // (B/A 0.49x): not comparable here: ...".
 func refLabel(row Row) string {
 	ref := row.Reference
-	return fmt.Sprintf("reference %s, measured %s: %s", refFigure(ref), fmtRatio(row.Change.Ratio), refVerdict(ref.Verdict, ref.Reason, ref.Strict))
+	return fmt.Sprintf("reference %s, measured %s: %s", ref.Figure(), fmtRatio(row.Change.Ratio), refVerdict(ref.Verdict, ref.Reason, ref.Strict))
 }
 
 // refClass is the CSS class of a verdict.
