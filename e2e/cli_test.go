@@ -760,6 +760,32 @@ func TestCLIShell(t *testing.T) {
 			t.Errorf("manifest outcome %+v, want ok, exit 3", m.Outcome)
 		}
 	})
+	// With --userspace the shell is Debian's bash in the userspace disk,
+	// on the console and with piped input: tools u-root lacks (stat,
+	// which, head -20) work, and the shell's status is klab's.
+	t.Run("userspace", func(t *testing.T) {
+		parallelGuest(t)
+		runs := t.TempDir()
+		c := startTerminal(t, "--runs-dir", runs, "shell", "--kernel", "debian:7.3", "--userspace")
+		at := c.waitFor("klab shell: exit the shell to power off the VM", 0, 10*time.Minute)
+		at = c.waitFor("# ", at, time.Minute)
+		c.typeText("echo tools-$(which stat | wc -l)-$(head -20 /etc/os-release | wc -l); exit 4\r")
+		if code := c.wait(2 * time.Minute); code != 4 {
+			t.Errorf("klab shell --userspace exited %d after exit 4:\n%s", code, cliTail(c.output(), 10))
+		}
+		if _, ok := c.poll("tools-1-", at, time.Second); !ok {
+			t.Errorf("stat or head -20 did not run in the userspace's bash:\n%s", cliTail(c.output(), 10))
+		}
+		if _, m := cliManifest(t, runs); m.Outcome.ExitCode != 4 {
+			t.Errorf("manifest outcome %+v, want exit 4", m.Outcome)
+		}
+		runs = t.TempDir()
+		r := cliRun(t, cliOpts{timeout: 3 * time.Minute, stdin: strings.NewReader("echo $BASH_VERSION | cut -c1; stat -c %F /; exit 3\n")},
+			"--runs-dir", runs, "shell", "--kernel", "debian:7.3", "--userspace")
+		if r.code != 3 || !regexp.MustCompile(`^[0-9]\ndirectory\n$`).MatchString(r.stdout) {
+			t.Errorf("piped to klab shell --userspace: exit %d, stdout %q; want 3 and bash's output", r.code, r.stdout)
+		}
+	})
 	t.Run("ctrl-a-x", func(t *testing.T) {
 		parallelGuest(t)
 		runs := t.TempDir()

@@ -362,8 +362,9 @@ func (s experimentSample) key() string {
 // TestExperimentMountCheck: a check with mount: true runs while the
 // spec's server is mounted (a file it writes under the mountpoint is in
 // the backing directory at once), and a check without it runs after the
-// unmount, which klab warns of when it names the mountpoint. One boot
-// runs both sides.
+// unmount, which klab warns of when it names the mountpoint. A check with
+// userspace: true runs in Debian's bash and sees the mount. One boot runs
+// both sides.
 func TestExperimentMountCheck(t *testing.T) {
 	testenv.E2E(t)
 	parallelGuest(t)
@@ -387,7 +388,7 @@ func TestExperimentMountCheck(t *testing.T) {
 			t.Errorf("check %s failed", c.Name)
 		}
 	}
-	if len(rep.Checks) != 4 || passed["on-mount"] != 2 || passed["after"] != 2 {
-		t.Errorf("checks %+v, want on-mount and after passed on both sides", rep.Checks)
+	if len(rep.Checks) != 6 || passed["on-mount"] != 2 || passed["after"] != 2 || passed["in-userspace"] != 2 {
+		t.Errorf("checks %+v, want on-mount, after and in-userspace passed on both sides", rep.Checks)
 	}
 }

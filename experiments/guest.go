@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"klab/guest/proto"
+	"klab/images/userspace"
 	"klab/internal/fileio"
 	"klab/lab"
 	"klab/results"
@@ -34,6 +35,9 @@ type runner struct {
 	// samples gets every sample and check result.
 	samples *Samples
 	disp    *display
+	// userspace is the image checks with userspace: true run in; nil
+	// when none does.
+	userspace *userspace.Image
 }
 
 // guestRun is one guest of a run: its units as agent steps, and the
@@ -170,6 +174,13 @@ func (g *guestRun) compileUnit(u Unit, cell *Spec) unitSteps {
 // numberedSetup is the spec's setup steps, numbered after the units'.
 func (g *guestRun) numberedSetup() []proto.Step {
 	setup := setupSteps(&g.f.Spec.Setup)
+	if g.userspace != nil {
+		// Checks in the userspace find it mounted from the start.
+		att, err := userspace.Attach(g.userspace, nil)
+		if err == nil {
+			setup = append([]proto.Step{att.Step}, setup...)
+		}
+	}
 	for i := range setup {
 		setup[i].ID = g.newID()
 	}
@@ -202,6 +213,13 @@ func (g *guestRun) request() (lab.BootRequest, error) {
 	}
 	if s.VM.StepTimeoutS > 0 {
 		req.StepTimeout = time.Duration(s.VM.StepTimeoutS) * time.Second
+	}
+	if g.userspace != nil {
+		att, err := userspace.Attach(g.userspace, req.Resolved)
+		if err != nil {
+			return lab.BootRequest{}, err
+		}
+		req.QEMUArgs, req.Modules = att.QEMUArgs, att.Modules
 	}
 	return req, nil
 }

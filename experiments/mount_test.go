@@ -133,6 +133,18 @@ server: {kind: passthrough, backing: /tmp/b, mountpoint: /mnt/fuse}
 workloads:
   - {name: w, pattern: create, dir: /mnt/fuse/w, jobs: 1, files: 10, prepare_mount: true}
 `, []string{"t.yaml:4:85: workloads[0].prepare_mount: true, but the workload has no prepare to run"}},
+		{"fuse_check in the userspace", `
+name: m
+server: {kind: passthrough, backing: /tmp/b, mountpoint: /mnt/fuse}
+checks:
+  - {name: c, fuse_check: kill, userspace: true}
+`, []string{"t.yaml:4:44: checks[0].userspace: only for run; fuse_check kill runs klab's agent, which is not in the userspace"}},
+		{"mountpoint out of the userspace's reach", `
+name: m
+server: {kind: passthrough, backing: /tmp/b, mountpoint: /srv/fuse}
+checks:
+  - {name: c, run: "stat /srv/fuse", mount: true, userspace: true}
+`, []string{"t.yaml:4:62: checks[0].userspace: the server's mountpoint /srv/fuse is seen in the userspace only under one of /tmp, /var/tmp, /run, /mnt, /root, /var/log, /var/lib (the rest of it is read-only)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load("t.yaml", yml(tc.yaml))
@@ -219,5 +231,33 @@ func TestShippedNoMountWarnings(t *testing.T) {
 		for _, w := range f.Warnings {
 			t.Errorf("%s", w.Error())
 		}
+	}
+}
+
+// TestUserspaceCheckStep: a run check with userspace: true runs with bash
+// chrooted into the userspace, inside the server's mount with mount: true.
+func TestUserspaceCheckStep(t *testing.T) {
+	f, err := Load("t.yaml", yml(`
+name: m
+server: {kind: passthrough, backing: /tmp/b, mountpoint: /mnt/fuse}
+checks:
+  - {name: c, run: "stat /mnt/fuse", mount: true, userspace: true}
+  - {name: d, run: "true"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !needsUserspace(f.Spec) {
+		t.Fatal("needsUserspace: false")
+	}
+	st := checkStep(f.Spec, &f.Spec.Checks[0])
+	if st.Kind != proto.StepFUSE || st.FUSE.Then == nil {
+		t.Fatalf("step %+v, want a fuse step", st)
+	}
+	if then := st.FUSE.Then; then.Root != "/klab/userspace" || !slices.Equal(then.Argv, []string{"bash", "-c", "stat /mnt/fuse"}) {
+		t.Errorf("inner step root %q argv %q, want bash -c in /klab/userspace", then.Root, then.Argv)
+	}
+	if st := checkStep(f.Spec, &f.Spec.Checks[1]); st.Root != "" || st.Argv[0] != "sh" {
+		t.Errorf("plain check: root %q argv %q", st.Root, st.Argv)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/images"
+	"klab/images/userspace"
 	"klab/internal/fileio"
 	"klab/internal/option"
 	"klab/internal/specfile"
@@ -94,6 +95,9 @@ type Manifest struct {
 	// Suite is what a suite experiment ran, and on what; nil for an
 	// experiment of workloads and checks.
 	Suite *SuiteRecord `json:"suite,omitempty"`
+	// Userspace is the userspace image the checks with userspace: true
+	// ran in; nil when none did.
+	Userspace *userspace.Descriptor `json:"userspace,omitempty"`
 }
 
 // ManifestKernel is one kernel: the reference given and what it was.
@@ -188,6 +192,9 @@ type RunOptions struct {
 	// Auto, when set, adds rounds until every row's change CI is
 	// narrow enough (--rounds auto); PlanOptions.Rounds is then unused.
 	Auto *AutoRounds
+	// Userspace gives the userspace image that checks with userspace:
+	// true run in (built when missing); nil when the caller has none.
+	Userspace func(context.Context) (*userspace.Image, error)
 }
 
 // Result is a finished (or interrupted) run.
@@ -256,6 +263,26 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 		}
 		return nil, &specfile.BadInputError{Err: fmt.Errorf("%s: no kernel meets its requires: %s", f.Path, strings.Join(why, "; "))}
 	}
+	var us *userspace.Image
+	if needsUserspace(s) {
+		if o.Userspace == nil {
+			return nil, &specfile.BadInputError{Err: fmt.Errorf("%s: a check runs in the userspace (userspace: true), which this way of running it does not provide", f.Path)}
+		}
+		if us, err = o.Userspace(ctx); err != nil {
+			return nil, fmt.Errorf("the userspace for checks with userspace: true: %w", err)
+		}
+		for i, k := range kernels {
+			if skipped[i] != "" {
+				continue
+			}
+			if _, err := userspace.Attach(us, k); err != nil {
+				errs = append(errs, option.Errorf("kernel", "%s: %w", plan.Kernels[i], err))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, &specfile.BadInputError{Err: err}
+		}
+	}
 	cpus, mem, accel := s.VM.CPUs, s.VM.MemoryMB, s.VM.Accel
 	if o.CPUs != 0 {
 		cpus = o.CPUs
@@ -286,6 +313,9 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 		Sets: o.Sets, Command: o.Command, Axis: plan.Axis, Rounds: plan.Rounds, Order: plan.Order, Seed: plan.Seed,
 		Reuse: plan.Reuse, CPUs: cpus, MemMB: mem, AccelWanted: accel, Icount: s.VM.Icount, TCGMultithread: s.VM.TCGMultithread, Start: time.Now(), Status: StatusRunning,
 		Guests: []GuestRecord{}, AutoRounds: o.Auto,
+	}
+	if us != nil {
+		man.Userspace = &us.Descriptor
 	}
 	man.Host, _ = results.HostInfo()
 	for i, ref := range plan.Kernels {
@@ -323,7 +353,7 @@ func Run(ctx context.Context, f *File, o RunOptions) (*Result, error) {
 		s.Name, sides, len(plan.Rows), rounds, len(plan.Guests), run.Dir)
 
 	r := &runner{f: f, plan: plan, kernels: kernels, opener: o.Opener, command: o.Command, dir: run.Dir,
-		cpus: cpus, memMB: mem, accel: accel, samples: samples, disp: disp}
+		cpus: cpus, memMB: mem, accel: accel, samples: samples, disp: disp, userspace: us}
 	runStart := time.Now()
 	var runErr error
 	done := 0

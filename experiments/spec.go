@@ -418,6 +418,11 @@ type Check struct {
 	// after the workloads, with the server unmounted, so that the
 	// mountpoint is then a bare directory.
 	Mount bool `yaml:"mount"`
+	// Userspace runs the check's run: with bash, chrooted into klab's
+	// Debian userspace (the one test suites use), for tools u-root lacks;
+	// the agent's /proc, /sys and /dev, and with mount: true the server's
+	// mountpoint, are seen at the same paths there.
+	Userspace bool `yaml:"userspace"`
 	// Expect is the outcome the experiment's reference saw (pass, or
 	// fail), with where it comes from.
 	Expect OneOrMany[reference.CheckExpectation] `yaml:"expect"`

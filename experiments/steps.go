@@ -8,6 +8,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/guest/workload"
+	"klab/images/userspace"
 )
 
 // setupScript is the shell that prepares a guest: brd, mkfs, mounts,
@@ -153,9 +154,12 @@ func checkStep(s *Spec, c *Check) proto.Step {
 // execCheckStep is a check's command as an exec step.
 func execCheckStep(c *Check) proto.Step {
 	st := proto.Step{Kind: proto.StepExec}
-	if c.FuseCheck != "" {
+	switch {
+	case c.FuseCheck != "":
 		st.Argv = append([]string{"klab-agent", "fuse", "check", c.FuseCheck}, c.Args...)
-	} else {
+	case c.Userspace:
+		st.Argv, st.Root = []string{"bash", "-c", c.Run}, userspace.GuestRoot
+	default:
 		st.Argv = []string{"sh", "-c", c.Run}
 	}
 	if c.TimeoutS > 0 {
@@ -245,4 +249,9 @@ func metricNames(w *Workload) []string {
 		}
 	}
 	return out
+}
+
+// needsUserspace reports whether a check of s runs in the userspace.
+func needsUserspace(s *Spec) bool {
+	return slices.ContainsFunc(s.Checks, func(c Check) bool { return c.Userspace })
 }

@@ -12,6 +12,7 @@ import (
 
 	"klab/guest/proto"
 	"klab/guest/workload"
+	"klab/images/userspace"
 	"klab/internal/specfile"
 	"klab/lab"
 )
@@ -205,6 +206,12 @@ func validate(ps *specfile.Problems, root *yaml.Node, s *Spec, params Params, ax
 			case c.FuseCheck != "":
 				ps.At(p("mount"), "checks[%d].mount: only for run; fuse_check %s mounts a server of its own", i, c.FuseCheck)
 			}
+		}
+		if c.Userspace && c.FuseCheck != "" {
+			ps.At(p("userspace"), "checks[%d].userspace: only for run; fuse_check %s runs klab's agent, which is not in the userspace", i, c.FuseCheck)
+		}
+		if c.Userspace && s.Server != nil && c.Mount && !underWritable(s.Server.Mountpoint) {
+			ps.At(p("userspace"), "checks[%d].userspace: the server's mountpoint %s is seen in the userspace only under one of %s (the rest of it is read-only)", i, s.Server.Mountpoint, strings.Join(userspace.Writable(), ", "))
 		}
 		if c.TimeoutS < 0 || c.TimeoutS > 86400 {
 			ps.At(p("timeout_s"), "checks[%d].timeout_s: %d is out of range, want 1..86400", i, c.TimeoutS)
@@ -534,4 +541,10 @@ func (r Range) String() string {
 		parts = append(parts, b.op+strings.Join(v, "."))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// underWritable reports whether the guest path p lies below one of the
+// userspace's writable directories, where a mount can be bound in.
+func underWritable(p string) bool {
+	return slices.ContainsFunc(userspace.Writable(), func(w string) bool { return strings.HasPrefix(p, w+"/") })
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"klab/guest/proto"
+	"klab/images/userspace"
 	"klab/internal/textsafe"
 	"klab/results"
 	"klab/vm"
@@ -40,6 +41,10 @@ type ShellRequest struct {
 	Script io.Reader
 	// Stdout and Stderr receive the output of a Script session.
 	Stdout, Stderr io.Writer
+	// Userspace, when set, is a userspace disk the shell runs chrooted
+	// into (klab shell --userspace): Debian's bash and tools instead of
+	// u-root's.
+	Userspace *userspace.Attachment
 }
 
 // ShellResult says how a shell session ended.
@@ -74,7 +79,17 @@ func (o *Options) Shell(ctx context.Context, req ShellRequest) (*ShellResult, er
 	if err != nil {
 		return nil, err
 	}
-	ir, err := o.Initramfs(ctx, k)
+	var modules, qemuArgs []string
+	cmdline := req.Cmdline
+	if u := req.Userspace; u != nil {
+		param, err := u.Step.Userspace.Param()
+		if err != nil {
+			return nil, err
+		}
+		modules, qemuArgs = u.Modules, u.QEMUArgs
+		cmdline = strings.TrimSpace(cmdline + " " + proto.UserspaceParam + "=" + param)
+	}
+	ir, err := o.initramfs(ctx, k, nil, modules)
 	if err != nil {
 		return nil, err
 	}
@@ -91,8 +106,8 @@ func (o *Options) Shell(ctx context.Context, req ShellRequest) (*ShellResult, er
 	}
 	consoleLog := filepath.Join(run.Dir, results.ConsoleFile)
 	cfg := vm.Config{
-		QEMU: o.QEMU, Kernel: k.Image, Initrd: ir.Path, Cmdline: req.Cmdline,
-		Accel: verdict.Accel, MemMB: req.MemMB, CPUs: req.CPUs,
+		QEMU: o.QEMU, Kernel: k.Image, Initrd: ir.Path, Cmdline: cmdline,
+		Accel: verdict.Accel, MemMB: req.MemMB, CPUs: req.CPUs, ExtraArgs: qemuArgs,
 		Mode: vm.Interactive, AgentMode: "shell",
 		ConsoleLog: consoleLog,
 	}
@@ -132,11 +147,20 @@ func (o *Options) Shell(ctx context.Context, req ShellRequest) (*ShellResult, er
 
 // scriptShell runs req's script with the guest's sh, through the agent.
 func (o *Options) scriptShell(ctx context.Context, req ShellRequest) (*ShellResult, error) {
-	o.progressf("standard input is not a terminal: the guest's sh runs it as a script, without a console")
-	bres, err := o.Boot(ctx, BootRequest{
+	sh := "the guest's sh"
+	if req.Userspace != nil {
+		sh = "the userspace's bash"
+	}
+	o.progressf("standard input is not a terminal: %s runs it as a script, without a console", sh)
+	breq := BootRequest{
 		Kernel: req.Kernel, MemMB: req.MemMB, CPUs: req.CPUs, Cmdline: req.Cmdline, Command: req.Command,
 		Argv: []string{"sh"}, Stdin: req.Script, Stdout: req.Stdout, Stderr: req.Stderr, RunKind: "shell",
-	})
+	}
+	if u := req.Userspace; u != nil {
+		breq.QEMUArgs, breq.Modules, breq.Steps = u.QEMUArgs, u.Modules, []proto.Step{u.Step}
+		breq.Argv, breq.Root = []string{"bash"}, u.Step.Userspace.Root
+	}
+	bres, err := o.Boot(ctx, breq)
 	if bres == nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"klab/experiments"
 	"klab/experiments/fstests"
+	"klab/images/userspace"
 	"klab/internal/fileio"
 	"klab/internal/option"
 	"klab/internal/specfile"
@@ -106,6 +107,9 @@ type Options struct {
 	// goroutines); Build builds a recipe's kernel.
 	Opener lab.Opener
 	Build  func(ctx context.Context, r *Recipe) error
+	// Userspace gives the userspace for checks with userspace: true
+	// (experiments.RunOptions.Userspace).
+	Userspace func(context.Context) (*userspace.Image, error)
 	// Fstests makes what the cells of suite experiments (fstests) run
 	// on: fstests built from its source, the userspace, guests. Run
 	// calls it once, before any cell runs, and only when a suite cell is
@@ -410,7 +414,7 @@ func runExperimentCell(ctx context.Context, f *File, o *Options, c Cell, dir str
 	res, err := experiments.Run(ctx, e.Spec, experiments.RunOptions{
 		PlanOptions: experiments.PlanOptions{Kernels: []string{c.Kernel}, Rounds: e.Rounds, Single: single},
 		CPUs:        o.CPUs, MemMB: o.MemMB, Accel: o.Accel, RunsDir: dir,
-		Opener: o.Opener, Progress: log, Command: o.Command,
+		Opener: o.Opener, Progress: log, Command: o.Command, Userspace: o.Userspace,
 	})
 	if res == nil {
 		return "", err

@@ -186,7 +186,7 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 	mo := matrix.Options{
 		Out: out, Resume: resume, Jobs: o.jobs, Shard: shard, CPUs: o.cpus, MemMB: o.memMB, Accel: o.accel, TCG: tcg,
 		StrictReference: o.strictReference,
-		Opener:          &lo, Command: os.Args,
+		Opener:          &lo, Command: os.Args, Userspace: g.defaultUserspaceImage(os.Stderr),
 		Build: func(ctx context.Context, r *matrix.Recipe) error {
 			_, err := build.Build(ctx, build.Options{
 				Source: r.Source, Rev: r.Rev, Patches: r.Patches, Config: r.Config, Name: r.Name, CacheDir: g.cacheDir,

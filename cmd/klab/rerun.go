@@ -45,7 +45,7 @@ run that cannot be repeated; 125 when klab failed; 130 when interrupted.`,
 			if err != nil {
 				return err
 			}
-			base := experiments.RunOptions{RunsDir: g.runsDir, Command: os.Args}
+			base := experiments.RunOptions{RunsDir: g.runsDir, Command: os.Args, Userspace: g.defaultUserspaceImage(os.Stderr)}
 			if !quiet {
 				base.Progress = os.Stderr
 				base.Terminal = isTerminal(os.Stderr)

@@ -200,7 +200,7 @@ func runRun(ctx context.Context, g *globalOptions, o *runOptions, name string, s
 	ro := experiments.RunOptions{
 		PlanOptions: experiments.PlanOptions{Kernels: o.kernels, Compare: o.compare, Rounds: o.rounds, Order: o.order},
 		Sets:        sets, CPUs: o.cpus, MemMB: o.memMB, Accel: o.accel, Icount: o.icount, TCGMultithread: o.tcgMultithread, RunsDir: g.runsDir,
-		Opener: opener, Command: os.Args,
+		Opener: opener, Command: os.Args, Userspace: g.defaultUserspaceImage(stderr),
 	}
 	if o.order == "random" || o.seed != 0 {
 		ro.Seed = &o.seed

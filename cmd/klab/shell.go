@@ -21,6 +21,9 @@ type shellOptions struct {
 	in          io.Reader
 	out, errOut io.Writer
 	command     []string
+	// userspace names the userspace the shell runs chrooted into
+	// (--userspace): defaultUserspace or an image id.
+	userspace string
 }
 
 // newShellCommand returns klab shell. Once the flags are checked, the
@@ -46,10 +49,19 @@ stderr, as klab boot -- sh does.
 Exit status: the shell's own when it exits; 2 for bad flags; 125 when klab
 or QEMU failed; 126 when the kernel panicked; 130 when the session was
 killed before the shell exited (Ctrl-A x, or klab was interrupted). A
-killed session is saved as such, never as a success.`,
+killed session is saved as such, never as a success.
+
+The guest's own tools are u-root's (see the README for the list). With
+--userspace the shell is Debian's bash, chrooted into the userspace disk
+that klab builds for fstests (bash, coreutils, sed, awk, xfsprogs, fio and
+the rest), so that stat, which, tr or head -20 work as on a workstation;
+the agent's mounts (/proc, /sys, /dev) are bound in, the disk is read-only
+with a tmpfs on /tmp, /var/tmp and /run.`,
 		Example: `  klab shell --kernel debian:7.3
   klab shell --kernel ./arch/x86/boot/bzImage --memory 2048
-  echo 'uname -r; cat /proc/cmdline' | klab shell --kernel debian:7.3`,
+  echo 'uname -r; cat /proc/cmdline' | klab shell --kernel debian:7.3
+  klab shell --kernel debian:7.3 --userspace
+  echo 'stat -c %s /etc/os-release; which awk' | klab shell --kernel debian:7.3 --userspace`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.in, o.out, o.errOut, o.command = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), os.Args
@@ -66,6 +78,8 @@ killed session is saved as such, never as a success.`,
 	f.IntVar(&o.cpus, "cpus", 2, "guest vCPUs")
 	f.StringVar(&o.cmdline, "append", "", "extra kernel command line")
 	f.StringVar(&o.flavour, "flavour", "cloud-amd64", "Debian kernel flavour: cloud-amd64 or amd64")
+	f.StringVar(&o.userspace, "userspace", "", "run Debian's bash chrooted into a userspace disk: --userspace alone for the default one (built when missing), --userspace=ID for one klab userspace build made")
+	f.Lookup("userspace").NoOptDefVal = defaultUserspace
 	return cmd
 }
 
@@ -91,6 +105,13 @@ func isTerminalReader(r io.Reader) bool {
 // status.
 func runShell(ctx context.Context, g *globalOptions, o *shellOptions) error {
 	lo, req := o.request(g)
+	if o.userspace != "" {
+		att, _, err := userspaceAttachment(ctx, g, &lo, o.userspace, req.Kernel, nil, o.errOut)
+		if err != nil {
+			return err
+		}
+		req.Userspace = att
+	}
 	res, err := lo.Shell(ctx, req)
 	return shellExit(ctx, o.errOut, res, err)
 }

@@ -62,7 +62,19 @@ func runFUSE(ctx context.Context, a *Agent, s *proto.Step) proto.Done {
 		if then.ID == 0 {
 			then.ID = s.ID
 		}
-		d, aborted = runWatched(ctx, a, sess, &then, s.TimeoutMs)
+		if then.Root != "" {
+			// A step chrooted into the userspace sees the mount at the
+			// same path there.
+			undo, err := bindInto(then.Root, cfg.Mountpoint)
+			if err != nil {
+				d = proto.Done{ExitCode: -1, Error: err.Error()}
+			} else {
+				d, aborted = runWatched(ctx, a, sess, &then, s.TimeoutMs)
+				undo()
+			}
+		} else {
+			d, aborted = runWatched(ctx, a, sess, &then, s.TimeoutMs)
+		}
 		failed = aborted
 	}
 	after := serverIO(sess)

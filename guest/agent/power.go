@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -64,4 +65,33 @@ func ShellStatus(err error) (int, error) {
 		return ee.ExitCode(), nil
 	}
 	return 0, fmt.Errorf("shell: %w", err)
+}
+
+// RunShellIn is RunShell for a shell chrooted into the userspace mounted
+// on root (see MountUserspace): Debian's bash, else its sh, with the
+// userspace's environment. The shell gets the console as its controlling
+// terminal when it can, for job control and Ctrl-C.
+func RunShellIn(root string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	fmt.Fprintln(stdout, ShellBanner)
+	var errs []error
+	for _, sh := range []string{"/bin/bash", "/bin/sh"} {
+		if m, err := inRoot(root, sh); err != nil || m&unix.S_IFMT != unix.S_IFREG {
+			errs = append(errs, fmt.Errorf("%s in %s: not a program (%v)", sh, root, err))
+			continue
+		}
+		env := chrootEnv([]string{"TERM=" + cmp.Or(os.Getenv("TERM"), "linux"), "PS1=klab-userspace# "})
+		for _, ctty := range []bool{true, false} {
+			cmd := &exec.Cmd{Path: sh, Args: []string{sh}, Dir: "/", Env: env, Stdin: stdin, Stdout: stdout, Stderr: stderr,
+				SysProcAttr: &syscall.SysProcAttr{Chroot: root, Setsid: ctty, Setctty: ctty}}
+			err := cmd.Start()
+			if err != nil && ctty {
+				continue
+			}
+			if err == nil {
+				err = cmd.Wait()
+			}
+			return ShellStatus(err)
+		}
+	}
+	return 0, fmt.Errorf("no shell in the userspace: %w", errors.Join(errs...))
 }

@@ -23,12 +23,20 @@ const diskWait = 10 * time.Second
 // directory, /proc, /sys and /dev bound in, and lo up. Exec steps with
 // Step.Root run chrooted into it.
 func runUserspace(_ context.Context, a *Agent, s *proto.Step) proto.Done {
-	u := s.Userspace
-	if u == nil {
+	if s.Userspace == nil {
 		return proto.Done{ExitCode: -1, Error: "userspace step without its userspace field"}
 	}
-	fail := func(format string, args ...any) proto.Done {
-		return proto.Done{ExitCode: -1, Error: "userspace: " + fmt.Sprintf(format, args...)}
+	if err := MountUserspace(s.Userspace, a.Logf); err != nil {
+		return proto.Done{ExitCode: -1, Error: err.Error()}
+	}
+	return proto.Done{}
+}
+
+// MountUserspace mounts the userspace u describes (see runUserspace);
+// logf receives what does not stop it.
+func MountUserspace(u *proto.UserspaceStep, logf func(format string, args ...any)) error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("userspace: "+format, args...)
 	}
 	if err := checkGuestDir(u.Root); err != nil {
 		return fail("root: %v", err)
@@ -63,9 +71,9 @@ func runUserspace(_ context.Context, a *Agent, s *proto.Step) proto.Done {
 		}
 	}
 	if err := loopbackUp(); err != nil {
-		a.Logf("userspace: lo stays down: %v", err)
+		logf("userspace: lo stays down: %v", err)
 	}
-	return proto.Done{}
+	return nil
 }
 
 // writableDir puts a tmpfs on the root's directory w that starts with
@@ -292,4 +300,26 @@ func lookPathIn(root, file, pathEnv string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("exec %q: executable file not found in PATH %s of %s", file, pathEnv, root)
+}
+
+// bindInto makes the mount at guest path p visible at the same path inside
+// the userspace on root, for a step chrooted there (a check with
+// userspace: true on a mounted server). The directory is made when
+// missing; it must lie in one of the userspace's writable directories.
+// The returned function undoes the bind.
+func bindInto(root, p string) (func(), error) {
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+		return nil, fmt.Errorf("userspace: %q: want a clean absolute path", p)
+	}
+	target := filepath.Join(root, p)
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return nil, fmt.Errorf("userspace: %s cannot be made in the userspace (only its writable directories can take it): %w", p, err)
+	}
+	if err := plainDir(root, p); err != nil {
+		return nil, fmt.Errorf("userspace: %w", err)
+	}
+	if err := unix.Mount(p, target, "", unix.MS_BIND, ""); err != nil {
+		return nil, fmt.Errorf("userspace: bind %s into %s: %w", p, root, err)
+	}
+	return func() { unix.Unmount(target, unix.MNT_DETACH) }, nil
 }

@@ -99,7 +99,7 @@ func main() {
 
 	switch mode {
 	case agent.ModeShell:
-		status, err := agent.RunShell(os.Stdin, os.Stdout, os.Stderr)
+		status, err := shell(string(cmdline))
 		if err != nil {
 			fatal(err)
 		}
@@ -141,6 +141,31 @@ func run(mods []proto.ModuleLoad, setupErr error, start, setupDone int64) error 
 	}
 	fmt.Println("klab-agent: shutdown requested, powering off")
 	return nil
+}
+
+// shell runs the console's shell: u-root's, or with proto.UserspaceParam
+// on the command line, the userspace's, once it is mounted.
+func shell(cmdline string) (int, error) {
+	v, ok := agent.CmdlineParam(cmdline, proto.UserspaceParam)
+	if !ok {
+		return agent.RunShell(os.Stdin, os.Stdout, os.Stderr)
+	}
+	u, err := proto.ParseUserspaceParam(v)
+	if err != nil {
+		return 0, err
+	}
+	logf := func(format string, args ...any) { fmt.Printf("klab-agent: "+format+"\n", args...) }
+	if err := agent.MountUserspace(u, logf); err != nil {
+		return 0, err
+	}
+	status, err := agent.RunShellIn(u.Root, os.Stdin, os.Stdout, os.Stderr)
+	// The shell had the console as its controlling terminal: its exit
+	// hung up the console files open until then, so the status line goes
+	// through a new one.
+	if f, oerr := os.OpenFile("/dev/console", os.O_WRONLY, 0); oerr == nil {
+		os.Stdout = f
+	}
+	return status, err
 }
 
 // fatal reports err on the console and powers down after a second.
