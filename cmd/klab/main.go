@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -19,6 +20,7 @@ import (
 	"klab/images/apt"
 	"klab/internal/paths"
 	"klab/internal/specfile"
+	"klab/internal/suggest"
 	"klab/internal/textsafe"
 	"klab/lab"
 	"klab/lab/hostguest"
@@ -263,15 +265,57 @@ func unknownCommand(group *cobra.Command, name string) error {
 
 // flagError is cobra's flag error as bad input, with a hint when the flag
 // came after a guest command given without "--" (klab boot --kernel
-// debian:7.3 uname -r).
+// debian:7.3 uname -r), else, for a flag cmd does not have, the flags it
+// has that are nearest ("unknown flag: --round (did you mean
+// --rounds?)").
 func flagError(cmd *cobra.Command, err error, argv []string) error {
 	msg := err.Error()
 	if len(cmd.Flags().Args()) > 0 {
 		if h := guestHint(cmd, argv); h != "" {
-			msg += ": " + h
+			return &exitError{code: exitBadInput, msg: msg + ": " + h}
+		}
+	}
+	var ne *pflag.NotExistError
+	if errors.As(err, &ne) {
+		if s := flagSuggestions(cmd, ne); len(s) > 0 {
+			msg += " (did you mean " + orList(s) + "?)"
 		}
 	}
 	return &exitError{code: exitBadInput, msg: msg}
+}
+
+// flagSuggestions are the flags of cmd (its own and those it inherits,
+// hidden and deprecated ones left out) nearest to the unknown flag of
+// err, with their dashes: for --name the long flags near name; for a
+// group of short flags that is a long flag's name given with one dash
+// (-rounds), that flag.
+func flagSuggestions(cmd *cobra.Command, err *pflag.NotExistError) []string {
+	var names []string
+	seen := map[string]bool{}
+	add := func(f *pflag.Flag) {
+		if !f.Hidden && f.Deprecated == "" && !seen[f.Name] {
+			seen[f.Name] = true
+			names = append(names, f.Name)
+		}
+	}
+	cmd.Flags().VisitAll(add)
+	cmd.InheritedFlags().VisitAll(add)
+	word := err.GetSpecifiedName()
+	if short := err.GetSpecifiedShortnames(); short != "" {
+		// -Z, -vZ: a mistyped letter has no near neighbour to name.
+		if len(short) < 3 || strings.Contains(short, "=") {
+			return nil
+		}
+		word = short
+	}
+	var out []string
+	for _, n := range suggest.Nearest(word, names) {
+		out = append(out, "--"+n)
+	}
+	if err.GetSpecifiedShortnames() != "" && slices.Contains(names, word) {
+		out = []string{"--" + word}
+	}
+	return out
 }
 
 // guestHint tells how to run a guest command, for a command line argv

@@ -243,6 +243,57 @@ func TestUnknownSubcommand(t *testing.T) {
 	}
 }
 
+// TestUnknownFlagSuggests: every command refuses a mistyped flag with
+// status 2 and names the flag it has that the typo meant, its own or one
+// it inherits; a flag near none of them gets no suggestion.
+func TestUnknownFlagSuggests(t *testing.T) {
+	n := 0
+	for _, c := range allCommands(newRootCommand()) {
+		path := strings.Fields(c.CommandPath())[1:]
+		if len(path) == 0 || c.Annotations[groupAnnotation] != "" || !c.Runnable() {
+			continue
+		}
+		c.InitDefaultHelpFlag()
+		flag := "runs-dir" // inherited by every command
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if flag == "runs-dir" && !f.Hidden && f.Name != "help" && len(f.Name) >= 3 {
+				flag = f.Name
+			}
+		})
+		typo := flag[:len(flag)-2] + flag[len(flag)-1:] + flag[len(flag)-2:len(flag)-1] // json → jsno
+		if typo == flag || c.Flags().Lookup(typo) != nil {
+			typo = flag + "z"
+		}
+		want := "unknown flag: --" + typo + " (did you mean "
+		code, stdout, stderr := runCLI(t, append(path, "--"+typo)...)
+		if code != exitBadInput || !strings.HasPrefix(stderr, "klab: "+want) || !strings.Contains(stderr, "--"+flag) || stdout != "" {
+			t.Errorf("klab %s --%s: status %d, stdout %q, stderr %q; want status 2 and %q...--%s", strings.Join(path, " "), typo, code, stdout, stderr, want, flag)
+		}
+		n++
+	}
+	if n < 30 {
+		t.Errorf("only %d commands tried", n)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--round", "3", "fuse-transport"}, "klab: unknown flag: --round (did you mean --rounds?)\n"},
+		{[]string{"run", "fuse-transport", "--kernel=debian:7.3", "--Rounds=3"}, "klab: unknown flag: --Rounds (did you mean --rounds?)\n"},
+		{[]string{"run", "-rounds", "3", "fuse-transport"}, "klab: unknown shorthand flag: 'r' in -rounds (did you mean --rounds?)\n"},
+		{[]string{"boot", "--kernl", "debian:7.3", "--", "true"}, "klab: unknown flag: --kernl (did you mean --kernel?)\n"},
+		{[]string{"kernels", "gc", "--max_size", "1G"}, "klab: unknown flag: --max_size (did you mean --max-size?)\n"},
+		{[]string{"runs", "list", "--cache-dri", "x"}, "klab: unknown flag: --cache-dri (did you mean --cache-dir?)\n"},
+		{[]string{"runs", "list", "--colour"}, "klab: unknown flag: --colour\n"},
+		{[]string{"run", "-Z"}, "klab: unknown shorthand flag: 'Z' in -Z\n"},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != exitBadInput || stderr != tc.want {
+			t.Errorf("klab %s: status %d, stderr %q; want 2 and %q", strings.Join(tc.args, " "), code, stderr, tc.want)
+		}
+	}
+}
+
 // TestGuestCommandHint: a guest command given to klab boot without "--"
 // whose flags klab does not know gets a hint with the command line that
 // works; other commands' flag errors get none.
