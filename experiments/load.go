@@ -195,7 +195,7 @@ func parseExclude(ps *specfile.Problems, root *yaml.Node, params Params) []map[s
 			pi := slices.IndexFunc(params, func(p Param) bool { return p.Name == k.Value })
 			switch {
 			case pi < 0:
-				ps.At(k, "exclude[%d]: %q is not a parameter", i, k.Value)
+				ps.At(k, "exclude[%d]: %q is not a parameter%s", i, k.Value, specfile.DidYouMean(k.Value, params.names()))
 				ok = false
 			case v.Kind != yaml.ScalarNode || !slices.Contains(params[pi].Values, v.Value):
 				ps.At(v, "exclude[%d]: %s: %q is not one of its values (%s)", i, k.Value, v.Value, strings.Join(params[pi].Values, ", "))
@@ -364,6 +364,15 @@ func parseParams(ps *specfile.Problems, root *yaml.Node) Params {
 			}
 			out = append(out, p)
 		}
+	}
+	return out
+}
+
+// names are the parameters' names, in order.
+func (ps Params) names() []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Name)
 	}
 	return out
 }
@@ -629,11 +638,8 @@ func (f *File) WithSets(sets map[string]string) (*File, error) {
 	for _, name := range sortedKeys(sets) {
 		i := slices.IndexFunc(params, func(p Param) bool { return p.Name == name })
 		if i < 0 {
-			var names []string
-			for _, p := range params {
-				names = append(names, p.Name)
-			}
-			errs = append(errs, option.Errorf("set", "%s: %s has no such parameter, want one of: %s", name, f.Path, strings.Join(names, ", ")))
+			names := params.names()
+			errs = append(errs, option.Errorf("set", "%s: %s has no such parameter%s, want one of: %s", name, f.Path, specfile.DidYouMean(name, names), strings.Join(names, ", ")))
 			continue
 		}
 		var vals []string

@@ -89,6 +89,22 @@ workloads:
 			want: []string{`t.yaml:8:5: workloads[0]: unknown field "colour", want one of ` + fieldList(Workload{})},
 		},
 		{
+			name: "misspelt fields",
+			yaml: yml(`
+name: x
+round: 3
+workloads:
+  - name: w
+    fio: --name=w --rw=write --size=1M
+    dir: /tmp/w
+    make-dirs: [a]
+`),
+			want: []string{
+				`t.yaml:2:1: experiment: unknown field "round" (did you mean "rounds"?), want one of ` + fieldList(Spec{}),
+				`t.yaml:7:5: workloads[0]: unknown field "make-dirs" (did you mean "make_dirs"?), want one of ` + fieldList(Workload{}),
+			},
+		},
+		{
 			name: "wrong type",
 			yaml: yml(`
 name: x
@@ -804,6 +820,10 @@ func TestWithSets(t *testing.T) {
 	_, err = f.WithSets(map[string]string{"colour": "red"})
 	if want := "set colour: t.yaml has no such parameter, want one of: transport, jobs"; err == nil || err.Error() != want {
 		t.Errorf("WithSets(colour): %v, want %s", err, want)
+	}
+	_, err = f.WithSets(map[string]string{"jbos": "1"})
+	if want := `set jbos: t.yaml has no such parameter (did you mean "jobs"?), want one of: transport, jobs`; err == nil || err.Error() != want {
+		t.Errorf("WithSets(jbos): %v, want %s", err, want)
 	}
 	_, err = f.WithSets(map[string]string{"jobs": " , "})
 	if want := "set jobs: no values, want jobs=V1[,V2...]"; err == nil || err.Error() != want {

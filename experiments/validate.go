@@ -64,7 +64,7 @@ func validate(ps *specfile.Problems, root *yaml.Node, s *Spec, params Params, ax
 			for _, q := range params {
 				names = append(names, q.Name)
 			}
-			ps.At(at("compare"), "compare: %q is neither kernel nor a parameter, want kernel%s", s.Compare, prefixed(", ", names))
+			ps.At(at("compare"), "compare: %q is neither kernel nor a parameter%s, want kernel%s", s.Compare, specfile.DidYouMean(s.Compare, append([]string{"kernel"}, names...)), prefixed(", ", names))
 		case axis && len(p.Values) != 2:
 			ps.At(at("compare"), "compare: %s has %d values, want exactly 2 (A and B)", p.Name, len(p.Values))
 		}

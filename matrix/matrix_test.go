@@ -186,6 +186,8 @@ func TestLoadProblems(t *testing.T) {
 	}{
 		{"unknown field", "name: t\ncolour: red\nkernels: [debian:7.3]\nexperiments: [kx.yaml]\n",
 			[]string{`m.yaml:2:1: matrix: unknown field "colour", want one of name, description, baseline, kernels, experiments`}},
+		{"misspelt field", "name: t\ndescripton: d\nkernels: [debian:7.3]\nexperiments: [kx.yaml]\n",
+			[]string{`m.yaml:2:1: matrix: unknown field "descripton" (did you mean "description"?), want one of name, description, baseline, kernels, experiments`}},
 		{"bad kernel and experiment", "name: t\nkernels:\n  - debian:7.3\n  - linux\n  - debian:7.3\nexperiments:\n  - nope\n  - {name: px.yaml, set: {transport: sctp}}\n",
 			[]string{
 				`m.yaml:4:5: kernels[1]: "linux" is not a kernel, want debian:SERIES (debian:7.3), build:NAME or a path to a bzImage`,

@@ -2,9 +2,10 @@
 // matrix files) share: reading a file with a bound on its size, parsing
 // it into positioned nodes, and reporting every problem at once, each as
 // file:line:col with what was found and what is allowed (unknown fields,
-// keys given twice, a list where a single value belongs). It also owns
-// BadInputError, the error of input that is wrong before anything runs.
-// The files' own fields and rules stay with their packages.
+// with the ones a typo meant; keys given twice, a list where a single
+// value belongs). It also owns BadInputError, the error of input that is
+// wrong before anything runs. The files' own fields and rules stay with
+// their packages.
 package specfile
 
 import (
@@ -15,9 +16,12 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"klab/internal/suggest"
 )
 
 // BadInputError is input that is wrong before anything runs: a file with
@@ -166,7 +170,7 @@ func Fields(ps *Problems, n *yaml.Node, what string, allowed []string, fn func(k
 		k, v := n.Content[i], n.Content[i+1]
 		switch {
 		case !slices.Contains(allowed, k.Value):
-			ps.At(k, "%s: unknown field %q, want one of %s", what, k.Value, strings.Join(allowed, ", "))
+			ps.At(k, "%s: unknown field %q%s, want one of %s", what, k.Value, DidYouMean(k.Value, allowed), strings.Join(allowed, ", "))
 		case seen[k.Value]:
 			ps.At(k, "%s: %s is given twice", what, k.Value)
 		default:
@@ -174,6 +178,23 @@ func Fields(ps *Problems, n *yaml.Node, what string, allowed []string, fn func(k
 			fn(k.Value, v)
 		}
 	}
+}
+
+// DidYouMean is " (did you mean "x"?)", naming the entries of known
+// nearest to word (see package suggest), or "" when none is near.
+func DidYouMean(word string, known []string) string {
+	s := suggest.Nearest(word, known)
+	if len(s) == 0 {
+		return ""
+	}
+	q := make([]string, len(s))
+	for i, x := range s {
+		q[i] = strconv.Quote(x)
+	}
+	if len(q) > 1 {
+		q = []string{strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]}
+	}
+	return " (did you mean " + q[0] + "?)"
 }
 
 // Scalar returns n's value, or adds a problem and returns "" when n is a

@@ -77,6 +77,26 @@ func TestParseAndFields(t *testing.T) {
 	}
 }
 
+// TestFieldsDidYouMean: an unknown field names the fields a typo meant,
+// then every field allowed.
+func TestFieldsDidYouMean(t *testing.T) {
+	allowed := []string{"rounds", "order", "seed", "make_dirs", "seeds"}
+	for key, want := range map[string]string{
+		"round":     `f.yaml:1:1: top: unknown field "round" (did you mean "rounds"?), want one of rounds, order, seed, make_dirs, seeds`,
+		"make-dirs": `f.yaml:1:1: top: unknown field "make-dirs" (did you mean "make_dirs"?), want one of rounds, order, seed, make_dirs, seeds`,
+		"sed":       `f.yaml:1:1: top: unknown field "sed" (did you mean "seed"?), want one of rounds, order, seed, make_dirs, seeds`,
+		"seedz":     `f.yaml:1:1: top: unknown field "seedz" (did you mean "seed" or "seeds"?), want one of rounds, order, seed, make_dirs, seeds`,
+		"colour":    `f.yaml:1:1: top: unknown field "colour", want one of rounds, order, seed, make_dirs, seeds`,
+	} {
+		ps := NewProblems("f.yaml")
+		root := Parse(ps, []byte(key+": 1\n"), "want a mapping")
+		Fields(ps, root, "top", allowed, func(string, *yaml.Node) {})
+		if got := problems(t, ps.Err()); !slices.Equal(got, []string{want}) {
+			t.Errorf("%s: %q, want %q", key, got, want)
+		}
+	}
+}
+
 func TestNode(t *testing.T) {
 	ps := NewProblems("f.yaml")
 	root := Parse(ps, []byte("a:\n  b: [x, y]\n"), "")

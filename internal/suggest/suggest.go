@@ -12,8 +12,8 @@ const most = 3
 
 // Nearest returns the names among known that word is likely a typo of,
 // in known's order, at most three: those at the smallest edit distance
-// from word when it is small for word's length (1 for up to five
-// characters, 2 up to eight, 3 beyond), else those that word is a
+// from word when it is small for word's length (none for one or two
+// characters, 1 up to five, 2 up to eight, 3 beyond), else those that word is a
 // prefix of (at least three characters of it). A name equal to word is
 // no suggestion; an empty result means nothing is near.
 func Nearest(word string, known []string) []string {
@@ -21,12 +21,14 @@ func Nearest(word string, known []string) []string {
 	if w == "" {
 		return nil
 	}
-	limit := 1
+	limit := 0
 	switch n := len([]rune(w)); {
 	case n > 8:
 		limit = 3
 	case n > 5:
 		limit = 2
+	case n > 2:
+		limit = 1
 	}
 	best := limit + 1
 	var out []string
@@ -36,6 +38,7 @@ func Nearest(word string, known []string) []string {
 		}
 		d := Distance(w, fold(k))
 		switch {
+		case d > limit:
 		case d < best:
 			best, out = d, []string{k}
 		case d == best && !contains(out, k):

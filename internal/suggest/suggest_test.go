@@ -57,7 +57,11 @@ func TestNearest(t *testing.T) {
 		t.Errorf("Nearest(jbos) = %q", got)
 	}
 	// Ties are all given, in the order known lists them, at most three.
-	if got := Nearest("ab", []string{"xb", "ay", "a", "b", "abc"}); !slices.Equal(got, []string{"xb", "ay", "a"}) {
-		t.Errorf("Nearest(ab) = %q", got)
+	if got := Nearest("abc", []string{"xbc", "ayc", "ab", "bc", "abcd"}); !slices.Equal(got, []string{"xbc", "ayc", "ab"}) {
+		t.Errorf("Nearest(abc) = %q", got)
+	}
+	// One or two letters are too short to tell a typo from another name.
+	if got := Nearest("x", []string{"a", "b", "X"}); !slices.Equal(got, []string{"X"}) {
+		t.Errorf("Nearest(x) = %q", got)
 	}
 }
