@@ -230,7 +230,7 @@ func TestExperimentBadInput(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"run", bad, "--kernel", "debian:7.3"}, []string{bad + ":2:9: found \"two\", want an integer"}},
+		{[]string{"run", bad, "--kernel", "debian:7.3"}, []string{bad + ":2:9: rounds: want an integer, got \"two\""}},
 		{[]string{"experiments", "validate", bad}, []string{bad + ":2:9"}},
 		{[]string{"run", "e2e/testdata/ab.yaml", "--kernel", "debian:nosuch", "--kernel", "debian:7.3"}, []string{"--kernel debian:nosuch"}},
 		{[]string{"run", "e2e/testdata/ab.yaml", "--kernel", "debian:7.3"}, []string{"--kernel given once: comparing kernels needs exactly two (A and B)"}},

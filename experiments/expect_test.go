@@ -170,7 +170,7 @@ func TestExpectProblems(t *testing.T) {
 		{
 			name:     "type",
 			workload: "      {ratio: fast, source: s}",
-			want:     []string{`t.yaml:20:15: found "fast", want a number`},
+			want:     []string{`t.yaml:20:15: workloads[0].expect.ratio: want a number, got "fast"`},
 		},
 		{
 			name:     "check",

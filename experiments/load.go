@@ -9,11 +9,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"klab/internal/option"
 	"klab/internal/specfile"
+	"klab/internal/suggest"
 )
 
 // maxSpecSize bounds an experiment file.
@@ -387,6 +389,9 @@ func checkRefs(ps *specfile.Problems, root *yaml.Node, params Params) map[string
 		names = append(names, p.Name)
 	}
 	used := map[string]bool{}
+	// A value holding an unknown ${name} is reported once: its type or
+	// validation problems, in every point of the matrix, follow from it.
+	var bad []*yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		key, val := root.Content[i].Value, root.Content[i+1]
 		if key == "params" {
@@ -398,18 +403,43 @@ func checkRefs(ps *specfile.Problems, root *yaml.Node, params Params) map[string
 				switch {
 				case key == "setup" || key == "vm" || key == "requires" || key == "rounds" || key == "reuse":
 					ps.At(s, "%s: ${%s}: parameters are not allowed here (it applies to the whole guest); allowed in sysctls, server, workloads and checks", key, name)
+					bad = append(bad, s)
 				case !known[name]:
-					if len(names) == 0 {
+					// The parameter a typo meant is used, not idle.
+					near := suggest.Nearest(name, names)
+					for _, n := range near {
+						used[n] = true
+					}
+					switch {
+					case len(names) == 0:
 						ps.At(s, "${%s}: no such parameter (this file has no params)", name)
-					} else {
+					case len(near) > 0:
+						ps.At(s, "${%s}: no such parameter (did you mean %s?), want one of %s", name, refList(near), strings.Join(names, ", "))
+					default:
 						ps.At(s, "${%s}: no such parameter, want one of %s", name, strings.Join(names, ", "))
 					}
+					bad = append(bad, s)
 				}
 				used[name] = true
 			}
 		})
 	}
+	for _, s := range bad {
+		ps.Claim(s)
+	}
 	return used
+}
+
+// refList is names as references: "${a}", "${a} or ${b}".
+func refList(names []string) string {
+	refs := make([]string, len(names))
+	for i, n := range names {
+		refs[i] = "${" + n + "}"
+	}
+	if len(refs) == 1 {
+		return refs[0]
+	}
+	return strings.Join(refs[:len(refs)-1], ", ") + " or " + refs[len(refs)-1]
 }
 
 // checkFields reports every mapping key that the Go type does not have,
@@ -471,10 +501,28 @@ func checkFields(ps *specfile.Problems, n *yaml.Node, t reflect.Type, path strin
 			}
 		}
 	default:
-		if n.Kind != yaml.ScalarNode {
+		switch {
+		case n.Kind != yaml.ScalarNode:
 			ps.At(n, "%s: want a single value, not a %s", path, kindName(n.Kind))
+		case n.Tag == "!!float" && isInt(t):
+			// The typed decoder would cut it to an integer silently.
+			ps.At(n, "%s: want an integer, got %q", path, n.Value)
 		}
 	}
+}
+
+// isInt reports whether t is a plain integer type: not a time.Duration,
+// nor one that parses its own values (Size).
+func isInt(t reflect.Type) bool {
+	if reflect.PointerTo(t).Implements(reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return t != reflect.TypeOf(time.Duration(0))
+	}
+	return false
 }
 
 func orTop(path string) string {
@@ -536,7 +584,19 @@ func typeProblems(ps *specfile.Problems, root *yaml.Node, err error) []int {
 			}
 			msg, found := friendlyType(e)
 			if line > 0 {
-				col = columnOf(root, line, found)
+				n, field := scalarAt(root, line, found)
+				if n != nil {
+					col = n.Column
+					if field != "" {
+						msg = field + ": " + msg
+					}
+					if n.Value != found && strings.Contains(n.Value, "${") {
+						msg += fmt.Sprintf(" (from %s)", n.Value)
+					}
+				}
+			}
+			if col > 0 && slices.ContainsFunc(ps.List(), func(p specfile.Problem) bool { return p.Line == line && p.Col == col }) {
+				continue // checkFields said it (a single value where a list belongs)
 			}
 			ps.Add(line, col, "%s", msg)
 		}
@@ -548,16 +608,33 @@ func typeProblems(ps *specfile.Problems, root *yaml.Node, err error) []int {
 
 var unmarshalRe = regexp.MustCompile("^cannot unmarshal !!(\\w+) `(.*)` into (.+)$")
 
-// columnOf finds the column of the scalar on line whose value (in the
-// file, before substitution) is or produced value.
-func columnOf(root *yaml.Node, line int, value string) int {
-	col := 0
-	walkScalars(root, func(s *yaml.Node) {
-		if s.Line == line && col == 0 && (s.Value == value || strings.Contains(s.Value, "${")) {
-			col = s.Column
+// scalarAt finds the first scalar value on line that is value in the
+// file, or produced it (it holds a ${param}), and returns it with the
+// field it is the value of ("rounds", "workloads[0].jobs"); nil when
+// there is none.
+func scalarAt(root *yaml.Node, line int, value string) (*yaml.Node, string) {
+	var found *yaml.Node
+	var field string
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch {
+		case found != nil:
+		case n.Kind == yaml.ScalarNode:
+			if n.Line == line && (n.Value == value || strings.Contains(n.Value, "${")) {
+				found, field = n, path
+			}
+		case n.Kind == yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				walk(n.Content[i+1], join(path, n.Content[i].Value))
+			}
+		default:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", path, i))
+			}
 		}
-	})
-	return col
+	}
+	walk(root, "")
+	return found, field
 }
 
 func friendlyType(e string) (string, string) {
@@ -582,7 +659,7 @@ func friendlyType(e string) (string, string) {
 	case strings.HasPrefix(want, "map"):
 		want = "a mapping"
 	}
-	return fmt.Sprintf("found %q, want %s", m[2], want), m[2]
+	return fmt.Sprintf("want %s, got %q", want, m[2]), m[2]
 }
 
 func walkScalars(n *yaml.Node, f func(*yaml.Node)) {

@@ -112,7 +112,59 @@ rounds: two
 checks:
   - {name: c, run: "true"}
 `),
-			want: []string{`t.yaml:2:9: found "two", want an integer`},
+			want: []string{`t.yaml:2:9: rounds: want an integer, got "two"`},
+		},
+		{
+			// Each wrong type names its field, what it wants and what
+			// it got; a single value where a list belongs is said once.
+			name: "wrong types",
+			yaml: yml(`
+name: x
+rounds: many
+order: [abba]
+vm:
+  tcg_multithread: maybe
+  cpus: 1.5
+splats:
+  allow_warnings: foo
+workloads:
+  - name: w
+    pattern: create
+    dir: /tmp/w
+    jobs: 1
+    files: 10
+    threshold_pct: lots
+`),
+			want: []string{
+				`t.yaml:2:9: rounds: want an integer, got "many"`,
+				`t.yaml:3:8: order: want a single value, not a list`,
+				`t.yaml:5:20: vm.tcg_multithread: want true or false, got "maybe"`,
+				`t.yaml:6:9: vm.cpus: want an integer, got "1.5"`,
+				`t.yaml:8:19: splats.allow_warnings: want a list`,
+				`t.yaml:15:20: workloads[0].threshold_pct: want a number, got "lots"`,
+			},
+		},
+		{
+			// One typo in a reference is one problem: not also its
+			// value's type in every point, nor the parameter it meant
+			// as unused.
+			name: "misspelt reference",
+			yaml: yml(`
+name: x
+params:
+  jobs: [1, 2]
+  dir: [/tmp/a, /tmp/b]
+workloads:
+  - name: w
+    pattern: create
+    dir: ${dri}
+    jobs: ${jbos}
+    files: 10
+`),
+			want: []string{
+				`t.yaml:8:10: ${dri}: no such parameter (did you mean ${dir}?), want one of jobs, dir`,
+				`t.yaml:9:11: ${jbos}: no such parameter (did you mean ${jobs}?), want one of jobs, dir`,
+			},
 		},
 		{
 			name: "wrong type nested",
@@ -125,7 +177,7 @@ workloads:
     jobs: lots
     files: 10
 `),
-			want: []string{`t.yaml:6:11: found "lots", want an integer`},
+			want: []string{`t.yaml:6:11: workloads[0].jobs: want an integer, got "lots"`},
 		},
 		{
 			// Was "t.yaml: size ..." with no line, and it stopped decoding.
@@ -140,7 +192,7 @@ workloads:
     bs: lots
     size: 1M
 `),
-			want: []string{`t.yaml:7:9: found "lots", want a size (bytes, or a number with k, M, G: 4k, 1M)`},
+			want: []string{`t.yaml:7:9: workloads[0].bs: want a size (bytes, or a number with k, M, G: 4k, 1M), got "lots"`},
 		},
 		{
 			name: "bad profiler",
@@ -154,7 +206,7 @@ workloads:
     files: 10
     profile: perff
 `),
-			want: []string{`t.yaml:8:14: found "perff", want a profiler (perf: the whole guest with perf; go: the guest agent's Go engine; false)`},
+			want: []string{`t.yaml:8:14: workloads[0].profile: want a profiler (perf: the whole guest with perf; go: the guest agent's Go engine; false), got "perff"`},
 		},
 		{
 			name: "profile functions",
@@ -270,7 +322,7 @@ server:
 checks:
   - {name: c, run: "true"}
 `),
-			want: []string{`t.yaml:6:11: found "sometimes", want true or false`},
+			want: []string{`t.yaml:6:11: server.splice: want true or false, got "sometimes"`},
 		},
 		{
 			name: "negative cache timeout",
@@ -578,7 +630,7 @@ server:
 `),
 			want: []string{
 				`t.yaml:2:1: experiment: unknown field "colour", want one of ` + fieldList(Spec{}),
-				`t.yaml:3:9: found "two", want an integer`,
+				`t.yaml:3:9: rounds: want an integer, got "two"`,
 				`t.yaml:6:14: workloads[0].pattern: "zigzag" is unknown, want one of ` + patternNames(),
 				`t.yaml:9:14: requires.features: "warp-drive" is unknown, want one of fuse-io-uring, fuse-request-timeout, fuse-passthrough`,
 				`t.yaml:12:12: server.backing: "relative", want an absolute guest path`,
@@ -604,7 +656,7 @@ workloads:
     metric: speed
 `),
 			want: []string{
-				`t.yaml:6:11: found "lots", want an integer`,
+				`t.yaml:6:11: workloads[0].jobs: want an integer, got "lots"`,
 				`t.yaml:13:13: workloads[1].metric: "speed" is unknown, want one of ` + oneOf(metrics),
 			},
 		},
@@ -687,7 +739,7 @@ func TestLoadFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := LoadFile(p)
-	if want := p + `:2:9: found "two", want an integer`; err == nil || err.Error() != want {
+	if want := p + `:2:9: rounds: want an integer, got "two"`; err == nil || err.Error() != want {
 		t.Errorf("LoadFile: %v, want %s", err, want)
 	}
 	if _, err := LoadFile(filepath.Join(dir, "none.yaml")); err == nil || !strings.Contains(err.Error(), "none.yaml") {
@@ -834,7 +886,7 @@ func TestWithSets(t *testing.T) {
 		t.Errorf("WithSets(jobs=2,0): %v, want %s", err, want)
 	}
 	_, err = f.WithSets(map[string]string{"jobs": "two"})
-	if want := `t.yaml (with parameters set):15:11: found "two", want an integer`; err == nil || err.Error() != want {
+	if want := `t.yaml (with parameters set):15:11: workloads[0].jobs: want an integer, got "two" (from ${jobs})`; err == nil || err.Error() != want {
 		t.Errorf("WithSets(jobs=two): %v, want %s", err, want)
 	}
 	_, err = f.WithSets(map[string]string{"transport": "dev,carrier-pigeon"})

@@ -164,7 +164,7 @@ suite:
     tests: [generic/013]
     test_timeout: 10
 `),
-			want: []string{`t.yaml:6:19: found "10", want a duration (90s, 10m)`},
+			want: []string{`t.yaml:6:19: suite.fstests.test_timeout: want a duration (90s, 10m), got "10"`},
 		},
 		{
 			name: "no tests",

@@ -72,6 +72,8 @@ type Problems struct {
 	file string
 	list []Problem
 	seen map[string]bool
+	// claimed are the positions whose problem is reported (Claim).
+	claimed map[[2]int]bool
 }
 
 // NewProblems returns an empty collection for the file named file.
@@ -81,8 +83,11 @@ func NewProblems(file string) *Problems { return &Problems{file: file} }
 func (ps *Problems) File() string { return ps.file }
 
 // Add adds a problem at line and col (0 when unknown), unless the same
-// problem is there already.
+// problem is there already or the position is claimed (see Claim).
 func (ps *Problems) Add(line, col int, format string, args ...any) {
+	if ps.claimed[[2]int{line, col}] {
+		return
+	}
 	p := Problem{File: ps.file, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
 	if ps.seen == nil {
 		ps.seen = map[string]bool{}
@@ -91,6 +96,16 @@ func (ps *Problems) Add(line, col int, format string, args ...any) {
 		ps.seen[k] = true
 		ps.list = append(ps.list, p)
 	}
+}
+
+// Claim marks the position of n as reported: the problems added there
+// from now on follow from the one reported (a value that is wrong
+// because of an unknown ${name} in it), and are left out.
+func (ps *Problems) Claim(n *yaml.Node) {
+	if ps.claimed == nil {
+		ps.claimed = map[[2]int]bool{}
+	}
+	ps.claimed[[2]int{n.Line, n.Column}] = true
 }
 
 // At adds a problem at n's position; a nil n is the file as a whole.
