@@ -105,6 +105,20 @@ workloads:
 			},
 		},
 		{
+			name: "make_dirs with a pattern",
+			yaml: yml(`
+name: x
+workloads:
+  - name: w
+    pattern: create
+    dir: /tmp/w
+    jobs: 1
+    files: 10
+    make_dirs: [a]
+`),
+			want: []string{`t.yaml:8:16: workloads[0].make_dirs: only with fio (a fio command line); klab's Go engine makes the directories its jobs need`},
+		},
+		{
 			name: "wrong type",
 			yaml: yml(`
 name: x

@@ -403,6 +403,9 @@ func validateWorkload(ps *specfile.Problems, root *yaml.Node, s *Spec, i int) {
 		}
 		return
 	}
+	if len(w.MakeDirs) > 0 {
+		ps.At(at("make_dirs"), "%s.make_dirs: only with fio (a fio command line); klab's Go engine makes the directories its jobs need", pre)
+	}
 	if !slices.Contains(proto.Patterns(), proto.Pattern(w.Pattern)) {
 		ps.At(at("pattern"), "%s.pattern: %q is unknown, want one of %s", pre, w.Pattern, patternList())
 		return
