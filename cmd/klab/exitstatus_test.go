@@ -26,7 +26,7 @@ func badInputCases(dir string) map[string]struct{ missing, bad []string } {
 		"boot":                  {[]string{"--", "true"}, []string{"--kernel", "fedora:40", "--", "true"}},
 		"cache gc":              {[]string{"extra"}, []string{"--max-size", "abc"}},
 		"cache list":            {[]string{"extra"}, []string{"--json=maybe"}},
-		"compare":               {[]string{"last"}, []string{"nosuch-a", "nosuch-b"}},
+		"compare":               {nil, []string{"nosuch-a", "nosuch-b"}},
 		"completion bash":       {[]string{"extra"}, []string{"--no-descriptions=maybe"}},
 		"completion fish":       {[]string{"extra"}, []string{"--no-descriptions=maybe"}},
 		"completion powershell": {[]string{"extra"}, []string{"--no-descriptions=maybe"}},

@@ -64,23 +64,48 @@ failure, and klab report exits 1 when the run has failures, as klab run does.`,
 func newCompareCommand(g *globalOptions) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
-		Use:   "compare RUN_A RUN_B",
+		Use:   "compare [RUN_A] RUN_B",
 		Short: "Compare two runs of the same experiment, side by side",
 		Long: `Compare two runs of the same experiment: every row's samples of run A against
 the same row's samples of run B, side by side (A's side and B's side of each
-run separately), with the same statistics as klab run.`,
-		Example: `  klab compare 20261201-101500-exp-fuse-transport-a1b2c3 last`,
-		Args:    cobra.ExactArgs(2),
+run separately), with the same statistics as klab run. A run is a run id, a
+run directory, or last (the newest run).
+
+Given one run, klab compare compares it with the run of the same experiment
+before it: klab compare last compares the last two runs of the experiment
+you ran last. With fewer than two runs of it, it says so and exits 2.`,
+		Example: `  klab compare last
+  klab compare 20261201-101500-exp-fuse-transport-a1b2c3 last
+  klab compare 20261201-101500-exp-fuse-transport-a1b2c3 --format md`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
 				return badInput(err)
 			}
-			var saved [2]*experiments.Saved
-			for i, a := range args {
+			var dirs []string
+			for _, a := range args {
 				dir, err := findRun(g, a)
+				if err != nil && len(args) == 1 {
+					return badInput(fmt.Errorf("%w, and klab compare needs two runs of one experiment", err))
+				}
 				if err != nil {
 					return badInput(err)
 				}
+				if !experiments.IsRun(dir) {
+					return badInput(fmt.Errorf("%s is a boot run, not an experiment run; klab compare compares runs of one experiment", dir))
+				}
+				dirs = append(dirs, dir)
+			}
+			if len(dirs) == 1 {
+				prev, err := previousRun(g, dirs[0])
+				if err != nil {
+					return badInput(err)
+				}
+				dirs = []string{prev, dirs[0]}
+			}
+			var saved [2]*experiments.Saved
+			for i, dir := range dirs {
+				var err error
 				if saved[i], err = experiments.Open(dir); err != nil {
 					return err
 				}
@@ -92,7 +117,7 @@ run separately), with the same statistics as klab run.`,
 			if err != nil {
 				return badInput(err)
 			}
-			return report.Write(os.Stdout, r, format)
+			return report.Write(cmd.OutOrStdout(), r, format)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "one of "+strings.Join(report.Formats, ", "))

@@ -35,7 +35,14 @@ workloads:
 // A's bytes per second, and returns its directory.
 func writeRefRun(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "20260301-101500-exp-refrun-a1b2c3")
+	return writeRefRunAs(t, t.TempDir(), "20260301-101500-exp-refrun-a1b2c3")
+}
+
+// writeRefRunAs writes writeRefRun's run as the run id of the runs
+// directory runs, and returns its directory.
+func writeRefRunAs(t *testing.T, runs, id string) string {
+	t.Helper()
+	dir := filepath.Join(runs, id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -94,5 +101,54 @@ func TestReportStrictReference(t *testing.T) {
 	code, stdout, _ = runCLI(t, "report", dir, "--format", "junit")
 	if code != 0 || strings.Contains(stdout, `type="reference"`) {
 		t.Errorf("klab report --format junit: status %d:\n%s", code, stdout)
+	}
+}
+
+// TestCompareLast: klab compare with one run compares it with the run of
+// the same experiment before it (klab compare last: the last two), and
+// says why with status 2 when there is no such run.
+func TestCompareLast(t *testing.T) {
+	runs := t.TempDir()
+	compare := func(args ...string) (int, string, string) {
+		return runCLI(t, append([]string{"--runs-dir", runs, "compare"}, args...)...)
+	}
+	code, _, stderr := compare("last")
+	if want := "klab: no runs in " + runs + ", and klab compare needs two runs of one experiment\n"; code != exitBadInput || stderr != want {
+		t.Errorf("no runs: status %d, stderr %q; want 2 and %q", code, stderr, want)
+	}
+	first := "20260301-101500-exp-refrun-a1b2c3"
+	writeRefRunAs(t, runs, first)
+	code, _, stderr = compare("last")
+	if want := "klab: " + first + " is the only run of experiment refrun in " + runs + ", and klab compare needs two: run it again, or name two runs (klab runs list shows them)\n"; code != exitBadInput || stderr != want {
+		t.Errorf("one run: status %d, stderr %q; want 2 and %q", code, stderr, want)
+	}
+	second := "20260302-101500-exp-refrun-d4e5f6"
+	writeRefRunAs(t, runs, second)
+	for _, args := range [][]string{{"last"}, {second}, {first, "last"}} {
+		code, stdout, stderr := compare(args...)
+		if code != 0 || !strings.Contains(stdout, "run "+first+" against run "+second) {
+			t.Errorf("klab compare %s: status %d, stderr %q:\n%s", strings.Join(args, " "), code, stderr, stdout)
+		}
+	}
+	code, _, stderr = compare(first)
+	if want := "klab: no run of experiment refrun before " + first + " in " + runs + ": name the run to compare it with (klab compare RUN_A " + first + ")\n"; code != exitBadInput || stderr != want {
+		t.Errorf("the first run: status %d, stderr %q; want 2 and %q", code, stderr, want)
+	}
+	// A boot run is no experiment run.
+	boot := filepath.Join(runs, "20260303-101500-boot-a1b2c3")
+	if err := os.MkdirAll(boot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(boot, "manifest.json"), []byte(`{"schema": 1, "run_id": "20260303-101500-boot-a1b2c3"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = compare("last")
+	if code != exitBadInput || !strings.Contains(stderr, "is a boot run, not an experiment run") {
+		t.Errorf("a boot run last: status %d, stderr %q", code, stderr)
+	}
+	for _, args := range [][]string{nil, {"a", "b", "c"}} {
+		if code, _, stderr := compare(args...); code != exitBadInput || !strings.Contains(stderr, "accepts between 1 and 2 arg(s)") {
+			t.Errorf("klab compare %s: status %d, stderr %q", strings.Join(args, " "), code, stderr)
+		}
 	}
 }

@@ -112,6 +112,37 @@ func findRun(g *globalOptions, arg string) (string, error) {
 	return dir, nil
 }
 
+// previousRun is the run before dir of the same experiment: the newest
+// experiment run of g's runs directory whose id sorts before dir's, with
+// dir's experiment. It is an error naming what there is when there is
+// none.
+func previousRun(g *globalOptions, dir string) (string, error) {
+	b, ok := readEntry(dir)
+	if !ok || b.Kind != "experiment" {
+		return "", fmt.Errorf("%s is not an experiment run; klab compare compares runs of one experiment", dir)
+	}
+	runs, err := listRuns(g.runsDir)
+	if err != nil {
+		return "", err
+	}
+	same := 0
+	for i := len(runs) - 1; i >= 0; i-- {
+		r := runs[i]
+		if r.Kind != "experiment" || r.Experiment != b.Experiment || r.Dir == dir || r.Status == "unreadable" {
+			continue
+		}
+		same++
+		if r.ID < b.ID {
+			return r.Dir, nil
+		}
+	}
+	if same == 0 {
+		return "", fmt.Errorf("%s is the only run of experiment %s in %s, and klab compare needs two: run it again, or name two runs (klab runs list shows them)",
+			b.ID, b.Experiment, g.runsDir)
+	}
+	return "", fmt.Errorf("no run of experiment %s before %s in %s: name the run to compare it with (klab compare RUN_A %s)", b.Experiment, b.ID, g.runsDir, b.ID)
+}
+
 func newRunsCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
