@@ -388,11 +388,19 @@ func takesValue(fs *pflag.FlagSet, a string) bool {
 	return false
 }
 
-// shellJoin joins args into a command line a shell reads back as args.
+// shellJoin joins args into a command line a POSIX shell reads back as
+// args: words of plain characters stay bare, others are single-quoted,
+// each ' in them ending the quotes, escaped with a backslash, and opening
+// them again. The first word is quoted when it has a '=', which would
+// make it an assignment.
 func shellJoin(args []string) string {
 	out := make([]string, len(args))
 	for i, a := range args {
-		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,:/@%") == "" {
+		plain := "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,:/@%"
+		if i == 0 {
+			plain = strings.ReplaceAll(plain, "=", "")
+		}
+		if a != "" && strings.Trim(a, plain) == "" {
 			out[i] = a
 		} else {
 			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"

@@ -22,14 +22,17 @@ import (
 
 // runEntry is one saved run: a boot or an experiment.
 type runEntry struct {
-	ID         string    `json:"id"`
-	Dir        string    `json:"dir"`
-	Kind       string    `json:"kind"`
-	Start      time.Time `json:"start"`
-	Status     string    `json:"status"`
-	Experiment string    `json:"experiment,omitempty"`
-	Kernels    []string  `json:"kernels"`
-	Message    string    `json:"message,omitempty"`
+	ID     string    `json:"id"`
+	Dir    string    `json:"dir"`
+	Kind   string    `json:"kind"`
+	Start  time.Time `json:"start"`
+	Status string    `json:"status"`
+	// ExitCode is a boot or shell run's command status (the manifest's
+	// outcome exit_code); nil for experiments.
+	ExitCode   *int     `json:"exit_code,omitempty"`
+	Experiment string   `json:"experiment,omitempty"`
+	Kernels    []string `json:"kernels"`
+	Message    string   `json:"message,omitempty"`
 }
 
 func listRuns(root string) ([]runEntry, error) {
@@ -82,9 +85,22 @@ func readEntry(dir string) (runEntry, bool) {
 	ent.Start, ent.Status, ent.Message = m.Times.Start, string(m.Outcome.Status), m.Outcome.Message
 	if ent.Status == "" {
 		ent.Status = "incomplete"
+	} else {
+		code := m.Outcome.ExitCode
+		ent.ExitCode = &code
 	}
 	ent.Kernels = []string{m.Kernel.Name}
 	return ent, true
+}
+
+// statusText is the run's status as klab runs list shows it: a boot or
+// shell run that ended ok but whose command exited non-zero shows that
+// status ("exit 3"), since klab boot exited with it.
+func (r runEntry) statusText() string {
+	if r.Status == string(results.StatusOK) && r.ExitCode != nil && *r.ExitCode != 0 {
+		return fmt.Sprintf("exit %d", *r.ExitCode)
+	}
+	return r.Status
 }
 
 // findRun turns RUN (an id, a directory, or "last") into a directory.
@@ -154,8 +170,12 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 	}
 	var asJSON bool
 	list := &cobra.Command{
-		Use:     "list",
-		Short:   "List saved runs, oldest first",
+		Use:   "list",
+		Short: "List saved runs, oldest first",
+		Long: `List saved runs, oldest first: each run's id, kind (experiment, or boot: a
+guest of klab boot or klab shell), status, experiment and kernels. A boot or
+shell run whose command exited non-zero shows that status (exit 3), as klab
+boot exited with it; --json gives it as exit_code.`,
 		Example: "  klab runs list\n  klab runs list --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -173,15 +193,19 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 				if exp == "" {
 					exp = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Kind, r.Status, exp, strings.Join(r.Kernels, " "))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Kind, r.statusText(), exp, strings.Join(r.Kernels, " "))
 			}
 			return tw.Flush()
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	show := &cobra.Command{
-		Use:     "show RUN",
-		Short:   "Show a run: outcome, kernels, cells, splats and the guest's output",
+		Use:   "show RUN",
+		Short: "Show a run: outcome, kernels, cells, splats and the guest's output",
+		Long: `Show a run: for an experiment its outcome, guests and report; for a boot or
+shell run its outcome and exit status, kernel, accelerator, the klab command
+line that made it (quoted, ready to paste back), splats and the guest's
+output.`,
 		Example: "  klab runs show last\n  klab runs show 20261201-101500-exp-fuse-transport-a1b2c3",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -189,7 +213,7 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return badInput(err)
 			}
-			return showRun(os.Stdout, dir)
+			return showRun(cmd.OutOrStdout(), dir)
 		},
 	}
 	rm := &cobra.Command{
@@ -288,8 +312,11 @@ func showRun(w io.Writer, dir string) error {
 	if m.Outcome.Message != "" {
 		fmt.Fprintf(w, " (%s)", textsafe.Clean(m.Outcome.Message))
 	}
+	// The command is klab's argv, quoted so that it can be pasted back;
+	// control characters (but newlines and tabs, inside their quotes)
+	// never reach the terminal.
 	fmt.Fprintf(w, ", exit %d\nkernel %s %s (%s)\naccel %s, qemu %s\ncommand: %s\n", m.Outcome.ExitCode, m.Kernel.Name,
-		m.Kernel.Version, m.Kernel.ID, m.Accel, m.QEMU.Version, strings.Join(m.Command, " "))
+		shown(m.Kernel.Version), m.Kernel.ID, m.Accel, shown(m.QEMU.Version), textsafe.Clean(shellJoin(m.Command)))
 	var splats []struct {
 		Title string `json:"title"`
 	}
