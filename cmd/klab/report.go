@@ -73,7 +73,8 @@ run directory, or last (the newest run).
 
 Given one run, klab compare compares it with the run of the same experiment
 before it: klab compare last compares the last two runs of the experiment
-you ran last. With fewer than two runs of it, it says so and exits 2.`,
+you ran last (klab boot and shell runs in between do not count). With fewer
+than two runs of it, it says so and exits 2.`,
 		Example: `  klab compare last
   klab compare 20261201-101500-exp-fuse-transport-a1b2c3 last
   klab compare 20261201-101500-exp-fuse-transport-a1b2c3 --format md`,
@@ -84,7 +85,7 @@ you ran last. With fewer than two runs of it, it says so and exits 2.`,
 			}
 			var dirs []string
 			for _, a := range args {
-				dir, err := findRun(g, a)
+				dir, err := findRunOfKind(g, a, "experiment")
 				if err != nil && len(args) == 1 {
 					return badInput(fmt.Errorf("%w, and klab compare needs two runs of one experiment", err))
 				}

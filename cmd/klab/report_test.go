@@ -142,9 +142,15 @@ func TestCompareLast(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(boot, "manifest.json"), []byte(`{"schema": 1, "run_id": "20260303-101500-boot-a1b2c3"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr = compare("last")
+	// A boot run after them is no experiment run: last skips it, and
+	// naming it is an error.
+	code, stdout, stderr := compare("last")
+	if code != 0 || !strings.Contains(stdout, "run "+first+" against run "+second) {
+		t.Errorf("klab compare last after a boot run: status %d, stderr %q:\n%s", code, stderr, stdout)
+	}
+	code, _, stderr = compare("20260303-101500-boot-a1b2c3")
 	if code != exitBadInput || !strings.Contains(stderr, "is a boot run, not an experiment run") {
-		t.Errorf("a boot run last: status %d, stderr %q", code, stderr)
+		t.Errorf("a boot run named: status %d, stderr %q", code, stderr)
 	}
 	for _, args := range [][]string{nil, {"a", "b", "c"}} {
 		if code, _, stderr := compare(args...); code != exitBadInput || !strings.Contains(stderr, "accepts between 1 and 2 arg(s)") {

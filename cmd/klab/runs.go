@@ -105,15 +105,26 @@ func (r runEntry) statusText() string {
 
 // findRun turns RUN (an id, a directory, or "last") into a directory.
 func findRun(g *globalOptions, arg string) (string, error) {
+	return findRunOfKind(g, arg, "")
+}
+
+// findRunOfKind is findRun where last means the newest run of kind
+// (experiment, boot, ...; any kind when empty).
+func findRunOfKind(g *globalOptions, arg, kind string) (string, error) {
 	if arg == "last" || arg == "latest" {
 		runs, err := listRuns(g.runsDir)
 		if err != nil {
 			return "", err
 		}
-		if len(runs) == 0 {
-			return "", fmt.Errorf("no runs in %s", g.runsDir)
+		for i := len(runs) - 1; i >= 0; i-- {
+			if kind == "" || runs[i].Kind == kind {
+				return runs[i].Dir, nil
+			}
 		}
-		return runs[len(runs)-1].Dir, nil
+		if kind != "" && len(runs) > 0 {
+			return "", fmt.Errorf("no %s runs in %s", kind, g.runsDir)
+		}
+		return "", fmt.Errorf("no runs in %s", g.runsDir)
 	}
 	if fi, err := os.Stat(arg); err == nil && fi.IsDir() && strings.ContainsRune(arg, os.PathSeparator) {
 		return arg, nil
