@@ -16,8 +16,9 @@ import (
 )
 
 // A fake kernel tree: its Makefile knows the targets klab runs (the config
-// targets, olddefconfig, bzImage), "compiles" fs/*.c by copying and logs
-// each compilation to $(O)/compiled.log, so a test sees what make rebuilt.
+// targets, olddefconfig, bzImage), "compiles" fs/*.c by copying it (a.c
+// with the header fs/a.h it depends on) and logs each compilation to
+// $(O)/compiled.log, so a test sees what make rebuilt.
 const fakeMakefile = `O ?= .
 SRCS := fs/a.c fs/b.c
 OBJS := $(patsubst %.c,$(O)/%.o,$(SRCS))
@@ -34,13 +35,16 @@ $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $*.o"
 	@if grep -q '#error' $<; then echo "$(CURDIR)/$<:2:1: error: #error in the patch"; exit 1; fi
-	@cp $< $@
+	@cat $^ > $@
 	@echo $* >> $(O)/compiled.log
+
+$(O)/fs/a.o: fs/a.h
 
 bzImage: $(OBJS)
 	@mkdir -p $(O)/arch/x86/boot
 	@echo "  BUILD   arch/x86/boot/bzImage"
 	@cat bzhdr $(OBJS) > $(O)/arch/x86/boot/bzImage
+	@touch $(O)/vmlinux
 
 modules:
 	@echo "  LD [M]  fs/x.ko"
@@ -117,6 +121,7 @@ func makeFakeTree(t *testing.T, dir string) {
 	}
 	writeTemp(t, dir, "bzhdr", string(fakeHeader("7.3.0-fake")))
 	writeTemp(t, dir, "fs/a.c", "int a;\n/* a */\nint a2;\n")
+	writeTemp(t, dir, "fs/a.h", "/* a.h */\n")
 	writeTemp(t, dir, "fs/b.c", "int b;\n/* b */\nint b2;\n")
 }
 

@@ -209,6 +209,9 @@ type makeRun struct {
 	ccache   bool
 	log      io.Writer
 	prog     *progress
+	// steps and compiled count the last run's kbuild steps and, among
+	// them, its compilations of C and assembly files.
+	steps, compiled int
 }
 
 // argv returns the make command for targets.
@@ -232,6 +235,7 @@ func (m *makeRun) run(ctx context.Context, logPath string, targets ...string) er
 		Stderr: sink.writer(),
 	}, argv...)
 	sink.flush()
+	m.steps, m.compiled = sink.steps, sink.compiled
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -244,10 +248,12 @@ func (m *makeRun) run(ctx context.Context, logPath string, targets ...string) er
 
 // lineSink collects the output of make's stdout and stderr line by line.
 type lineSink struct {
-	mu   sync.Mutex // guards log, prog and each writer's pending line
+	mu   sync.Mutex // guards the fields below and each writer's pending line
 	log  io.Writer
 	prog *progress
 	ws   []*lineWriter
+	// steps counts kbuild's step lines, compiled those of CC and AS.
+	steps, compiled int
 }
 
 type lineWriter struct {
@@ -280,11 +286,15 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 // line handles one complete line; the caller holds mu.
 func (s *lineSink) line(l string) {
 	_, _ = io.WriteString(s.log, l+"\n")
-	if s.prog != nil {
-		if m := stepRe.FindStringSubmatch(l); m != nil {
-			s.prog.step(m[1], m[2])
-		}
+	m := stepRe.FindStringSubmatch(l)
+	if m == nil {
+		return
 	}
+	s.steps++
+	if kind := strings.TrimSuffix(m[1], " [M]"); kind == "CC" || kind == "AS" {
+		s.compiled++
+	}
+	s.prog.step(m[1], m[2])
 }
 
 func (s *lineSink) flush() {
