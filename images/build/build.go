@@ -5,18 +5,31 @@
 // A build names its inputs first (the tree's commit or tarball hash, the
 // patches' and fragments' contents, the compiler version) and answers a
 // repeated build from the cache without touching the tree. Otherwise it
-// works in a work tree kept per base tree and config: it reverts the
-// patches applied last time, applies the new series (git am in git trees;
+// works in a work tree ("slot") kept per source and config: a tarball's
+// base tree, or a git repository, whatever the commit. It reverts the
+// patches applied last time, moves a git clone to the commit asked for
+// (git checkout --force, which rewrites only the files that differ
+// between the two commits), applies the new series (git am in git trees;
 // git apply, then patch -p1, in others), merges the fragments onto
 // tinyconfig or defconfig with the kernel's merge_config.sh, checks that
-// every requested option landed, and runs make with O= so that changing a
-// patch recompiles only the files it touches. Files whose content comes
-// back to what make last saw get their old mtime back, so reverting and
-// re-applying a series costs nothing.
+// every requested option landed, and runs make with O= in the same
+// output directory as before, so that changing a patch, or building
+// another commit of the same repository, recompiles only what changed,
+// as the developer's own make would. Files whose content comes back to
+// what make last saw get their old mtime back, so reverting and
+// re-applying a series costs nothing; a file with other content always
+// keeps the new mtime its rewrite gave it.
+//
+// A work tree's state.json records every change to src (a series being
+// applied or reverted, a move from one commit to another) before it
+// starts, so that a build that was killed leaves a tree the next build
+// resets to a known commit (or reverts) rather than trusts.
 //
 // The user's tree is never touched: git trees are cloned with --shared
-// (borrowing their objects), tarballs are unpacked. Only complete builds
-// enter the cache, the store of package images/buildstore.
+// (borrowing their objects; a commit the clone cannot see is fetched
+// into the clone), tarballs are unpacked. Only complete builds enter the
+// cache, the store of package images/buildstore, keyed by commit or
+// tarball, patches and config.
 package build
 
 import (
@@ -117,11 +130,24 @@ type Result struct {
 	Dropped []Dropped `json:"dropped,omitempty"`
 	// Phases are the durations of each step of the last build that ran.
 	Phases []Phase `json:"phases,omitempty"`
+	// WorkTree is the work tree ("slot") of the source and config: where
+	// make ran, or would have run for a cache hit. Builds of any commit of
+	// one git repository with one config share it, one at a time.
+	WorkTree string `json:"work_tree,omitempty"`
+	// Cold is true when the last make started from an empty output
+	// directory.
+	Cold bool `json:"cold,omitempty"`
+	// Steps is how many kbuild steps (compilations, links, generated
+	// files) the last make ran, and Compiled how many of them compiled a
+	// C or assembly file; both 0 for a cache hit.
+	Steps    int `json:"steps,omitempty"`
+	Compiled int `json:"compiled,omitempty"`
 }
 
 // Phase is one timed step of a build.
 type Phase struct {
-	// Name is the step: "source", "patches", "config", "make", "install".
+	// Name is the step: "source", "checkout" (moving a git work tree to
+	// another commit), "patches", "config", "make", "install".
 	Name string `json:"name"`
 	// Took is how long it took.
 	Took time.Duration `json:"took_ns"`
@@ -362,6 +388,9 @@ func (bd *builder) inputs(patches []Patch) Inputs {
 	in := Inputs{Arch: bd.o.Arch, BaseConfig: bd.baseCfg, Compiler: bd.compiler}
 	if bd.b != nil {
 		in.Base = bd.b.ID
+		if bd.b.Kind == "git" {
+			in.Line = "repo:" + bd.b.GitDir
+		}
 	}
 	for _, f := range bd.fragHash {
 		in.Fragments = append(in.Fragments, f.SHA256)
@@ -408,6 +437,7 @@ func (bd *builder) one(ctx context.Context, name string, patches []Patch) (*resu
 		look = func() (*results.Kernel, bool) { return bd.s.LookupInput(in.InputKey()) }
 	}
 	slot := bd.s.WorkDir(in.SlotKey())
+	bd.res.WorkTree = slot
 	fresh := false
 	lock := func(ctx context.Context) (func(), error) {
 		_, serr := os.Stat(slot)
@@ -498,8 +528,21 @@ func (w *work) build(ctx context.Context, in Inputs, patches []Patch) (*results.
 	if err := w.timed("source", func() error { return w.prepare(ctx) }); err != nil {
 		return nil, err
 	}
+	if w.st.Git && w.st.Base != bd.b.ID {
+		if err := w.timed("checkout", func() error { return w.move(ctx) }); err != nil {
+			return nil, err
+		}
+	}
 	if err := w.timed("patches", func() error { return w.applySeries(ctx, patches) }); err != nil {
 		return nil, err
+	}
+	// From here to the end of make, src does not change: this is how make
+	// (the config targets too) sees each file klab's patching touched.
+	for f := range w.st.Files {
+		w.st.Files[f] = stampOf(filepath.Join(w.src, f))
+	}
+	if err := w.st.save(w.statePath()); err != nil {
+		return nil, fmt.Errorf("work tree state: %w", err)
 	}
 	m := &makeRun{src: w.src, out: w.out, arch: bd.o.Arch, jobs: bd.o.Jobs, ccache: bd.ccache, log: log, prog: bd.prog}
 	var vals map[string]string
@@ -525,12 +568,6 @@ func (w *work) build(ctx context.Context, in Inputs, patches []Patch) (*results.
 			}
 		}
 	}
-	for f := range w.st.Files {
-		w.st.Files[f] = stampOf(filepath.Join(w.src, f))
-	}
-	if err := w.st.save(w.statePath()); err != nil {
-		return nil, fmt.Errorf("work tree state: %w", err)
-	}
 	how := "incremental"
 	if cold {
 		how = "cold"
@@ -541,9 +578,14 @@ func (w *work) build(ctx context.Context, in Inputs, patches []Patch) (*results.
 	if err := w.st.save(w.statePath()); err != nil {
 		return nil, fmt.Errorf("work tree state: %w", err)
 	}
+	makeStart := time.Now()
 	err = w.timed("make", func() error { return m.run(ctx, w.logPath(), targets...) })
 	steps := bd.prog.steps()
 	bd.prog.end("")
+	if err == nil {
+		bd.res.Cold, bd.res.Steps, bd.res.Compiled = cold, m.steps, m.compiled
+		bd.logf("make: %d kbuild step(s), %d file(s) compiled, in %s", m.steps, m.compiled, fmtDur(time.Since(makeStart)))
+	}
 	if ctx.Err() == nil {
 		// make ended by itself, cleaning up after a failure.
 		w.st.MakeStarted = 0
@@ -612,34 +654,30 @@ func (w *work) recoverKilledMake() {
 	_ = st.save(w.statePath())
 }
 
-// prepare makes sure the work tree holds the base tree, unpacking it when
-// it is new or was left in an unknown state.
+// prepare makes sure the work tree holds the build's source with nothing
+// half-done in it: a tarball's base tree, or a clone of the git
+// repository at some commit (move then takes it to the build's). A tree
+// that an interrupted build left busy is recovered (recoverTree); one
+// that is new, or cannot be recovered, is unpacked again.
 func (w *work) prepare(ctx context.Context) error {
 	st, err := readState(w.statePath())
-	if err == nil && st.Base == w.bd.b.ID && exists(filepath.Join(w.src, "Makefile")) {
-		if !st.Busy {
-			w.st = st
-			return nil
-		}
-		// An interrupted build left src half-patched. Every file a
-		// patch can have touched is recorded (in Orig, or in git)
-		// before the first patch goes in, so reverting brings src back
-		// to the base tree and keeps out/ and its objects.
+	if err == nil && w.holdsSource(st) {
 		w.st = st
-		if rerr := w.revert(ctx); rerr == nil {
-			st.Applied, st.Busy = nil, false
-			w.fixMtimes()
-			if err := st.save(w.statePath()); err != nil {
-				return fmt.Errorf("work tree state: %w", err)
-			}
-			w.bd.logf("the work tree %s was left half-patched by an interrupted build; reverted it to the base tree", w.dir)
+		if !st.Busy && st.MovingTo == "" {
 			return nil
-		} else {
-			w.bd.logf("the work tree %s was left half-patched by an interrupted build and cannot be reverted (%v); starting it again", w.dir, rerr)
 		}
+		rerr := w.recoverTree(ctx)
+		if rerr == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.bd.logf("the work tree %s was left %s by an interrupted build and cannot be recovered (%v); starting it again",
+			w.dir, st.interrupted(), rerr)
 		w.st = nil
-	} else if err == nil && st.Busy {
-		w.bd.logf("the work tree %s was left half-patched by an interrupted build; starting it again", w.dir)
+	} else if err == nil && (st.Busy || st.MovingTo != "") {
+		w.bd.logf("the work tree %s was left %s by an interrupted build; starting it again", w.dir, st.interrupted())
 	}
 	for _, d := range []string{"src", "out", "orig", "patches", "fragments", "state.json"} {
 		if err := os.RemoveAll(filepath.Join(w.dir, d)); err != nil {
@@ -658,6 +696,133 @@ func (w *work) prepare(ctx context.Context) error {
 	w.bd.logf("work tree ready in %.1fs", time.Since(start).Seconds())
 	w.st = &slotState{Base: w.bd.b.ID, Git: w.bd.b.Kind == "git", Files: map[string]fileStamp{}, Orig: map[string]fileStamp{}}
 	return w.st.save(w.statePath())
+}
+
+// holdsSource reports whether the work tree whose state is st holds the
+// build's source: for a git source, a clone of the repository at any
+// commit (the work tree's key names the repository); otherwise the same
+// base tree.
+func (w *work) holdsSource(st *slotState) bool {
+	if w.bd.b.Kind == "git" {
+		return st.Git && strings.HasPrefix(st.Base, "git:") && exists(filepath.Join(w.src, ".git", "HEAD"))
+	}
+	return !st.Git && st.Base == w.bd.b.ID && exists(filepath.Join(w.src, "Makefile"))
+}
+
+// interrupted says what an interrupted build was doing to the work tree
+// whose state is st.
+func (st *slotState) interrupted() string {
+	if st.MovingTo != "" {
+		return fmt.Sprintf("half-way through a move from %.12s to %.12s",
+			strings.TrimPrefix(st.Base, "git:"), strings.TrimPrefix(st.MovingTo, "git:"))
+	}
+	return "half-patched"
+}
+
+// recoverTree brings back a work tree that an interrupted build left busy.
+// A git tree is reset to the commit it was moving to, else to its own,
+// and cleaned of files git does not track; another tree gets its
+// unpatched files back (every file a patch can touch is saved before the
+// first patch goes in). Either way out/ and its objects are kept, and
+// files whose content is what make last saw get their mtime back.
+func (w *work) recoverTree(ctx context.Context) error {
+	st := w.st
+	what := st.interrupted()
+	how := "reverted it to the base tree"
+	if st.Git {
+		target := st.Base
+		if st.MovingTo != "" {
+			target = st.MovingTo
+		}
+		if err := w.resetGit(ctx, strings.TrimPrefix(target, "git:"), true); err != nil {
+			return err
+		}
+		st.Base = target
+		how = fmt.Sprintf("reset it to %.12s", strings.TrimPrefix(target, "git:"))
+	} else if err := w.revert(ctx); err != nil {
+		return err
+	}
+	st.Applied, st.Busy, st.MovingTo = nil, false, ""
+	w.fixMtimes()
+	if err := st.save(w.statePath()); err != nil {
+		return fmt.Errorf("work tree state: %w", err)
+	}
+	w.bd.logf("the work tree %s was left %s by an interrupted build; %s", w.dir, what, how)
+	return nil
+}
+
+// resetGit resets the git work tree to commit (git reset --hard, which
+// rewrites only the files that differ from it), after aborting a git am
+// that an interrupted build left behind; with clean, it first removes the
+// lock files of a git that was killed (the caller holds the work tree's
+// lock, so no other git runs in it) and afterwards every file git does
+// not track.
+func (w *work) resetGit(ctx context.Context, commit string, clean bool) error {
+	gitDir := filepath.Join(w.src, ".git")
+	if clean {
+		for _, l := range []string{"index.lock", "HEAD.lock"} {
+			if err := os.Remove(filepath.Join(gitDir, l)); err != nil && !os.IsNotExist(err) {
+				return fmt.Errorf("work tree: %w", err)
+			}
+		}
+	}
+	if exists(filepath.Join(gitDir, "rebase-apply")) {
+		_, _ = git(ctx, w.src, "am", "--abort")
+		if clean {
+			if err := os.RemoveAll(filepath.Join(gitDir, "rebase-apply")); err != nil {
+				return fmt.Errorf("work tree: %w", err)
+			}
+		}
+	}
+	if _, err := git(ctx, w.src, "reset", "--quiet", "--hard", commit); err != nil {
+		return fmt.Errorf("resetting the work tree to %.12s: %w", commit, err)
+	}
+	if clean {
+		if _, err := git(ctx, w.src, "clean", "-ffdxq"); err != nil {
+			return fmt.Errorf("cleaning the work tree: %w", err)
+		}
+	}
+	return nil
+}
+
+// move takes a git work tree from the commit it holds to the build's, in
+// the clone only: the commit is fetched from the user's repository into
+// the clone when the clone cannot see it, and checked out with --force,
+// which drops the series applied last time and rewrites only the files
+// whose content differs, so that they get new mtimes and make recompiles
+// what depends on them, and nothing else. The move is recorded in
+// state.json (MovingTo) before src is touched.
+func (w *work) move(ctx context.Context) error {
+	b := w.bd.b
+	from, to := strings.TrimPrefix(w.st.Base, "git:"), b.Commit
+	if _, err := git(ctx, w.src, "cat-file", "-e", to+"^{commit}"); err != nil {
+		w.bd.logf("fetching %.12s from %s into the work tree's clone...", to, b.GitDir)
+		if _, err := git(ctx, w.src, "-c", "gc.auto=0", "fetch", "--quiet", "--no-tags", b.GitDir, to); err != nil {
+			return fmt.Errorf("fetching %.12s from %s into the work tree: %w", to, b.GitDir, err)
+		}
+	}
+	differ := "an unknown number of files differ" // from is no longer in the repository
+	if out, err := git(ctx, w.src, "diff", "--no-renames", "--name-only", "-z", from, to, "--"); err == nil {
+		differ = fmt.Sprintf("%d file(s) differ", strings.Count(string(out), "\x00"))
+	}
+	w.bd.logf("moving the work tree from %.12s to %.12s (%s)", from, to, differ)
+	fmt.Fprintf(w.log, "moving the work tree from %s to %s (%s)\n", from, to, differ)
+	w.st.MovingTo, w.st.Busy = b.ID, true
+	if err := w.st.save(w.statePath()); err != nil {
+		return fmt.Errorf("work tree state: %w", err)
+	}
+	if exists(filepath.Join(w.src, ".git", "rebase-apply")) {
+		_, _ = git(ctx, w.src, "am", "--abort")
+	}
+	if _, err := git(ctx, w.src, "checkout", "--quiet", "--force", "--detach", to); err != nil {
+		return fmt.Errorf("checking out %.12s in the work tree: %w", to, err)
+	}
+	w.st.Base, w.st.MovingTo, w.st.Applied, w.st.Busy = b.ID, "", nil, false
+	w.fixMtimes()
+	if err := w.st.save(w.statePath()); err != nil {
+		return fmt.Errorf("work tree state: %w", err)
+	}
+	return nil
 }
 
 // applySeries brings the work tree from the series applied last time to
@@ -753,17 +918,10 @@ func safeRel(f string) bool {
 	return f != "" && !filepath.IsAbs(f) && !strings.HasPrefix(filepath.Clean(f), "..")
 }
 
-// revert brings src back to the base tree.
+// revert brings src back to the base tree (in a git tree, to its commit).
 func (w *work) revert(ctx context.Context) error {
 	if w.st.Git {
-		if exists(filepath.Join(w.src, ".git", "rebase-apply")) {
-			_, _ = git(ctx, w.src, "am", "--abort")
-		}
-		base := strings.TrimPrefix(w.st.Base, "git:")
-		if _, err := git(ctx, w.src, "reset", "--quiet", "--hard", base); err != nil {
-			return fmt.Errorf("resetting the work tree to %.12s: %w", base, err)
-		}
-		return nil
+		return w.resetGit(ctx, strings.TrimPrefix(w.st.Base, "git:"), false)
 	}
 	for f, orig := range w.st.Orig {
 		path := filepath.Join(w.src, f)
@@ -816,6 +974,12 @@ func kconfigPath(f string) bool {
 func (w *work) configure(ctx context.Context, m *makeRun, in Inputs, patches []Patch) (map[string]string, error) {
 	bd := w.bd
 	parts := []string{in.SlotKey()}
+	if in.Line != "" {
+		// A git work tree's key does not name the commit: the config is
+		// made again on another commit, as a cold build of it would
+		// make it (an unchanged .config keeps its mtime).
+		parts = append(parts, in.Base)
+	}
 	for _, p := range patches {
 		if slices.ContainsFunc(p.Files, kconfigPath) {
 			parts = append(parts, p.SHA256)

@@ -23,6 +23,10 @@ import (
 //
 //	work/<slot>/     src/ (the tree with the current patches), out/ (make
 //	                 O=), state.json, build.log, .lock
+//
+// A slot is kept per source and config (SlotKey). For a git source the
+// source is the repository, not the commit: its slot's clone moves from
+// commit to commit, and make in out/ recompiles only what the move changed.
 
 // recipe changes whenever the way klab builds changes what it produces.
 const recipe = "klab-build-1"
@@ -34,6 +38,11 @@ type Inputs struct {
 	Arch string
 	// Base is the tree's identity ("git:<commit>" or "sha256:<hex>").
 	Base string
+	// Line is the repository a git Base comes from ("repo:<top-level
+	// directory>"), empty for other sources. Only SlotKey uses it: the
+	// work tree of a repository follows it from commit to commit, while
+	// results stay keyed by the commit.
+	Line string
 	// BaseConfig is the make target the fragments are merged onto.
 	BaseConfig string
 	// Fragments are the SHA-256 of each fragment, in order.
@@ -56,11 +65,17 @@ func hashFields(fields ...string) string {
 	return hex.EncodeToString(h.Sum(nil))[:20]
 }
 
-// SlotKey names the work tree: the base tree and everything that shapes
-// its config, but not the patches, so that builds of different series on
-// one tree and config share it and recompile only what changed.
+// SlotKey names the work tree: the source (a git repository's Line, else
+// the base tree) and everything that shapes its config, but not the
+// patches nor a git commit, so that builds of different series, and of
+// different commits of one repository, with one config share it and
+// recompile only what changed.
 func (in Inputs) SlotKey() string {
-	return hashFields(join(list(recipe, "slot", in.Arch, in.Base, in.BaseConfig), list(in.Fragments...), list(in.Compiler))...)
+	tree := in.Base
+	if in.Line != "" {
+		tree = in.Line
+	}
+	return hashFields(join(list(recipe, "slot", in.Arch, tree, in.BaseConfig), list(in.Fragments...), list(in.Compiler))...)
 }
 
 // InputKey is the key of everything that decides the result; a build with
@@ -119,15 +134,25 @@ func saveEstimate(p, cfgKey string, steps int) {
 
 // slotState is a work tree's state.json.
 type slotState struct {
-	// Base is the tree's identity.
+	// Base is the identity of the tree src holds without patches; in a
+	// git work tree, the commit it is at ("git:<commit>").
 	Base string `json:"base"`
-	// Git is true when src is a git clone (patches go in with git am).
+	// Git is true when src is a git clone (patches go in with git am,
+	// and the clone moves between the repository's commits).
 	Git bool `json:"git"`
 	// Applied are the SHA-256 of the patches applied to src, in order.
 	Applied []string `json:"applied"`
-	// Busy is set while src is being changed; a work tree found busy
-	// without its lock held is rebuilt from scratch.
+	// Busy is set while src is being changed (patched, reverted or moved
+	// to another commit). A work tree found busy was left so by a build
+	// that died: the next one reverts it (a git tree is reset to its
+	// commit, or to MovingTo, and cleaned), or unpacks it again when that
+	// fails.
 	Busy bool `json:"busy"`
+	// MovingTo is the base ("git:<commit>") a git work tree is being
+	// moved to from Base. It is saved, with Busy, before the move touches
+	// src, so that a build killed half-way through the checkout leaves a
+	// known target behind.
+	MovingTo string `json:"moving_to,omitempty"`
 	// Files holds, for every file klab's patching ever touched, its
 	// content hash and mtime as make last saw them. Restoring that mtime
 	// when the content is the same again keeps make from recompiling it.
