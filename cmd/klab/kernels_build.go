@@ -69,10 +69,13 @@ After olddefconfig every requested option is checked; the ones Kconfig
 dropped are reported with the unmet dependency, and fail the build unless
 --allow-dropped.
 
-Results are cached by the tree's identity, the patch contents, the merged
-config and the compiler version, so a repeated build is instant. Work trees
-(make O=) are kept per tree and config: changing one patch recompiles only
-what it touches. ccache is used when installed. The full log is kept with
+Results are cached by the tree's identity (the commit, or the tarball's
+hash), the patch contents, the merged config and the compiler version, so a
+repeated build is instant. Work trees (make O=) are kept per source and
+config, and builds are incremental: changing one patch recompiles only what
+it touches, and for a git tree one work tree serves every commit, moved by
+git checkout in its own clone, so building another --rev recompiles only
+what the commits' differing files touch. ccache is used when installed. The full log is kept with
 the kernel (klab kernels show build:<name>); a failed build prints the first
 compiler errors and the log's path. --arch is x86_64 only for now.`,
 		Example: `  klab kernels build --source debian:7.3 --config lab --name plain

@@ -8,8 +8,9 @@
 //	inputs/<key>     a symbolic link to ../results/<key>: the inputs that
 //	                 made a result, so that a repeated build is answered
 //	                 without the tree
-//	work/<slot>/     one work tree per base tree and config, guarded by
-//	                 its .lock (package images/build owns what is in it)
+//	work/<slot>/     one work tree per source (a tarball, or a git
+//	                 repository whatever the commit) and config, guarded
+//	                 by its .lock (package images/build owns what is in it)
 //	hashes.json      tarball hashes by path, size and mtime (images/build)
 //	estimates.json   steps of a cold build by config (images/build)
 //
