@@ -815,7 +815,16 @@ func (w *work) move(ctx context.Context) error {
 		_, _ = git(ctx, w.src, "am", "--abort")
 	}
 	if _, err := git(ctx, w.src, "checkout", "--quiet", "--force", "--detach", to); err != nil {
-		return fmt.Errorf("checking out %.12s in the work tree: %w", to, err)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// What the next build would do (for example when the commit the
+		// clone was at is gone from the user's repository): reset and
+		// clean the tree at the new commit.
+		if rerr := w.resetGit(ctx, to, true); rerr != nil {
+			return fmt.Errorf("checking out %.12s in the work tree: %w", to, errors.Join(err, rerr))
+		}
+		fmt.Fprintf(w.log, "git checkout failed (%v); reset the work tree to %s instead\n", err, to)
 	}
 	w.st.Base, w.st.MovingTo, w.st.Applied, w.st.Busy = b.ID, "", nil, false
 	w.fixMtimes()

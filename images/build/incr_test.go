@@ -364,36 +364,40 @@ func TestBuildTwoCommitsAtOnce(t *testing.T) {
 	}
 }
 
-// gitKillerEnv is set, in a build process of
-// TestBuildMoveKilledAcrossProcesses, to the git subcommand whose run
-// kills the build; the fake git on PATH reads it.
-const gitKillerEnv = "KLAB_TEST_KILL_ON_GIT"
+// fakeGitEnv tells the fake git on PATH (fakeGit) what to do to the
+// checkout --force of a move.
+const fakeGitEnv = "KLAB_TEST_FAKE_GIT"
 
 // fakeGit is a git that runs the real one ($KLAB_TEST_REAL_GIT), except for
-// a checkout --force when $KLAB_TEST_KILL_ON_GIT is "checkout": then it
-// does a part of the checkout's work (one file written with half its new
-// content, git's index lock taken) and kills klab, its parent, as a
-// SIGKILL or a power cut would.
+// a checkout --force. When $KLAB_TEST_FAKE_GIT is "kill", it does a part
+// of the checkout's work (one file written with half its new content,
+// git's index lock taken) and kills klab, its parent, as a SIGKILL or a
+// power cut would; when it is "fail", it fails without doing anything.
 const fakeGit = `#!/bin/sh
-if [ "$1" = checkout ] && [ "$KLAB_TEST_KILL_ON_GIT" = checkout ]; then
+if [ "$1" = checkout ]; then
 	for a in "$@"; do
-		if [ "$a" = --force ]; then
+		[ "$a" = --force ] || continue
+		case "$KLAB_TEST_FAKE_GIT" in
+		kill)
 			printf 'int b;\n/* half written' > fs/b.c
 			: > .git/index.lock
 			kill -KILL $PPID
 			sleep 1
-			exit 1
-		fi
+			exit 1;;
+		fail)
+			echo "fatal: the test's git does not check out" >&2
+			exit 128;;
+		esac
 	done
 fi
 exec "$KLAB_TEST_REAL_GIT" "$@"
 `
 
-// buildKilled runs one build in a new process whose git kills it during
-// the move; it fails the test unless the process died of SIGKILL.
-func buildKilled(t *testing.T, o Options) {
+// fakeGitPath returns a PATH whose git is fakeGit, and the environment
+// variable that names the real one.
+func fakeGitPath(t *testing.T) (path, realGit string) {
 	t.Helper()
-	realGit, err := exec.LookPath("git")
+	real, err := exec.LookPath("git")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,13 +406,20 @@ func buildKilled(t *testing.T, o Options) {
 	if err := os.Chmod(filepath.Join(bin, "git"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return bin + string(os.PathListSeparator) + os.Getenv("PATH"), "KLAB_TEST_REAL_GIT=" + real
+}
+
+// buildKilled runs one build in a new process whose git kills it during
+// the move; it fails the test unless the process died of SIGKILL.
+func buildKilled(t *testing.T, o Options) {
+	t.Helper()
+	path, realGit := fakeGitPath(t)
 	js, err := json.Marshal(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), helperEnv+"="+string(js), gitKillerEnv+"=checkout", "KLAB_TEST_REAL_GIT="+realGit,
-		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(js), fakeGitEnv+"=kill", realGit, "PATH="+path)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != -1 {
@@ -512,5 +523,34 @@ func TestBuildConfigFollowsCommit(t *testing.T) {
 		if got := strings.Contains(string(cfg), "CONFIG_NEW=y"); got != s.want {
 			t.Errorf("%.12s: CONFIG_NEW=y in the config is %v, want %v:\n%s", s.rev, got, s.want, cfg)
 		}
+	}
+}
+
+// TestBuildMoveCheckoutFails: when git checkout fails in a move (as it
+// would if the commit the clone was at were gone from the user's
+// repository), the build resets the work tree to the new commit instead,
+// rewriting only the files that differ.
+func TestBuildMoveCheckoutFails(t *testing.T) {
+	requireBuildTools(t)
+	ctx := context.Background()
+	dir, tree, source := fakeSource(t, "git")
+	c := commitHistory(t, tree)
+	frag := writeTemp(t, dir, "my.config", "CONFIG_A=y\n")
+	cache := filepath.Join(dir, "cache")
+	if _, err := Build(ctx, Options{Source: source, Rev: c[0], Config: []string{frag}, CacheDir: cache, Jobs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	path, realGit := fakeGitPath(t)
+	name, value, _ := strings.Cut(realGit, "=")
+	t.Setenv(name, value)
+	t.Setenv(fakeGitEnv, "fail")
+	t.Setenv("PATH", path)
+	was := compiled(t, cache)
+	res, err := Build(ctx, Options{Source: source, Rev: c[1], Config: []string{frag}, CacheDir: cache, Jobs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(strings.TrimPrefix(compiled(t, cache), was)); got != "fs/b" || !strings.Contains(imageOf(t, res), "int b3") {
+		t.Errorf("after a failed checkout compiled %q, want fs/b, and c1's image", got)
 	}
 }
