@@ -142,7 +142,8 @@ func bootTreeKernel(t *testing.T) {
 // TestTreeBuildLoop is virtme-ng's loop on a git kernel tree: klab boot
 // --kernel DIR --build builds the working tree as it is (an uncommitted
 // edit included) in klab's cache, boots it and runs the command; a second
-// edit rebuilds incrementally; the tree itself is never written to. It
+// edit rebuilds incrementally, and so does the next commit (klab's work
+// tree moved to it); the tree itself is never written to. It
 // makes a git tree of Debian's 7.3 source (about 1.5 GB, minutes) and
 // builds it cold (about 6 minutes on 2 cores), so it is opt-in:
 // KLAB_E2E_TREE=1.
@@ -214,6 +215,33 @@ func TestTreeBuildLoop(t *testing.T) {
 		t.Errorf("kernels build --dirty of the same working tree: exit %d, want a cache hit: %q", r.code, r.stdout)
 	}
 	t.Logf("kernels build --dirty, cache hit: %.1fs", r.wall.Seconds())
+
+	// The edits committed, one commit after the other: building the last
+	// one moves klab's work tree (git checkout in its own clone) by the
+	// one file that differs and recompiles only what depends on it.
+	sh(tree, "git commit -qam 'fuse: second edit'")
+	edit("klab-e2e: third edit")
+	sh(tree, "git commit -qam 'fuse: third edit'")
+	before = status()
+	r = runLong(t, 10*time.Minute, "kernels", "build", "--tree", tree, "--config", "lab", "--json")
+	var res struct {
+		Hit      bool `json:"hit"`
+		Cold     bool `json:"cold"`
+		Compiled int  `json:"compiled"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil {
+		t.Fatalf("kernels build of the next commit: exit %d, stdout %q", r.code, r.stdout)
+	}
+	// A cold build compiles thousands of files; one edit a handful, and
+	// the objects the link regenerates.
+	if res.Hit || res.Cold || res.Compiled == 0 || res.Compiled > 100 ||
+		!strings.Contains(r.stderr, "moving the work tree from ") || !strings.Contains(r.stderr, "(1 file(s) differ)") {
+		t.Errorf("kernels build of the next commit: %+v; want an incremental build after moving the work tree by one file", res)
+	}
+	t.Logf("kernels build of the next commit (incremental, %d file(s) compiled): %.0fs", res.Compiled, r.wall.Seconds())
+	if after := status(); after != before {
+		t.Errorf("the tree changed: git status\n%s\nthen\n%s", before, after)
+	}
 }
 
 // TestBootShare: --share mounts host directories over virtio-9p, read-only
