@@ -926,8 +926,9 @@ type cliKernelJSON struct {
 //   - `klab initramfs` builds the initramfs into --cache-dir from the parts
 //     there, and a second call is a cache hit that says so;
 //   - `klab doctor` prints the checks it promises, exits by them, and
-//     proves KVM with a probe boot, caching the verdict in the cache
-//     directory (when /dev/kvm is there);
+//     proves KVM with a probe boot, saying so first and caching the
+//     verdict in the cache directory, which a second doctor shows without
+//     a boot (when /dev/kvm is there);
 //   - a boot with KLAB_CACHE_DIR and KLAB_RUNS_DIR lands in that runs
 //     directory, boots the cached kernel with the cached initramfs (nothing
 //     in the cache changes) and uses the cached accelerator verdict.
@@ -1080,6 +1081,17 @@ func TestCLICacheAndDoctor(t *testing.T) {
 				t.Errorf("no fresh accelerator verdict in the cache directory (%v): %s", err, b)
 			} else if !strings.HasSuffix(details["kvm"], "→ "+string(v.Accel)) {
 				t.Errorf("the kvm check %q does not end with the cached verdict %s", details["kvm"], v.Accel)
+			} else {
+				// A second doctor shows the cached verdict and boots
+				// nothing.
+				again := cliRun(t, cliOpts{env: env, timeout: 2 * time.Minute}, "doctor")
+				if strings.Contains(again.stderr, "probing KVM") || !strings.Contains(again.stdout, "cached verdict from ") {
+					t.Errorf("a second doctor did not use the cached verdict:\n%s%s", again.stdout, again.stderr)
+				}
+			}
+			// Before the probe boot, doctor says what it does.
+			if said := "kvm: no accelerator verdict cached; probing KVM with a test boot of debian:" + shared.Version; !strings.Contains(r.stderr, said) {
+				t.Errorf("doctor did not say %q before its probe boot:\n%s", said, r.stderr)
 			}
 		} else if !strings.Contains(details["kvm"], "/dev/kvm absent") {
 			t.Errorf("no /dev/kvm, but the kvm check says %q", details["kvm"])

@@ -50,11 +50,48 @@ func oneLine(text string) string {
 	return b.String()
 }
 
+// ProbePolicy says when klab doctor proves KVM with a probe boot.
+type ProbePolicy int
+
+const (
+	// ProbeIfStale shows the verdict cached for this host kernel, CPU and
+	// QEMU binary when it is younger than VerdictMaxAge, and proves KVM
+	// afresh otherwise.
+	ProbeIfStale ProbePolicy = iota
+	// ProbeAlways proves KVM afresh.
+	ProbeAlways
+	// ProbeNever shows the cached verdict, if any, and never boots.
+	ProbeNever
+)
+
+// VerdictMaxAge is how old a cached accelerator verdict may be before
+// klab doctor proves KVM again. Runs use a cached verdict whatever its
+// age: only a new host kernel, CPU or QEMU binary makes them probe.
+const VerdictMaxAge = 7 * 24 * time.Hour
+
+// DoctorOptions tunes Doctor.
+type DoctorOptions struct {
+	// Probe says when the kvm check proves KVM with a probe boot.
+	Probe ProbePolicy
+	// NewProber readies what the probe boots and returns its prober; it
+	// calls announce with the kernel's name once it has found one, before
+	// any slow step. Nil means a probe boot of the newest cached Debian
+	// kernel with its initramfs. Tests pass a fake.
+	NewProber func(ctx context.Context, announce func(kernel string)) (vm.Prober, error)
+	// Now is the time a cached verdict's age is taken at; zero means
+	// time.Now().
+	Now time.Time
+}
+
+// errNoProbeKernel is NewProber's error when there is no kernel to boot.
+var errNoProbeKernel = errors.New("no cached kernel to boot")
+
 // Doctor checks the host: QEMU, whether KVM really works, the Debian
 // suites, where the guest agent and initramfs base come from (and whether
-// that needs Go), and the cache directory. With probe set it
-// proves KVM with a fresh probe boot of a cached kernel.
-func (o *Options) Doctor(ctx context.Context, probe bool) []Check {
+// that needs Go), and the cache directory. The kvm check proves KVM with
+// a probe boot as d.Probe says; before the probe, and before any other
+// step that may take seconds, Doctor says on o.Progress what it does.
+func (o *Options) Doctor(ctx context.Context, d DoctorOptions) []Check {
 	var checks []Check
 	add := func(name string, ok bool, format string, args ...any) {
 		checks = append(checks, Check{Name: name, OK: ok, Detail: oneLine(fmt.Sprintf(format, args...))})
@@ -70,7 +107,7 @@ func (o *Options) Doctor(ctx context.Context, probe bool) []Check {
 		add("qemu", true, "%s: %s", qpath, QEMUVersion(ctx, qpath))
 	}
 
-	kvm := o.kvmCheck(ctx, "/dev/kvm", qpath, probe)
+	kvm := o.kvmCheck(ctx, "/dev/kvm", qpath, d)
 	kvm.Detail = oneLine(kvm.Detail)
 	checks = append(checks, kvm)
 
@@ -80,6 +117,7 @@ func (o *Options) Doctor(ctx context.Context, probe bool) []Check {
 		add("guest parts", true, "%s", origin)
 	}
 
+	o.progressf("debian: checking the suites on the Debian mirror (at most 15s each)...")
 	for _, s := range debian.CheckSuites(ctx, debian.Options{Mirror: o.Mirror, CacheDir: o.CacheDir}) {
 		add("debian "+s.Suite, s.Err == nil, "%s", s.Detail())
 	}
@@ -105,10 +143,12 @@ func slowTCG() string {
 }
 
 // kvmCheck reports whether the KVM device dev is there and whether it
-// actually runs a guest to its agent. With probe it proves KVM afresh with
-// a probe boot of the newest cached kernel; without, it shows the cached
-// verdict, if any. The check warns whenever guests would run under TCG.
-func (o *Options) kvmCheck(ctx context.Context, dev, qemu string, probe bool) Check {
+// actually runs a guest to its agent. As d.Probe says, it shows the
+// verdict cached for this host or proves KVM afresh with a probe boot
+// (see DoctorOptions.NewProber), saying first on o.Progress why it
+// probes and for how long it may take. The check warns whenever guests
+// would run under TCG.
+func (o *Options) kvmCheck(ctx context.Context, dev, qemu string, d DoctorOptions) Check {
 	c := Check{Name: "kvm", OK: true} // TCG works without KVM: the check only warns.
 	f, err := os.OpenFile(dev, os.O_RDWR, 0)
 	if err != nil {
@@ -121,20 +161,41 @@ func (o *Options) kvmCheck(ctx context.Context, dev, qemu string, probe bool) Ch
 		return c
 	}
 	f.Close()
-	if !probe || qemu == "" {
-		why := "not proved now (run `klab doctor --probe`)"
-		if qemu == "" {
-			why = "not proved: no QEMU"
-		}
-		return o.cachedAccelCheck(c, dev, why)
+	if qemu == "" {
+		return o.cachedAccelCheck(c, dev, "not proved: no QEMU")
 	}
-	ks, _ := debian.CachedKernels(o.CacheDir)
-	if len(ks) == 0 {
+	now := d.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	var why string
+	v, cached := o.CachedAccel()
+	switch {
+	case d.Probe == ProbeNever:
+		return o.cachedAccelCheck(c, dev, "not proved now (`klab doctor --probe` proves it)")
+	case d.Probe == ProbeAlways:
+		why = "asked to prove KVM afresh"
+	case !cached:
+		why = o.noVerdictReason()
+	case now.Sub(v.When) > VerdictMaxAge:
+		why = fmt.Sprintf("the cached verdict is %s old (doctor proves it again after %s)", age(now.Sub(v.When)), age(VerdictMaxAge))
+	default:
+		return verdictCheck(c, fmt.Sprintf("%s present; cached verdict from %s (%s ago; `klab doctor --probe` proves it afresh)",
+			dev, v.When.Local().Format("2006-01-02 15:04"), age(now.Sub(v.When))), v)
+	}
+	newProber := d.NewProber
+	if newProber == nil {
+		newProber = o.probeBoot
+	}
+	kernel := ""
+	p, err := newProber(ctx, func(k string) {
+		kernel = k
+		o.progressf("kvm: %s; probing KVM with a test boot of %s (at most %s)...", why, k, vm.ProbeTimeout)
+	})
+	switch {
+	case errors.Is(err, errNoProbeKernel):
 		return o.cachedAccelCheck(c, dev, "cannot prove it without a kernel: run `klab kernels fetch debian:7.3` first")
-	}
-	k := ks[len(ks)-1]
-	ir, err := o.Initramfs(ctx, k)
-	if err != nil {
+	case err != nil:
 		c.OK = false
 		c.Detail = fmt.Sprintf("%s present; probe not run: %v", dev, err)
 		return c
@@ -142,16 +203,75 @@ func (o *Options) kvmCheck(ctx context.Context, dev, qemu string, probe bool) Ch
 	cacheFile := o.verdictFile()
 	os.Remove(cacheFile) // doctor proves afresh
 	start := time.Now()
-	v, err := vm.ChooseAccel(ctx, vm.AccelOptions{
+	v, err = vm.ChooseAccel(ctx, vm.AccelOptions{
 		Want: "auto", CacheFile: cacheFile, HostKey: vm.HostKey(qemu), KVMDevice: dev,
-		Prober: &kvmProber{qemu: o.QEMU, kernel: k.Image, initrd: ir.Path},
+		Prober: announcedProber{Prober: p, o: o},
 	})
 	if err != nil {
 		c.Warn = true
 		c.Detail = fmt.Sprintf("%s present; probe failed: %v", dev, err)
 		return c
 	}
-	return verdictCheck(c, fmt.Sprintf("%s present; probe boot of %s took %.1fs", dev, k.Name, time.Since(start).Seconds()), v)
+	return verdictCheck(c, fmt.Sprintf("%s present; probe boot of %s took %.1fs", dev, kernel, time.Since(start).Seconds()), v)
+}
+
+// noVerdictReason says why no accelerator verdict is cached for this
+// host: none was, or the one cached holds for another host kernel, CPU
+// or QEMU binary.
+func (o *Options) noVerdictReason() string {
+	old, ok := vm.ReadVerdict(o.verdictFile())
+	if !ok {
+		return "no accelerator verdict cached"
+	}
+	if change := vm.HostChange(old.Host, vm.HostKey(o.qemu())); change != "" {
+		return "the cached verdict is for another " + change
+	}
+	return "no accelerator verdict cached for this host"
+}
+
+// probeBoot readies a probe boot of the newest cached Debian kernel
+// (DoctorOptions.NewProber's default): it announces the kernel, then
+// assembles its initramfs.
+func (o *Options) probeBoot(ctx context.Context, announce func(kernel string)) (vm.Prober, error) {
+	ks, _ := debian.CachedKernels(o.CacheDir)
+	if len(ks) == 0 {
+		return nil, errNoProbeKernel
+	}
+	k := ks[len(ks)-1]
+	announce(k.Name)
+	ir, err := o.Initramfs(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	return &kvmProber{qemu: o.QEMU, kernel: k.Image, initrd: ir.Path}, nil
+}
+
+// announcedProber says on its Options' Progress before the TCG boot that
+// follows a failed KVM probe, the step that may take longest.
+type announcedProber struct {
+	vm.Prober
+	o *Options
+}
+
+// ProbeTCG says what it does and why, then boots the kernel under TCG.
+func (p announcedProber) ProbeTCG(ctx context.Context, timeout time.Duration) error {
+	p.o.progressf("kvm: the KVM boot failed; booting the same kernel under TCG to tell a broken KVM from a broken kernel (at most %s)...", timeout)
+	return p.Prober.ProbeTCG(ctx, timeout)
+}
+
+// age is d in whole days, hours or minutes: "3 days", "5 hours", "1 minute".
+func age(d time.Duration) string {
+	n, unit := int(d/time.Minute), "minute"
+	switch {
+	case d >= 48*time.Hour:
+		n, unit = int(d/(24*time.Hour)), "day"
+	case d >= 2*time.Hour:
+		n, unit = int(d/time.Hour), "hour"
+	}
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
 }
 
 // cachedAccelCheck completes c, for a present but unproved KVM device,

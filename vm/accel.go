@@ -66,8 +66,13 @@ type AccelOptions struct {
 	Timeout time.Duration
 }
 
-// HostKey returns a string that changes when the host kernel, CPU or QEMU
-// binary changes, so that a cached verdict is re-proved then.
+// HostKey returns a string that changes when the host kernel release,
+// the CPU model or the QEMU binary changes, so that a cached verdict is
+// re-proved then. The QEMU binary counts by its path and modification
+// time: installing another QEMU version replaces the file, so a version
+// change always changes the key (and so does reinstalling the same one,
+// which only costs one more probe). It needs no QEMU process, so that
+// every run can check its cached verdict for free.
 func HostKey(qemu string) string {
 	var u unix.Utsname
 	_ = unix.Uname(&u)
@@ -179,7 +184,9 @@ func kvmUsable(dev string) error {
 // host and QEMU, if there is one.
 func CachedVerdict(file, qemu string) (Verdict, bool) { return readVerdict(file, HostKey(qemu)) }
 
-func readVerdict(file, host string) (Verdict, bool) {
+// ReadVerdict returns the accelerator verdict cached in file, whatever
+// host it holds for (see HostChange).
+func ReadVerdict(file string) (Verdict, bool) {
 	if file == "" {
 		return Verdict{}, false
 	}
@@ -188,10 +195,42 @@ func readVerdict(file, host string) (Verdict, bool) {
 		return Verdict{}, false
 	}
 	var v Verdict
-	if json.Unmarshal(b, &v) != nil || v.Host != host || (v.Accel != KVM && v.Accel != TCG) {
+	if json.Unmarshal(b, &v) != nil || (v.Accel != KVM && v.Accel != TCG) {
 		return Verdict{}, false
 	}
 	return v, true
+}
+
+func readVerdict(file, host string) (Verdict, bool) {
+	v, ok := ReadVerdict(file)
+	if !ok || v.Host != host {
+		return Verdict{}, false
+	}
+	return v, true
+}
+
+// HostChange says what differs between two host keys (see HostKey):
+// "host kernel (6.1.0-18-amd64, now 6.12.43+deb13-amd64)", "CPU", "QEMU
+// binary", joined with " and "; "" when they are the same.
+func HostChange(old, now string) string {
+	o, n := strings.SplitN(old, "|", 3), strings.SplitN(now, "|", 3)
+	if len(o) != 3 || len(n) != 3 {
+		if old == now {
+			return ""
+		}
+		return "host kernel, CPU or QEMU binary"
+	}
+	var what []string
+	if o[0] != n[0] {
+		what = append(what, fmt.Sprintf("host kernel (%s, now %s)", o[0], n[0]))
+	}
+	if o[1] != n[1] {
+		what = append(what, "CPU")
+	}
+	if o[2] != n[2] {
+		what = append(what, "QEMU binary")
+	}
+	return strings.Join(what, " and ")
 }
 
 func writeVerdict(file string, v Verdict) {

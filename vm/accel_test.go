@@ -178,3 +178,20 @@ func TestChooseAccelCancelledProbe(t *testing.T) {
 		t.Error("a cancelled probe left a cached verdict")
 	}
 }
+
+// TestHostChange: a cached verdict for another host says which part of
+// the host key changed.
+func TestHostChange(t *testing.T) {
+	base := "6.1.0-18-amd64|AMD EPYC 7B13|/usr/bin/qemu-system-x86_64@1700000000"
+	for now, want := range map[string]string{
+		base: "",
+		"6.12.43+deb13-amd64|AMD EPYC 7B13|/usr/bin/qemu-system-x86_64@1700000000": "host kernel (6.1.0-18-amd64, now 6.12.43+deb13-amd64)",
+		"6.1.0-18-amd64|AMD EPYC 7B13|/usr/bin/qemu-system-x86_64@1800000000":      "QEMU binary",
+		"6.1.0-18-amd64|Intel Xeon|/usr/local/bin/qemu-system-x86_64@1":            "CPU and QEMU binary",
+		"garbled": "host kernel, CPU or QEMU binary",
+	} {
+		if got := HostChange(base, now); got != want {
+			t.Errorf("HostChange(%q) = %q, want %q", now, got, want)
+		}
+	}
+}

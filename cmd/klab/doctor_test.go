@@ -33,3 +33,27 @@ func TestPrintChecks(t *testing.T) {
 		t.Errorf("a failed check: %v, %q", err, stdout.String())
 	}
 }
+
+// TestDoctorProbeFlag: no --probe uses a recent cached verdict, --probe
+// proves KVM afresh, --probe=false never boots.
+func TestDoctorProbeFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want lab.ProbePolicy
+	}{
+		{nil, lab.ProbeIfStale},
+		{[]string{"--probe"}, lab.ProbeAlways},
+		{[]string{"--probe=true"}, lab.ProbeAlways},
+		{[]string{"--probe=false"}, lab.ProbeNever},
+	} {
+		cmd := newDoctorCommand(&globalOptions{})
+		if err := cmd.ParseFlags(c.args); err != nil {
+			t.Fatal(err)
+		}
+		o := &doctorOptions{}
+		o.probe, _ = cmd.Flags().GetBool("probe")
+		if got := o.policy(cmd.Flags().Changed("probe")); got != c.want {
+			t.Errorf("doctor %q: policy %v, want %v", c.args, got, c.want)
+		}
+	}
+}
