@@ -18,16 +18,20 @@ func newCacheCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cache",
 		Short: "See and bound what klab keeps in its cache",
-		Long: `klab's cache (--cache-dir, default ~/.cache/klab) holds Debian kernels and
-kernel sources, kernels built from source and their work trees, the private
-apt directories, initramfs parts (u-root bases, agents, assembled images),
-libfuse builds, guest userspace images and crash logs. klab cache list shows
-all of it with sizes; klab cache gc removes what is stale and, with
---max-size, the least recently used entries until the cache fits.`,
+		Long: `klab's cache (--cache-dir or $KLAB_CACHE_DIR, else $XDG_CACHE_HOME/klab, else
+~/.cache/klab) holds Debian kernels and kernel sources, kernels built from
+source and their work trees, the private apt directories, initramfs parts
+(u-root bases, agents, assembled images), libfuse builds, guest userspace
+images, fstests builds and crash logs. klab cache list shows all of it with
+sizes; klab cache gc removes what is stale and, with --max-size, the least
+recently used entries until the cache fits, listing each entry with its
+size and why it goes. klab kernels gc is klab cache gc for kernel builds
+only (--builds).`,
 		Example: `  klab cache list
   klab cache list --json | jq '.kinds'
   klab cache gc --dry-run
-  klab cache gc --max-size 20G`,
+  klab cache gc --max-size 20G
+  klab cache gc --builds --max-size 5G --dry-run`,
 	}
 	cmd.AddCommand(newCacheListCommand(g), newCacheGCCommand(g))
 	return cmd
@@ -60,19 +64,25 @@ unless given --all. Sizes are disk usage in binary units (KiB, MiB, GiB).`,
 	return cmd
 }
 
-// cacheGCOptions are the flags of klab cache gc.
+// cacheGCOptions are the flags of klab cache gc (and of klab kernels gc,
+// which sets builds and all).
 type cacheGCOptions struct {
 	maxSize string
 	maxAge  time.Duration
 	all     bool
+	builds  bool
 	dryRun  bool
 	asJSON  bool
 }
 
+// buildKinds are the kinds --builds limits gc to: what building kernels
+// from source keeps.
+var buildKinds = []cache.Kind{cache.WorkTree, cache.Source, cache.BuiltKernel}
+
 func newCacheGCCommand(g *globalOptions) *cobra.Command {
 	o := &cacheGCOptions{}
 	cmd := &cobra.Command{
-		Use:   "gc [--max-size SIZE] [--dry-run]",
+		Use:   "gc [--max-size SIZE] [--builds] [--dry-run]",
 		Short: "Remove stale cache entries, and bound the cache's size",
 		Long: `Remove what is stale: temporary leftovers of interrupted fetches and builds,
 crash logs, u-root bases and agents other than the most recently used ones,
@@ -82,10 +92,21 @@ entries of any kind (kernels, sources, work trees, apt lists, initramfs parts,
 libfuse builds) until the cache fits; kernels that a name refers to (see
 klab cache list) stay unless --all is given. Entries that another klab holds
 locked (a fetch or a build in progress) are never removed, and symbolic links
-are never followed out of the cache.`,
+are never followed out of the cache.
+
+--builds limits gc to what kernel builds keep (work trees, Debian kernel
+sources, built kernels), the cheapest to make again first: work trees and
+sources, then kernels no name refers to, then named ones (with --all).
+klab kernels gc is the same as klab cache gc --builds --all --max-size 20G.
+
+gc prints a line per entry: "removed" (or, with --dry-run, "would remove")
+or "kept", its kind, size, path in the cache with the names that refer to
+it, and why (stale: left over, superseded, unused for so long; or least
+recently used under --max-size; kept: locked, or named); then the total.`,
 		Example: `  klab cache gc --dry-run
   klab cache gc
   klab cache gc --max-size 20G
+  klab cache gc --builds --max-size 5G
   klab cache gc --max-size 0 --all --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -96,7 +117,8 @@ are never followed out of the cache.`,
 	f.StringVar(&o.maxSize, "max-size", "", "the most space the cache may use (K, M, G, T are powers of 1024: 20G); none by default")
 	f.DurationVar(&o.maxAge, "max-age", cache.DefaultMaxAge, "remove initramfs parts not used for this long")
 	f.BoolVar(&o.all, "all", false, "with --max-size, remove kernels that a name refers to as well")
-	f.BoolVar(&o.dryRun, "dry-run", false, "only say what would be removed")
+	f.BoolVar(&o.builds, "builds", false, "only what kernel builds keep: work trees, kernel sources, built kernels (cheapest to make again first)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "only list what would be removed")
 	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
@@ -113,7 +135,11 @@ func runCacheGC(w io.Writer, g *globalOptions, o *cacheGCOptions) error {
 	if o.all && max < 0 {
 		return badInput(fmt.Errorf("--all goes with --max-size: without it, gc removes only stale entries, never a kernel"))
 	}
-	res, err := cache.GC(cache.GCOptions{Dir: g.cacheDir, MaxSize: max, All: o.all, MaxAge: o.maxAge, DryRun: o.dryRun})
+	gco := cache.GCOptions{Dir: g.cacheDir, MaxSize: max, All: o.all, MaxAge: o.maxAge, DryRun: o.dryRun}
+	if o.builds {
+		gco.Kinds, gco.CheapFirst = buildKinds, true
+	}
+	res, err := cache.GC(gco)
 	if res == nil {
 		return err
 	}
@@ -123,30 +149,69 @@ func runCacheGC(w io.Writer, g *globalOptions, o *cacheGCOptions) error {
 		}
 		return err
 	}
+	if perr := printGC(w, g.cacheDir, o, max, res); perr != nil {
+		return perr
+	}
+	return err
+}
+
+// printGC prints what gc removed (or would remove) and kept, a line per
+// entry with its kind, size, path, names and why, then the total.
+func printGC(w io.Writer, dir string, o *cacheGCOptions, max int64, res *cache.GCResult) error {
 	verb := "removed"
 	if o.dryRun {
 		verb = "would remove"
 	}
+	where, verbs := fmt.Sprintf("the cache at %s", shown(dir)), [3]string{"takes", "would go", "went"}
+	if o.builds {
+		where, verbs = fmt.Sprintf("the kernel builds in the cache at %s", shown(dir)), [3]string{"take", "would go", "went"}
+	}
+	limit := "no limit"
+	if max >= 0 {
+		limit = "limit " + units.Bytes(max)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var freed int64
 	for _, r := range res.Removed {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", verb, r.Kind, units.Bytes(r.Size), shown(relPath(g.cacheDir, r.Path)), shown(r.Reason))
+		freed += r.Size
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", verb, r.Kind, units.Bytes(r.Size), shown(gcEntryPath(dir, r.Entry)), shown(r.Reason))
 	}
 	for _, s := range res.Skipped {
-		fmt.Fprintf(tw, "kept\t%s\t%s\t%s\t%s\n", s.Kind, units.Bytes(s.Size), shown(relPath(g.cacheDir, s.Path)), shown(s.Reason))
+		fmt.Fprintf(tw, "kept\t%s\t%s\t%s\t%s\n", s.Kind, units.Bytes(s.Size), shown(gcEntryPath(dir, s.Entry)), shown(s.Reason))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	limit := "none"
-	if max >= 0 {
-		limit = units.Bytes(max)
+	n := len(res.Removed)
+	switch {
+	case n == 0:
+		fmt.Fprintf(w, "nothing to remove: %s %s %s (%s)\n", where, verbs[0], units.Bytes(res.Before), limit)
+	case o.dryRun:
+		fmt.Fprintf(w, "would remove %d %s, %s: %s %s from %s to %s (%s)\n",
+			n, entries(n), units.Bytes(freed), where, verbs[1], units.Bytes(res.Before), units.Bytes(res.After), limit)
+	default:
+		fmt.Fprintf(w, "removed %d %s, %s: %s %s from %s to %s (%s)\n",
+			n, entries(n), units.Bytes(freed), where, verbs[2], units.Bytes(res.Before), units.Bytes(res.After), limit)
 	}
-	after := "after"
-	if o.dryRun {
-		after = "after, once removed"
+	return nil
+}
+
+// entries is "entry" or "entries", for n of them.
+func entries(n int) string {
+	if n == 1 {
+		return "entry"
 	}
-	fmt.Fprintf(w, "cache %s: %s before, %s %s (limit %s)\n", shown(g.cacheDir), units.Bytes(res.Before), units.Bytes(res.After), after, limit)
-	return err
+	return "entries"
+}
+
+// gcEntryPath is an entry's path in the cache directory, followed by the
+// names that refer to it: "kernels/build/results/1a2b (build:fix)".
+func gcEntryPath(dir string, e cache.Entry) string {
+	p := relPath(dir, e.Path)
+	if len(e.Names) > 0 {
+		p += " (" + strings.Join(e.Names, ", ") + ")"
+	}
+	return p
 }
 
 // printCacheListing prints the cache by kind, then every entry.

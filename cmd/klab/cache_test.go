@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +85,96 @@ func TestCacheCommands(t *testing.T) {
 		if code != exitBadInput || errOut == "" {
 			t.Errorf("gc %v: status %d, %q", args, code, errOut)
 		}
+	}
+}
+
+// TestCacheGCList: gc --dry-run lists every entry it would remove with its
+// kind, size, path, names and why, then a total, and removes nothing; gc
+// prints the same list, "removed", as it removes; klab kernels gc is
+// klab cache gc --builds --all with its own default bound, and prints the
+// same list.
+func TestCacheGCList(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	write := func(rel string, kib int, ago time.Duration) {
+		t.Helper()
+		p := filepath.Join(dir, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(strings.Repeat("x", kib<<10)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(p, now.Add(-ago), now.Add(-ago))
+	}
+	write("initramfs/base-old.cpio", 16, 48*time.Hour)
+	write("initramfs/base-new.cpio", 16, 0)
+	write("crash-1.log", 4, time.Hour)
+	write("agent/klab-agent-1111", 8, 9*24*time.Hour)
+	write("kernels/build/work/slot1/src/Makefile", 200, 3*time.Hour)
+	write("sources/debian/linux-source-7.3/linux.tar.xz", 300, 2*time.Hour)
+	for _, d := range []string{"kernels/build/work/slot1", "sources/debian/linux-source-7.3"} {
+		os.Chtimes(filepath.Join(dir, d), now.Add(-2*time.Hour), now.Add(-2*time.Hour))
+	}
+	entry := regexp.MustCompile(`^(would remove|removed|kept) +(\S+) +([0-9.]+ [KMG]?i?B) +(\S+( \([^)]*\))?) +(\S.*)$`)
+	// list parses gc's lines: verb, kind, size, path and why by path,
+	// and the total line.
+	list := func(out string) (map[string][]string, string) {
+		t.Helper()
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		got := map[string][]string{}
+		for _, l := range lines[:len(lines)-1] {
+			m := entry.FindStringSubmatch(l)
+			if m == nil {
+				t.Errorf("gc line %q: want a verb, kind, size, path and why", l)
+				continue
+			}
+			got[m[4]] = []string{m[1], m[2], m[3], m[6]}
+		}
+		return got, lines[len(lines)-1]
+	}
+
+	code, out, errOut := runKlab(t, "cache", "gc", "--dry-run", "--cache-dir", dir)
+	got, total := list(out)
+	want := map[string][]string{
+		"initramfs/base-old.cpio": {"would remove", "initramfs-base", "16.0 KiB", "superseded by base-new.cpio"},
+		"crash-1.log":             {"would remove", "crash-log", "4.0 KiB", "crash log"},
+		"agent/klab-agent-1111":   {"would remove", "agent", "8.0 KiB", "unused for 9 days"},
+	}
+	if code != 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("gc --dry-run: status %d, entries %q, want %q\n%s%s", code, got, want, out, errOut)
+	}
+	if !regexp.MustCompile(`^would remove 3 entries, 28\.0 KiB: the cache at \S+ would go from [0-9.]+ KiB to [0-9.]+ KiB \(no limit\)$`).MatchString(total) {
+		t.Errorf("gc --dry-run total %q", total)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "initramfs/base-old.cpio")); err != nil {
+		t.Errorf("gc --dry-run removed: %v", err)
+	}
+
+	// kernels gc lists what cache gc --builds --all lists.
+	_, kout, _ := runKlab(t, "kernels", "gc", "--max-size", "100K", "--dry-run", "--cache-dir", dir)
+	_, cout, _ := runKlab(t, "cache", "gc", "--builds", "--all", "--max-size", "100K", "--dry-run", "--cache-dir", dir)
+	got, total = list(kout)
+	if kout != cout || len(got) != 2 || got["kernels/build/work/slot1"][0] != "would remove" || got["sources/debian/linux-source-7.3"][1] != "kernel-source" ||
+		!strings.HasPrefix(got["kernels/build/work/slot1"][3], "least recently used (last used ") ||
+		!strings.Contains(total, "the kernel builds in the cache at ") || !strings.HasSuffix(total, "to 0 B (limit 100.0 KiB)") {
+		t.Errorf("kernels gc --dry-run:\n%s\ncache gc --builds --all --dry-run:\n%s", kout, cout)
+	}
+
+	code, out, _ = runKlab(t, "cache", "gc", "--cache-dir", dir)
+	got, total = list(out)
+	for p, w := range want {
+		w[0] = "removed"
+		if !reflect.DeepEqual(got[p], w) {
+			t.Errorf("gc: %s: %q, want %q", p, got[p], w)
+		}
+		if _, err := os.Stat(filepath.Join(dir, p)); err == nil {
+			t.Errorf("gc kept %s", p)
+		}
+	}
+	if code != 0 || len(got) != 3 || !regexp.MustCompile(`^removed 3 entries, 28\.0 KiB: the cache at \S+ went from [0-9.]+ KiB to [0-9.]+ KiB \(no limit\)$`).MatchString(total) {
+		t.Errorf("gc: status %d:\n%s", code, out)
+	}
+	code, out, _ = runKlab(t, "cache", "gc", "--cache-dir", dir)
+	if code != 0 || !regexp.MustCompile(`^nothing to remove: the cache at \S+ takes [0-9.]+ KiB \(no limit\)\n$`).MatchString(out) {
+		t.Errorf("a second gc: status %d: %q", code, out)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"klab/images/cache"
 	"klab/images/debian"
 	"klab/internal/option"
-	"klab/internal/units"
 	"klab/results"
 )
 
@@ -202,7 +201,7 @@ func newKernelsRmCommand(g *globalOptions) *cobra.Command {
 		Use:   "rm build:NAME...",
 		Short: "Remove built kernels",
 		Long: `Remove kernels built from source by name. A kernel's files are deleted when
-no other name refers to them; work trees stay (klab kernels gc bounds them).
+no other name refers to them; work trees stay (klab cache gc --builds bounds them).
 Debian kernels are not removed by this command.`,
 		Example: "  klab kernels rm build:fuse-fix\n  klab kernels rm build:x build:x-base",
 		Args:    cobra.MinimumNArgs(1),
@@ -222,66 +221,29 @@ Debian kernels are not removed by this command.`,
 }
 
 func newKernelsGCCommand(g *globalOptions) *cobra.Command {
-	var maxSize string
-	var dryRun bool
+	o := &cacheGCOptions{builds: true, all: true, maxAge: cache.DefaultMaxAge}
 	cmd := &cobra.Command{
-		Use:   "gc [--max-size SIZE]",
-		Short: "Bound the space used by kernels built from source",
-		Long: `Shrink the build cache (work trees, Debian kernel sources and built kernels)
-to --max-size, least recently used first: work trees and sources go first,
-since they only cost time to make again, then kernels no name refers to,
-then named kernels. Work trees in use by a running build are skipped.
-Debian kernel images and initramfs images are not touched.`,
+		Use:   "gc [--max-size SIZE] [--dry-run]",
+		Short: "Bound the space used by kernel builds (klab cache gc --builds)",
+		Long: `Shrink what kernel builds keep in the cache (work trees, Debian kernel sources
+and built kernels) to --max-size, the cheapest to make again first: work
+trees and sources, then kernels no name refers to, then named kernels. Work
+trees in use by a running build are skipped. Debian kernel images and
+initramfs images are not touched.
+
+This is klab cache gc --builds --all --max-size 20G: the same removal and
+the same list, an entry per line with its size and why, then the total.
+klab cache gc bounds the whole cache.`,
 		Example: "  klab kernels gc\n  klab kernels gc --max-size 5G --dry-run\n  klab kernels gc --max-size 0",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			max, err := units.ParseSize(maxSize)
-			if err != nil {
-				return badInput(fmt.Errorf("--max-size: %w", err))
-			}
-			res, err := cache.GC(cache.GCOptions{Dir: g.cacheDir, MaxSize: max, All: true, CheapFirst: true,
-				Kinds: []cache.Kind{cache.WorkTree, cache.Source, cache.BuiltKernel}, DryRun: dryRun})
-			if res != nil {
-				verb := "removed"
-				if dryRun {
-					verb = "would remove"
-				}
-				for _, r := range res.Removed {
-					extra := ""
-					if len(r.Names) > 0 {
-						extra = " (" + strings.Join(r.Names, ", ") + ")"
-					}
-					fmt.Fprintf(os.Stderr, "%s %s %s, %s%s\n", verb, buildKindWord(r.Kind), r.Path, build.HumanSize(r.Size), extra)
-				}
-				for _, s := range res.Skipped {
-					why := s.Reason
-					if s.Kind == cache.WorkTree {
-						why = "a build is using it"
-					}
-					fmt.Fprintf(os.Stderr, "skipped %s: %s\n", s.Path, why)
-				}
-				fmt.Printf("build cache: %s before, %s after (limit %s)\n",
-					build.HumanSize(res.Before), build.HumanSize(res.After), build.HumanSize(max))
-			}
-			return err
+			return runCacheGC(cmd.OutOrStdout(), g, o)
 		},
 	}
-	cmd.Flags().StringVar(&maxSize, "max-size", "20G", "the most space the build cache may use (K, M, G, T suffixes)")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only say what would be removed")
+	cmd.Flags().StringVar(&o.maxSize, "max-size", "20G", "the most space kernel builds may use (K, M, G, T are powers of 1024)")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "only list what would be removed")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the result as JSON")
 	return cmd
-}
-
-// buildKindWord is how klab kernels gc names a kind it removes.
-func buildKindWord(k cache.Kind) string {
-	switch k {
-	case cache.WorkTree:
-		return "work tree"
-	case cache.Source:
-		return "source"
-	case cache.BuiltKernel:
-		return "kernel"
-	}
-	return string(k)
 }
 
 // kernelOrigin says where a kernel came from, for klab kernels list.

@@ -161,7 +161,7 @@ func GC(o GCOptions) (*GCResult, error) {
 				pinned = append(pinned, e)
 				continue
 			}
-			take(e, fmt.Sprintf("least recently used (%s)", e.LastUsed.Format("2006-01-02 15:04")))
+			take(e, fmt.Sprintf("least recently used (last used %s)", e.LastUsed.Format("2006-01-02 15:04")))
 		}
 		if total > o.MaxSize {
 			for _, e := range pinned {
