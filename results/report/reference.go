@@ -309,6 +309,12 @@ func refHTML(r *Report) ([]string, []htmlRefRow) {
 // emulator's, not the reference's". It is "" when every row with an
 // expectation is comparable.
 func referenceLead(r *Report) string {
+	return strings.Join(leadPhrases(r), " ")
+}
+
+// leadPhrases are referenceLead's phrases: its words, each row's name
+// whole, each reason whole.
+func leadPhrases(r *Report) []string {
 	var names []string
 	reasons := map[string]bool{}
 	var reasonList []string
@@ -329,14 +335,27 @@ func referenceLead(r *Report) string {
 		}
 	}
 	if len(names) == 0 {
-		return ""
+		return nil
 	}
-	s := "not comparable here: " + strings.Join(names, ", ")
+	out := append([]string{"not comparable here:"}, listPhrases(names)...)
 	if len(reasonList) > 0 {
-		s += " (" + strings.Join(reasonList, "; ") + ")"
+		for i, rs := range reasonList {
+			switch {
+			case i == 0 && len(reasonList) == 1:
+				rs = "(" + rs + ")"
+			case i == 0:
+				rs = "(" + rs + ";"
+			case i == len(reasonList)-1:
+				rs += ")"
+			default:
+				rs += ";"
+			}
+			out = append(out, rs)
+		}
 	}
+	out[len(out)-1] += ";"
 	if comparable == 0 {
-		return s + "; the verdicts below are this run's, not evidence for or against the reference"
+		return append(out, strings.Fields("the verdicts below are this run's, not evidence for or against the reference")...)
 	}
-	return s + "; those rows' verdicts are this run's, not evidence for or against the reference"
+	return append(out, strings.Fields("those rows' verdicts are this run's, not evidence for or against the reference")...)
 }

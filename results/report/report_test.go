@@ -109,8 +109,10 @@ func TestText(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	want := []string{
 		"fuse-uring: FUSE over io_uring against /dev/fuse",
-		"A: debian:7.3 (debian-7.3 6.12.43+deb13 3f2a9c1b)   B: build:fix (fix 6.12.43-g1a2b3c4 9b8c7d6e)",
-		"accel tcg, host 6.1.0-18-amd64 AMD EPYC 7B13, qemu 7.2.17, 2 vCPUs, 1024 MiB, 5 rounds (abba, fresh)",
+		"A: debian:7.3 (debian-7.3 6.12.43+deb13 3f2a9c1b)",
+		"B: build:fix (fix 6.12.43-g1a2b3c4 9b8c7d6e)",
+		"accel tcg, host 6.1.0-18-amd64 AMD EPYC 7B13, qemu 7.2.17, 2 vCPUs,",
+		"    1024 MiB, 5 rounds (abba, fresh)",
 		"",
 	}
 	if len(lines) < len(want) || !reflect.DeepEqual(lines[:len(want)], want) {
@@ -205,9 +207,13 @@ func TestTextWrapsLongLines(t *testing.T) {
 	checkText(t, out)
 	lines := strings.Split(out, "\n")
 	for _, w := range []string{
-		"A: debian:7.3 (debian-7.3)   B: build:fuse-over-io-uring-v3 (fuse-over-io-uring-v3)",
-		"accel tcg, host 6.1.0-18-amd64 Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz, qemu 7.2.17, 2 vCPUs,",
-		"    1024 MiB, 5 rounds (random seed 1234567890, fresh)",
+		"A: debian:7.3 (debian-7.3 6.12.43+deb13 3f2a9c1b)",
+		"B: build:fuse-over-io-uring-v3 (fuse-over-io-uring-v3 6.12.43-g1a2b3c4",
+		"    9b8c7d6e)",
+		"accel tcg,",
+		"    host 6.1.0-18-amd64 Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz,",
+		"    qemu 7.2.17, 2 vCPUs, 1024 MiB,",
+		"    5 rounds (random seed 1234567890, fresh)",
 		"randread bs=4k jobs=4 iodepth=32 transport=uring direct=1",
 		"warning: ?n?c?d? us +- 3 - \"quoted\"",
 	} {

@@ -10,7 +10,8 @@ import (
 	"klab/results/stats"
 )
 
-// TextWidth is the widest line Text writes, in columns.
+// TextWidth is the widest line Text writes, in columns; the header's
+// lines are at most render.HeaderWidth wide.
 const TextWidth = 100
 
 // Text writes r as fixed-width plain text that a kernel developer can
@@ -26,15 +27,13 @@ const TextWidth = 100
 // dropped and other non-ASCII characters replaced.
 func Text(w io.Writer, r *Report) error {
 	t := textWriter{render.TextWriter{Width: TextWidth}}
-	t.Line(titleLine(r))
-	t.Line(sideLine(r, TextWidth))
-	t.Line(envLine(r))
-	if l := roundsLine(r); l != "" {
-		t.Line(l)
-	}
-	if l := referenceLead(r); l != "" {
+	t.phrases(titlePhrases(r), "    ")
+	t.sides(r)
+	t.phrases(envPhrases(r), "    ")
+	t.phrases(roundsPhrases(r), "    ")
+	if l := leadPhrases(r); len(l) > 0 {
 		t.Blank()
-		t.Line(l)
+		t.phrases(l, "    ")
 	}
 	t.Blank()
 	t.table(r.Rows)
@@ -44,15 +43,12 @@ func Text(w io.Writer, r *Report) error {
 	if hasReferences(r) {
 		t.refBlock(r)
 	}
-	var checks, skipped, warnings []string
+	var checks, skipped []string
 	for _, c := range r.Checks {
 		checks = append(checks, checkLines(c, "    | ")...)
 	}
 	for _, s := range r.Skipped {
 		skipped = append(skipped, skippedLine(s))
-	}
-	for _, w := range warningLines(r) {
-		warnings = append(warnings, "warning: "+w)
 	}
 	for _, p := range r.Profiles {
 		t.Blank()
@@ -63,7 +59,16 @@ func Text(w io.Writer, r *Report) error {
 	t.Section(checks)
 	t.Section(skipped)
 	t.Section(splatLines(r))
-	t.Section(warnings)
+	if ws := warningItems(r); len(ws) > 0 {
+		t.Blank()
+		for _, w := range ws {
+			p := w.phrases()
+			p[0] = "warning: " + p[0]
+			for _, l := range render.WrapPhrases(p, TextWidth, "    ") {
+				t.Line(l)
+			}
+		}
+	}
 	if ref := referenceText(r); ref != "" {
 		t.Blank()
 		t.Line("reference (the table this experiment reproduces):")
@@ -86,6 +91,35 @@ func Text(w io.Writer, r *Report) error {
 // TextWidth, and adds Text's tables.
 type textWriter struct {
 	render.TextWriter
+}
+
+// phrases adds the lines of a header line's phrases, wrapped between
+// phrases at render.HeaderWidth (see render.WrapPhrases), continuation
+// lines starting with indent.
+func (t *textWriter) phrases(phrases []string, indent string) {
+	for _, l := range render.WrapPhrases(phrases, render.HeaderWidth, indent) {
+		t.Line(l)
+	}
+}
+
+// sides adds the line naming the two sides when it fits, else a side per
+// line, each wrapped as a phrase of its own. Each kernel is described in
+// full (name, version, short ID), except that when both sides ran the
+// same kernel (a parameter is compared) it is described with less detail
+// until the line fits.
+func (t *textWriter) sides(r *Report) {
+	for detail := kernelFull; detail >= kernelName; detail-- {
+		if l := render.WrapPhrases(sidePhrases(r, detail), render.HeaderWidth, ""); len(l) == 1 {
+			t.Line(l[0])
+			return
+		}
+		if r.A.Kernel != r.B.Kernel {
+			break
+		}
+	}
+	for _, s := range sidePhrases(r, kernelFull) {
+		t.phrases([]string{s}, "    ")
+	}
 }
 
 // table adds the A/B table, its columns aligned. A name too long to fit

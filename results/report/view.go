@@ -137,10 +137,18 @@ func fmtRatio(r float64) string {
 
 // titleLine names the experiment: "name: description".
 func titleLine(r *Report) string {
-	if d := textsafe.OneLine(r.Description); d != "" {
-		return textsafe.OneLine(r.Experiment) + ": " + d
+	return strings.Join(titlePhrases(r), " ")
+}
+
+// titlePhrases are titleLine's phrases: the name with its colon, then the
+// description's words.
+func titlePhrases(r *Report) []string {
+	name := textsafe.OneLine(r.Experiment)
+	d := strings.Fields(textsafe.OneLine(r.Description))
+	if len(d) == 0 {
+		return []string{name}
 	}
-	return textsafe.OneLine(r.Experiment)
+	return append([]string{name + ":"}, d...)
 }
 
 // sideLine names the two sides: "A: label (kernel)   B: label
@@ -149,15 +157,23 @@ func titleLine(r *Report) string {
 func sideLine(r *Report, width int) string {
 	var l string
 	for detail := kernelFull; detail >= kernelName; detail-- {
-		l = "A: " + sideDesc(r, r.A, detail) + "   B: " + sideDesc(r, r.B, detail)
-		if r.B.Label == "" {
-			l = "A: " + sideDesc(r, r.A, detail) + "   (one side only: a cell of a matrix, compared across kernels in the matrix's report)"
-		}
+		l = strings.Join(sidePhrases(r, detail), " ")
 		if width == 0 || len(render.ToASCII(l)) <= width {
 			break
 		}
 	}
 	return l
+}
+
+// sidePhrases are sideLine's phrases, one per side: "A: label (kernel)",
+// with the spaces that part it from B's, and "B: label (kernel)" (or a
+// note that there is no B).
+func sidePhrases(r *Report, detail int) []string {
+	a := "A: " + sideDesc(r, r.A, detail) + "  "
+	if r.B.Label == "" {
+		return []string{a, "(one side only: a cell of a matrix, compared across kernels in the matrix's report)"}
+	}
+	return []string{a, "B: " + sideDesc(r, r.B, detail)}
 }
 
 // sideDesc is a side's label with its kernel in parentheses.
@@ -232,30 +248,54 @@ func qemuVersion(r *Report) string {
 // A run on the host itself (accel host) had no VM: no QEMU, no guest
 // shape.
 func envLine(r *Report) string {
-	s := fmt.Sprintf("accel %s, host %s, qemu %s, %d vCPUs, %d MiB, %d rounds",
-		refMode(r), textsafe.OneLine(r.Host), qemuVersion(r), r.CPUs, r.MemMB, r.Rounds)
+	return strings.Join(envPhrases(r), " ")
+}
+
+// envPhrases are envLine's phrases, each with its comma: "accel tcg,",
+// "host 6.1.0-18-amd64 AMD EPYC 7B13,", "1024 MiB,", "5 rounds (abba,
+// fresh)".
+func envPhrases(r *Report) []string {
+	host := "host " + textsafe.OneLine(r.Host)
+	rounds := render.JoinNonEmpty(" ", fmt.Sprintf("%d rounds", r.Rounds), paren(render.JoinNonEmpty(", ", textsafe.OneLine(r.Order), textsafe.OneLine(r.Reuse))))
 	if r.Accel == "host" {
-		s = fmt.Sprintf("no VM (accel host), host %s, %d rounds", textsafe.OneLine(r.Host), r.Rounds)
+		return []string{"no VM (accel host),", host + ",", rounds}
 	}
-	return render.JoinNonEmpty(" ", s, paren(render.JoinNonEmpty(", ", textsafe.OneLine(r.Order), textsafe.OneLine(r.Reuse))))
+	return []string{"accel " + refMode(r) + ",", host + ",", "qemu " + qemuVersion(r) + ",",
+		fmt.Sprintf("%d vCPUs,", r.CPUs), fmt.Sprintf("%d MiB,", r.MemMB), rounds}
 }
 
 // roundsLine says how --rounds auto ended: "rounds auto: every row's
 // change CI within ±10% after 8 rounds", or the rows still wider at the
 // bound; "" for a run with a fixed number of rounds.
 func roundsLine(r *Report) string {
+	return strings.Join(roundsPhrases(r), " ")
+}
+
+// roundsPhrases are roundsLine's phrases: its words, and the rows still
+// wider at the bound each whole.
+func roundsPhrases(r *Report) []string {
 	a := r.AutoRounds
 	if a == nil {
-		return ""
+		return nil
 	}
 	if a.Reached {
-		return fmt.Sprintf("rounds auto: every row's change CI within ±%g%% after %d rounds (bound %d)", a.CITargetPct, r.Rounds, a.MaxRounds)
+		return strings.Fields(fmt.Sprintf("rounds auto: every row's change CI within ±%g%% after %d rounds (bound %d)", a.CITargetPct, r.Rounds, a.MaxRounds))
 	}
-	wide := make([]string, len(a.Wide))
-	for i, w := range a.Wide {
-		wide[i] = textsafe.OneLine(w)
+	out := strings.Fields(fmt.Sprintf("rounds auto: %d rounds (bound %d); change CI still wider than ±%g%%:", r.Rounds, a.MaxRounds, a.CITargetPct))
+	return append(out, listPhrases(a.Wide)...)
+}
+
+// listPhrases are names as the phrases of a list: each one whole, made
+// one line, with a comma after all but the last.
+func listPhrases(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = textsafe.OneLine(n)
+		if i < len(names)-1 {
+			out[i] += ","
+		}
 	}
-	return fmt.Sprintf("rounds auto: %d rounds (bound %d); change CI still wider than ±%g%%: %s", r.Rounds, a.MaxRounds, a.CITargetPct, strings.Join(wide, ", "))
+	return out
 }
 
 // paren returns s in parentheses, "" for "".
@@ -371,16 +411,55 @@ const (
 // warningLines are the run's warnings, then the rows' (their sides' and
 // their changes'), each message once, naming the rows it applies to.
 func warningLines(r *Report) []string {
-	var out []string
+	items := warningItems(r)
+	out := make([]string, len(items))
+	for i, w := range items {
+		out[i] = w.line()
+	}
+	return out
+}
+
+// warning is one warning line: its message and, for a row's warning, the
+// rows it applies to ("seqwrite bs=1M A", "randread bs=4k", "and 2
+// more").
+type warning struct {
+	msg   string
+	where []string
+}
+
+// line is the warning on one line: "msg (row, row B and 2 more)".
+func (w warning) line() string {
+	if len(w.where) == 0 {
+		return w.msg
+	}
+	return w.msg + " (" + strings.Join(w.where, ", ") + ")"
+}
+
+// phrases are the warning's phrases for a text line: the message's
+// words, then each row whole.
+func (w warning) phrases() []string {
+	out := strings.Fields(w.msg)
+	if len(w.where) == 0 {
+		return out
+	}
+	where := listPhrases(w.where)
+	where[0] = "(" + where[0]
+	where[len(where)-1] += ")"
+	return append(out, where...)
+}
+
+// warningItems are warningLines' warnings, each message once.
+func warningItems(r *Report) []warning {
+	var out []warning
 	seen := map[string]bool{}
-	add := func(s string) {
-		if s = textsafe.OneLine(s); s != "" && !seen[s] {
-			seen[s] = true
-			out = append(out, s)
+	add := func(w warning) {
+		if l := w.line(); w.msg != "" && !seen[l] {
+			seen[l] = true
+			out = append(out, w)
 		}
 	}
 	for _, w := range r.Warnings {
-		add(w)
+		add(warning{msg: textsafe.OneLine(w)})
 	}
 	type origin struct {
 		rows  []string
@@ -428,11 +507,10 @@ func warningLines(r *Report) []string {
 			}
 			where = append(where, row)
 		}
-		w := strings.Join(where, ", ")
 		if n := len(o.rows) - maxNamed; n > 0 {
-			w += fmt.Sprintf(" and %d more", n)
+			where[len(where)-1] += fmt.Sprintf(" and %d more", n)
 		}
-		add(msg + " (" + w + ")")
+		add(warning{msg: msg, where: where})
 	}
 	return out
 }

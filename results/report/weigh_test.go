@@ -125,7 +125,7 @@ func TestRoundsAuto(t *testing.T) {
 	}
 	text := renderAs(t, "text", r)
 	checkText(t, text)
-	if w := "rounds auto: 12 rounds (bound 12); change CI still wider than +-10%: create (+-14.2%), mkdir (no"; !strings.Contains(text, w) {
+	if w := "rounds auto: 12 rounds (bound 12); change CI still wider than +-10%:\n    create (+-14.2%), mkdir (no CI)[2J\n"; !strings.Contains(text, w) {
 		t.Errorf("text: no %q in\n%s", w, text)
 	}
 	for format, w := range map[string]string{

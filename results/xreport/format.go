@@ -96,8 +96,14 @@ func experiments(m *Matrix) []string {
 // titleLine names the matrix and its size: "matrix nightly: 3 kernels x
 // 2 experiments, 5/6 cells complete".
 func titleLine(m *Matrix) string {
-	return fmt.Sprintf("matrix %s: %d kernels x %d experiments, %d/%d cells complete",
-		textsafe.OneLine(m.Name), len(m.Kernels), len(experiments(m)), m.Complete, m.Cells)
+	return strings.Join(titlePhrases(m), " ")
+}
+
+// titlePhrases are titleLine's phrases: the name with its colon, then
+// the sizes.
+func titlePhrases(m *Matrix) []string {
+	return []string{"matrix " + textsafe.OneLine(m.Name) + ":", fmt.Sprintf("%d kernels x %d experiments,", len(m.Kernels), len(experiments(m))),
+		fmt.Sprintf("%d/%d cells complete", m.Complete, m.Cells)}
 }
 
 // kernelDesc describes a column's kernel: "debian:7.3 (6.12.43+deb13,
@@ -119,14 +125,25 @@ func kernelDesc(m *Matrix, k Kernel) string {
 // kernelsLine lists the columns and the accelerator: "kernels: a (v1,
 // baseline), b (v2); accel kvm".
 func kernelsLine(m *Matrix) string {
+	return strings.Join(kernelsPhrases(m), " ")
+}
+
+// kernelsPhrases are kernelsLine's phrases: "kernels:", each kernel's
+// description whole with its comma (the last with a semicolon), and the
+// accelerator.
+func kernelsPhrases(m *Matrix) []string {
 	descs := make([]string, len(m.Kernels))
 	for i, k := range m.Kernels {
 		descs[i] = kernelDesc(m, k)
+		if i < len(descs)-1 {
+			descs[i] += ","
+		}
 	}
 	if len(descs) == 0 {
 		descs = []string{"none"}
 	}
-	return "kernels: " + strings.Join(descs, ", ") + "; accel " + textsafe.OneLine(m.Accel)
+	descs[len(descs)-1] += ";"
+	return append(append([]string{"kernels:"}, descs...), "accel "+textsafe.OneLine(m.Accel))
 }
 
 // fileLine names the matrix file and the results tree.

@@ -9,7 +9,8 @@ import (
 	"klab/results/internal/render"
 )
 
-// TextWidth is the widest line Text writes, in columns.
+// TextWidth is the widest line Text writes, in columns; the header's
+// lines (title, kernels) are at most render.HeaderWidth wide.
 const TextWidth = 100
 
 // The text table's limits: a kernel's column header is cut to
@@ -37,8 +38,12 @@ const (
 // other non-ASCII characters replaced.
 func Text(w io.Writer, m *Matrix) error {
 	t := textWriter{render.TextWriter{Width: TextWidth}}
-	t.Line(titleLine(m))
-	t.Line(kernelsLine(m))
+	for _, l := range render.WrapPhrases(titlePhrases(m), render.HeaderWidth, "    ") {
+		t.Line(l)
+	}
+	for _, l := range render.WrapPhrases(kernelsPhrases(m), render.HeaderWidth, "    ") {
+		t.Line(l)
+	}
 	t.Blank()
 	tb := newTable(m)
 	t.tables(tb)

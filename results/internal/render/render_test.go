@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -295,5 +296,43 @@ func TestHTMLTemplate(t *testing.T) {
 	}
 	if err := WriteHTML(failWriter{}, page, data{}, "test page"); err == nil || !strings.HasPrefix(err.Error(), "writing test page: ") {
 		t.Errorf("a failing writer: %v", err)
+	}
+}
+
+// TestWrapPhrases: lines break between phrases only; a phrase wider
+// than a line breaks at its spaces, a word never.
+func TestWrapPhrases(t *testing.T) {
+	env := []string{"accel tcg (icount shift=0,sleep=off),", "host 6.1.0-18-amd64 AMD EPYC 7B13,", "qemu 7.2.17,", "2 vCPUs,", "1024 MiB,", "5 rounds (abba, fresh)"}
+	pinned := "debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1"
+	for _, c := range []struct {
+		name    string
+		phrases []string
+		width   int
+		want    []string
+	}{
+		{"fits", []string{"a,", "b,", "c"}, 72, []string{"a, b, c"}},
+		{"env", env, 72, []string{
+			"accel tcg (icount shift=0,sleep=off), host 6.1.0-18-amd64 AMD EPYC 7B13,",
+			"    qemu 7.2.17, 2 vCPUs, 1024 MiB, 5 rounds (abba, fresh)"}},
+		{"sides", []string{"A: debian:7.3 (" + pinned + " 3f2a9c1b)  ", "B: build:fix (fix 6.12.43-g1a2b3c4 9b8c7d6e)"}, 72, []string{
+			"A: debian:7.3 (" + pinned + " 3f2a9c1b)",
+			"    B: build:fix (fix 6.12.43-g1a2b3c4 9b8c7d6e)"}},
+		{"long phrase", []string{"A: debian:7.3 (" + pinned + " 7.3.4+deb13-cloud-amd64 3f2a9c1b)"}, 72, []string{
+			"A: debian:7.3 (" + pinned + "",
+			"    7.3.4+deb13-cloud-amd64 3f2a9c1b)"}},
+		{"long word", []string{"x", pinned + pinned, "y"}, 40, []string{"x", "    " + pinned + pinned, "    y"}},
+		{"n=5", []string{"seqwrite:", "n.s.:", "cannot be significant with", "n=5", "per side"}, 36, []string{
+			"seqwrite: n.s.:", "    cannot be significant with n=5", "    per side"}},
+		{"ascii", []string{"within ±10%"}, 72, []string{"within +-10%"}},
+	} {
+		got := WrapPhrases(c.phrases, c.width, "    ")
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: got\n%s\nwant\n%s", c.name, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+		}
+		for _, l := range got {
+			if len(l) > c.width && !strings.Contains(l, pinned+pinned) {
+				t.Errorf("%s: line %q wider than %d", c.name, l, c.width)
+			}
+		}
 	}
 }

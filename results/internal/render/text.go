@@ -108,3 +108,64 @@ func ToASCII(s string) string {
 	}
 	return b.String()
 }
+
+// HeaderWidth is the widest line of a text report's header (its title,
+// sides, environment and leads), in columns: the width of a mail's text,
+// which the header is pasted into above the wider tables.
+const HeaderWidth = 72
+
+// WrapPhrases joins phrases with spaces into lines of at most width
+// columns, breaking only between phrases: a kernel name, "1024 MiB" or a
+// row's name such as "randread bs=4k" never splits across lines. A phrase
+// carries its own punctuation ("2 vCPUs,") and may end in spaces to keep
+// more room before the next one on the same line; a line never ends in
+// spaces. A phrase wider than a line is broken at its spaces, never inside
+// a word: a word wider than a line gets a line of its own. Lines after the
+// first start with indent. Phrases are made ASCII (ToASCII) first, so
+// that columns are bytes.
+func WrapPhrases(phrases []string, width int, indent string) []string {
+	var lines []string
+	cur := ""
+	flush := func() {
+		if cur != "" {
+			lines = append(lines, strings.TrimRight(cur, " "))
+			cur = ""
+		}
+	}
+	for _, p := range phrases {
+		p = ToASCII(p)
+		if strings.TrimSpace(p) == "" {
+			continue
+		}
+		if cur != "" && len(strings.TrimRight(cur+" "+p, " ")) <= width {
+			cur += " " + p
+			continue
+		}
+		flush()
+		lead := indent
+		if len(lines) == 0 {
+			lead = ""
+		}
+		cur = lead + p
+		for len(strings.TrimRight(cur, " ")) > width {
+			cut := strings.LastIndexByte(cur[:width+1], ' ')
+			if cut <= len(lead) {
+				// One word wider than the line: it ends the line.
+				next := strings.IndexByte(cur[len(lead):], ' ')
+				if next < 0 {
+					break
+				}
+				cut = len(lead) + next
+			}
+			lines = append(lines, strings.TrimRight(cur[:cut], " "))
+			lead = indent
+			cur = indent + strings.TrimLeft(cur[cut:], " ")
+			if strings.TrimSpace(cur) == "" {
+				cur = ""
+				break
+			}
+		}
+	}
+	flush()
+	return lines
+}
