@@ -133,7 +133,6 @@ func TestText(t *testing.T) {
 		"in both:   WARNING: at fs/fuse/dev.c:2105 fuse_dev_do_read (warning; A 1, B 2)",
 		"warning: accel is tcg: absolute numbers are emulator numbers, only ratios count",
 		"warning: need >= 6 samples for confidence interval at level 0.95 (seqwrite bs=1M)",
-		"warning: need >= 4 samples to detect a difference at alpha level 0.05 (seqwrite bs=1M)",
 		"reference (the table this experiment reproduces):",
 		"  Table 2 of the series' cover letter:",
 		"          job     dev     uring",
@@ -182,6 +181,22 @@ func unwrap(lines []string) string {
 		}
 	}
 	return ""
+}
+
+// TestTooFewSamplesSaidOnce: a row with too few samples for any change
+// to be significant is said to be so once, in its "n.s." line, not again
+// as a warning in every format.
+func TestTooFewSamplesSaidOnce(t *testing.T) {
+	r := testReport(t)
+	for _, f := range []string{"text", "md", "html"} {
+		out := renderAs(t, f, r)
+		if n := strings.Count(out, "cannot be significant with n=3 per side"); n != 1 {
+			t.Errorf("%s: says %d times that seqwrite cannot be significant", f, n)
+		}
+		if strings.Contains(out, "to detect a difference") {
+			t.Errorf("%s: says again, as a warning, that the samples are too few to detect a difference", f)
+		}
+	}
 }
 
 func containsLine(lines []string, want string) bool {

@@ -119,7 +119,9 @@ type Change struct {
 	Significant bool `json:"significant"`
 	// Verdict reads the change in the metric's direction.
 	Verdict Verdict `json:"verdict"`
-	// Warnings say why the comparison may mislead (too few samples).
+	// Warnings say why the comparison may mislead: a side without
+	// samples, samples all of one value. Too few samples for a
+	// significant change is MinP above Alpha, not a warning.
 	Warnings []string `json:"warnings,omitempty"`
 	// MinP is the smallest p-value these sample sizes can give (MinP);
 	// above Alpha, no change can be significant.
@@ -156,6 +158,14 @@ func Compare(a, b Summary, direction int) Change {
 	sb := benchmath.NewSample(slices.Clone(b.Values), &benchmath.DefaultThresholds)
 	cmp := benchmath.AssumeNothing.Compare(sa, sb)
 	c.P = cmp.P
+	// When the U test ran (the samples are not all one value), benchmath's
+	// only warning is that the samples are too few for any difference to
+	// be significant. MinP and MDCPct carry that, the reports say it for
+	// each row ("cannot be significant with n=3 per side"), and a run of
+	// fewer rounds says it once: a second warning would say it again.
+	if !oneValue(a.Values, b.Values) {
+		cmp.Warnings = nil
+	}
 	for _, w := range cmp.Warnings {
 		c.Warnings = append(c.Warnings, w.Error())
 	}
@@ -172,6 +182,17 @@ func Compare(a, b Summary, direction int) Change {
 		c.Verdict = Worse
 	}
 	return c
+}
+
+// oneValue reports whether every value of a and b is the same one.
+func oneValue(a, b []float64) bool {
+	all := append(slices.Clone(a), b...)
+	for _, v := range all {
+		if v != all[0] {
+			return false
+		}
+	}
+	return true
 }
 
 // Median returns the median of values (the middle one, or the mean of
