@@ -177,11 +177,11 @@ func TestSuiteCells(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range []string{
-		"FAIL fst on debian:7.3 (fstests ext4): A debian:6.12: 3 pass, 0 fail, 0 notrun, 0 hang, 0 crash; B",
+		"FAIL fst on `debian:7.3` (fstests ext4): A `debian:6.12`: 3 pass, 0 fail, 0 notrun, 0 hang, 0 crash; B",
 		"regression generic/002 (B fails 3/3, A 0/3)",
-		"fst on build:fix (fstests ext4): A debian:6.12: 3 pass",
+		"fst on `build:fix` (fstests ext4): A `debian:6.12`: 3 pass",
 		"flaky generic/003 (B fails 1/3, A 0/3)",
-		"FAIL fst on debian:7.3: fstests ext4 regressed",
+		"FAIL fst on `debian:7.3`: fstests ext4 regressed",
 		"### Test suites",
 	} {
 		if !strings.Contains(b.String(), l) {

@@ -44,7 +44,7 @@ func TestCheckOutput(t *testing.T) {
 
 	md := renderAs(t, "md", r)
 	t.Logf("\n%s", md)
-	want = "\nOutput of FAIL teardown \\[uring\\] B round 1: exit 2, want 0 (its last lines):\n\n" +
+	want = "\nOutput of FAIL teardown [uring] B round 1: exit 2, want 0 (its last lines):\n\n" +
 		"    umount: /mnt/fuse: target is busy\n" +
 		"    [31mleft:       3 requests[0m\n" +
 		"    <img src=x onerror=alert(1)> ]]> `x` | *y*\n"

@@ -10,17 +10,19 @@ import (
 
 // Markdown writes r as GitHub-flavoured Markdown with the content of
 // Text: the A/B table is a Markdown table, the reference a code block.
-// Every string from the report is escaped, so a guest's text shows as
-// written and cannot add links, HTML or table cells.
+// Every string from the report is escaped where Markdown would read it
+// as markup, and kernel references are code spans (see render.MDEscape),
+// so a guest's text shows as written, rendered or pasted as plain text,
+// and cannot add links, HTML or table cells.
 func Markdown(w io.Writer, r *Report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## %s\n\n", render.MDEscape(titleLine(r)))
-	fmt.Fprintf(&b, "%s\\\n%s\n\n", render.MDEscape(sideLine(r, 0)), render.MDEscape(envLine(r)))
+	fmt.Fprintf(&b, "%s\n\n", render.MDParagraph(sideLine(r, 0), envLine(r)))
 	if l := roundsLine(r); l != "" {
 		fmt.Fprintf(&b, "%s\n\n", render.MDEscape(l))
 	}
 	if l := referenceLead(r); l != "" {
-		fmt.Fprintf(&b, "**%s**\n\n", render.MDEscape(l))
+		fmt.Fprintf(&b, "%s\n\n", render.MDStrong(l))
 	}
 	if len(r.Rows) == 0 {
 		b.WriteString("no measurements\n")
@@ -75,7 +77,7 @@ func Markdown(w io.Writer, r *Report) error {
 		fence := strings.Repeat("`", max(3, longestRun(ref, '`')+1))
 		fmt.Fprintf(&b, "\n### Reference (the table this experiment reproduces)\n\n%s\n%s\n%s\n", fence, ref, fence)
 	}
-	fmt.Fprintf(&b, "\n**%s**\n", render.MDEscape(resultLine(r)))
+	fmt.Fprintf(&b, "\n%s\n", render.MDStrong(resultLine(r)))
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("writing markdown report: %w", err)
 	}

@@ -307,7 +307,7 @@ func writeMarkdown(w io.Writer, p page) error {
 	for _, l := range p.Lines {
 		fmt.Fprintf(&b, "- %s\n", render.MDEscape(l))
 	}
-	fmt.Fprintf(&b, "\n**%s**\n", render.MDEscape(p.Result))
+	fmt.Fprintf(&b, "\n%s\n", render.MDStrong(p.Result))
 	for _, s := range p.Sections {
 		if len(s.Rows) == 0 {
 			continue

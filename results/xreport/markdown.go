@@ -33,7 +33,7 @@ func Markdown(w io.Writer, m *Matrix) error {
 	render.MDList(&b, "Skipped cells", skippedLines(m))
 	render.MDList(&b, "Failures", failureLines(m))
 	render.MDList(&b, "Warnings", warningLines(m))
-	fmt.Fprintf(&b, "\n**%s**\n", render.MDEscape(resultLine(m)))
+	fmt.Fprintf(&b, "\n%s\n", render.MDStrong(resultLine(m)))
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("writing markdown matrix report: %w", err)
 	}

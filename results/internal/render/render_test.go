@@ -145,17 +145,56 @@ func TestToASCII(t *testing.T) {
 	}
 }
 
+// TestMarkdown: text shows as written, rendered or pasted: escaped only
+// where Markdown would read markup, kernel references in code spans.
 func TestMarkdown(t *testing.T) {
-	if got, want := MDEscape("a|b <i>*x*</i>\n[l](u) `c` #1 & ~s~ _u_ \\ !"), `a\|b \<i\>\*x\*\</i\> \[l\](u) \`+"`c\\`"+` \#1 \& \~s\~ \_u\_ \\ \!`; got != want {
-		t.Errorf("MDEscape = %q, want %q", got, want)
+	pinned := "debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1"
+	for _, c := range []struct{ in, want string }{
+		// Kernel references: code spans, nothing escaped in them.
+		{pinned, "`" + pinned + "`"},
+		{"A: debian:7.3 (" + pinned + " 3f2a9c1b)", "A: `debian:7.3` (`" + pinned + "` 3f2a9c1b)"},
+		{"new kernel splat in build:fix: x", "new kernel splat in `build:fix`: x"},
+		{"on tree:~/linux, and build:a`b", "on `tree:~/linux`, and ``build:a`b``"},
+		// What Markdown reads as plain text stays as it is.
+		{"[+9.7% +15%] ~ p99_ns fuse_uring_cmd[31m", "[+9.7% +15%] ~ p99_ns fuse_uring_cmd[31m"},
+		{"seed 000, passthrough_hp: ~245 -> ~237 MiB/s", "seed 000, passthrough_hp: ~245 -> ~237 MiB/s"},
+		{"a|b a * b x* -12% 1.5 a & b <0.1% \\ ! end\\", "a|b a * b x* -12% 1.5 a & b <0.1% \\ ! end\\\\"},
+		// Markup is escaped.
+		{"<img src=x onerror=alert(1)> </b> <!-- <?x", "\\<img src=x onerror=alert(1)> \\</b> \\<!-- \\<?x"},
+		{"*x* _u_ ~s~ a*b*c", "\\*x\\* \\_u\\_ \\~s\\~ a\\*b\\*c"},
+		{"`c` &amp; &#38; [l](u) [r][x] [d]: u \\*", "\\`c\\` \\&amp; \\&#38; [l\\](u) [r\\][x] [d\\]: u \\\\*"},
+		// Block markers at the start of a line.
+		{"# h", "\\# h"}, {"> q", "\\> q"}, {"- x", "\\- x"}, {"+ x", "\\+ x"}, {"* x", "\\* x"},
+		{"12. x", "12\\. x"}, {"3) x", "3\\) x"}, {"---", "\\---"}, {"~~~", "\\~\\~\\~"}, {"[ ] t", "\\[ ] t"},
+		{"title #", "title \\#"}, {"#1 of 2", "\\#1 of 2"},
+	} {
+		if got := MDEscape(c.in); got != c.want {
+			t.Errorf("MDEscape(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	for _, c := range []struct{ in, want string }{
+		{"a|b", "a\\|b"}, {"build:a|b", "`build:a\\|b`"}, {"- x", "- x"}, {"~", "~"}, {"+12.0%*", "+12.0%*"},
+	} {
+		if got := MDCell(c.in); got != c.want {
+			t.Errorf("MDCell(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	if got, want := MDStrong("result: FAIL: x* y"), "**result: FAIL: x\\* y**"; got != want {
+		t.Errorf("MDStrong = %q, want %q", got, want)
+	}
+	if got, want := MDParagraph("a ~b", "c~ d"), "a \\~b\\\nc\\~ d"; got != want {
+		t.Errorf("MDParagraph = %q, want %q", got, want)
+	}
+	if got, want := MDCode("``x"), "``` ``x ```"; got != want {
+		t.Errorf("MDCode = %q, want %q", got, want)
 	}
 	if got, want := MDTableRow([]string{"a|b", "", "c"}), "| a\\|b |  | c |\n"; got != want {
 		t.Errorf("MDTableRow = %q, want %q", got, want)
 	}
 	var b strings.Builder
 	MDList(&b, "Empty", nil)
-	MDList(&b, "Items", []string{"one", "<two>"})
-	if got, want := b.String(), "\n### Items\n\n- one\n- \\<two\\>\n"; got != want {
+	MDList(&b, "Items", []string{"one", "<two>", "- three"})
+	if got, want := b.String(), "\n### Items\n\n- one\n- \\<two>\n- \\- three\n"; got != want {
 		t.Errorf("MDList = %q, want %q", got, want)
 	}
 }
