@@ -460,11 +460,9 @@ func rowText(p *Plan, row int) string {
 	return ""
 }
 
+// sideLabel is a side's label in progress lines (Plan.Label).
 func sideLabel(p *Plan, side string) string {
-	if side == SideB {
-		return p.B
-	}
-	return p.A
+	return p.Label(side)
 }
 
 func isStep(err error) bool {

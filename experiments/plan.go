@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"klab/images/debian"
 	"klab/internal/option"
 )
 
@@ -42,6 +43,68 @@ type Plan struct {
 	Order  string `json:"order"`
 	Seed   int64  `json:"seed"`
 	Reuse  string `json:"reuse"`
+}
+
+// maxKernelLabel is the longest label Label gives a kernel: a longer
+// reference (a path, a pinned package no shorter form tells apart) is
+// called by its side.
+const maxKernelLabel = 32
+
+// Label is a side's label in reports and progress lines: the compared
+// parameter's value ("transport=dev"), or its kernel's (KernelLabel); ""
+// for side B of a single-kernel plan.
+func (p *Plan) Label(side string) string {
+	switch {
+	case p.Axis != "kernel" && side == SideB:
+		return p.B
+	case p.Axis != "kernel":
+		return p.A
+	case side == SideB && p.Single:
+		return "" // as p.B
+	case side == SideB:
+		return p.KernelLabel(1)
+	}
+	return p.KernelLabel(0)
+}
+
+// KernelLabel is the label of the plan's kernel i in reports and
+// progress lines: its reference, except that a Debian kernel pinned to
+// an exact release (as klab rerun pins them,
+// "debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1") goes by its series,
+// "debian:7.3", or when that does not tell the kernels apart by its
+// release, "debian:7.3.4+deb13-cloud-amd64". A label that is still longer
+// than maxKernelLabel becomes "kernel A" or "kernel B" ("kernel" for a
+// run's only kernel). The report's line naming the sides gives each
+// kernel's full name once.
+func (p *Plan) KernelLabel(i int) string {
+	if i < 0 || i >= len(p.Kernels) {
+		return ""
+	}
+	forms := make([][3]string, len(p.Kernels))
+	for j, ref := range p.Kernels {
+		forms[j] = [3]string{ref, ref, ref}
+		if series, release, ok := debian.ShortRef(ref); ok {
+			forms[j] = [3]string{series, release, ref}
+		}
+	}
+	level := 0
+	for ; level < 2; level++ {
+		seen := map[string]bool{}
+		for _, f := range forms {
+			seen[f[level]] = true
+		}
+		if len(seen) == len(forms) {
+			break
+		}
+	}
+	l := forms[i][level]
+	if len(l) > maxKernelLabel {
+		if len(p.Kernels) == 1 {
+			return "kernel"
+		}
+		return "kernel " + strings.ToUpper(map[int]string{0: SideA, 1: SideB}[i])
+	}
+	return l
 }
 
 // PlanRow is one point of the matrix without the axis.

@@ -165,8 +165,8 @@ func (s *Saved) profiles(warnings []string) ([]report.Profile, []string) {
 			for _, c := range profile.Diff(busyA, busyB, profileChanged, profileMinShare) {
 				rp.Changed = append(rp.Changed, funcShare(c))
 			}
-			rp.IcicleA = icicle(busyA, name+" on "+p.A+", busy samples", spec.ProfileFunctions)
-			rp.IcicleB = icicle(busyB, name+" on "+p.B+", busy samples", spec.ProfileFunctions)
+			rp.IcicleA = icicle(busyA, name+" on "+p.Label(SideA)+", busy samples", spec.ProfileFunctions)
+			rp.IcicleB = icicle(busyB, name+" on "+p.Label(SideB)+", busy samples", spec.ProfileFunctions)
 			out = append(out, rp)
 		}
 	}

@@ -132,7 +132,7 @@ func (s *Saved) Report() *report.Report {
 		Schema: report.Schema, Experiment: m.Experiment, Description: spec.Description, Reference: strings.TrimRight(spec.Reference, "\n"),
 		SpecFile: m.SpecFile, SpecSHA256: m.SpecSHA256, RunID: m.RunID, RunDir: s.Dir,
 		Start: m.Start.Format(time.RFC3339), Axis: p.Axis,
-		A: report.Side{Label: p.A}, B: report.Side{Label: p.B},
+		A: report.Side{Label: p.Label(SideA)}, B: report.Side{Label: p.Label(SideB)},
 		Accel: m.Accel, QEMU: m.QEMU.Version, CPUs: m.CPUs, MemMB: m.MemMB,
 		Rounds: p.Rounds, Order: p.Order, Reuse: p.Reuse,
 		Rows: []report.Row{}, Kernels: []report.Kernel{},
@@ -153,10 +153,18 @@ func (s *Saved) Report() *report.Report {
 	default:
 		r.A.Value, r.B.Value = p.AValue, p.BValue
 	}
-	for _, k := range m.Kernels {
-		r.Kernels = append(r.Kernels, report.Kernel{Ref: k.Ref, Name: k.Kernel.Name, ID: k.Kernel.ID, Version: k.Kernel.Version})
+	for i, k := range m.Kernels {
+		label := k.Ref
+		if i < len(p.Kernels) && p.Kernels[i] == k.Ref {
+			label = p.KernelLabel(i)
+		}
+		rk := report.Kernel{Ref: k.Ref, Name: k.Kernel.Name, ID: k.Kernel.ID, Version: k.Kernel.Version}
+		if label != k.Ref {
+			rk.Label = label
+		}
+		r.Kernels = append(r.Kernels, rk)
 		if k.Skipped != "" {
-			r.Skipped = append(r.Skipped, report.Skipped{Cell: "every cell on " + k.Ref, Reason: k.Skipped})
+			r.Skipped = append(r.Skipped, report.Skipped{Cell: "every cell on " + label, Reason: k.Skipped})
 		}
 	}
 	// Rows: each plan row times each workload. Rows whose samples failed
@@ -241,7 +249,7 @@ func (s *Saved) Report() *report.Report {
 		// The cell names its kernel: "jobs=1 transport=uring on debian:7.3".
 		cellName := sideName(p, c.Side)
 		if p.Axis != "kernel" {
-			cellName += " on " + p.Kernels[0]
+			cellName += " on " + p.KernelLabel(0)
 		}
 		if p.Rows[c.Row].Label != "-" {
 			cellName = p.Rows[c.Row].Label + " " + cellName
@@ -278,7 +286,7 @@ func (s *Saved) Report() *report.Report {
 	}
 	r.Splats = report.SplatDiff{New: conv(d.New), Gone: conv(d.Gone), Both: conv(d.Both)}
 	for _, e := range d.New {
-		r.Failures = append(r.Failures, fmt.Sprintf("new kernel splat in %s: %s", p.B, e.Title))
+		r.Failures = append(r.Failures, fmt.Sprintf("new kernel splat in %s: %s", p.Label(SideB), e.Title))
 	}
 	if p.Axis != "kernel" && len(sa) > 0 {
 		r.Warnings = append(r.Warnings, "every guest ran both sides, so kernel splats cannot be told apart by side: they are listed as seen by both")
@@ -310,11 +318,9 @@ func (s *Saved) Report() *report.Report {
 	return r
 }
 
+// sideName is a side's label in the report (Plan.Label).
 func sideName(p *Plan, side string) string {
-	if side == SideB {
-		return p.B
-	}
-	return p.A
+	return p.Label(side)
 }
 
 func absf(x float64) float64 {

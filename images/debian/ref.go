@@ -81,6 +81,22 @@ func parseDebianRef(ref, flavour string) (debianRef, error) {
 	return debianRef{Release: m[1] + "-" + flavour, PkgVersion: pin, Flavour: flavour}, nil
 }
 
+// ShortRef shortens a reference to an exact Debian kernel, such as klab
+// rerun pins ("debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1"), for the
+// labels of reports: to its series, "debian:7.3", and to its release
+// without the package version, "debian:7.3.4+deb13-cloud-amd64". ok is
+// false for any other reference (a series, a built kernel, a path).
+func ShortRef(ref string) (series, release string, ok bool) {
+	if !strings.HasPrefix(ref, "debian:") {
+		return "", "", false
+	}
+	r, err := parseDebianRef(ref, "")
+	if err != nil || r.Release == "" {
+		return "", "", false
+	}
+	return "debian:" + seriesOf(r.Release), "debian:" + r.Release, true
+}
+
 // key is the reference's name in the alias index.
 func (r debianRef) key() string {
 	if r.Series != "" {

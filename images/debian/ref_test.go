@@ -66,3 +66,21 @@ func TestMatchImageName(t *testing.T) {
 		t.Error("inSeries matches a longer minor number")
 	}
 }
+
+func TestShortRef(t *testing.T) {
+	for ref, want := range map[string][2]string{
+		"debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1": {"debian:7.3", "debian:7.3.4+deb13-cloud-amd64"},
+		"debian:6.1.0-18-amd64":                          {"debian:6.1", "debian:6.1.0-18-amd64"},
+		"debian:6.12.43+deb13":                           {"debian:6.12", "debian:6.12.43+deb13-cloud-amd64"},
+	} {
+		series, release, ok := ShortRef(ref)
+		if !ok || series != want[0] || release != want[1] {
+			t.Errorf("ShortRef(%q) = %q, %q, %v; want %q, %q", ref, series, release, ok, want[0], want[1])
+		}
+	}
+	for _, ref := range []string{"debian:7.3", "build:fix", "./bzImage", "debian:nonsense"} {
+		if s, r, ok := ShortRef(ref); ok {
+			t.Errorf("ShortRef(%q) = %q, %q, true; want not ok", ref, s, r)
+		}
+	}
+}

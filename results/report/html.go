@@ -21,6 +21,7 @@ func HTML(w io.Writer, r *Report) error {
 	page := htmlPage{
 		Title:     titleLine(r),
 		SideLine:  sideLine(r, 0),
+		Kernels:   strings.Join(legendPhrases(r), " "),
 		EnvLine:   envLine(r),
 		Manifest:  manifestFields(r),
 		Passed:    passed(r),
@@ -77,17 +78,20 @@ func HTML(w io.Writer, r *Report) error {
 // but Chart.
 type htmlPage struct {
 	Title, SideLine, EnvLine string
-	Manifest                 []htmlField
-	Header                   []htmlCell
-	Rows                     []htmlRow
-	Profiles                 []htmlProfile
-	Checks                   []render.HTMLItem
-	Skipped                  []string
-	Splats                   []render.HTMLItem
-	Warnings                 []string
-	Reference                string
-	Passed                   bool
-	Result                   string
+	// Kernels names the kernels behind short labels (legendPhrases); ""
+	// when the side line describes them.
+	Kernels   string
+	Manifest  []htmlField
+	Header    []htmlCell
+	Rows      []htmlRow
+	Profiles  []htmlProfile
+	Checks    []render.HTMLItem
+	Skipped   []string
+	Splats    []render.HTMLItem
+	Warnings  []string
+	Reference string
+	Passed    bool
+	Result    string
 	// Lead says which rows cannot be compared with their reference here
 	// (referenceLead); "" when none.
 	Lead string
@@ -213,7 +217,7 @@ li pre { color: #222; margin: 0.3em 0; }
 </head>
 <body>
 <h1>{{.Title}}</h1>
-<p class="sides">{{.SideLine}}<br>{{.EnvLine}}{{with .Rounds}}<br>{{.}}{{end}}</p>
+<p class="sides">{{.SideLine}}{{with .Kernels}}<br>{{.}}{{end}}<br>{{.EnvLine}}{{with .Rounds}}<br>{{.}}{{end}}</p>
 {{with .Lead}}<p class="lead"><strong>{{.}}</strong></p>
 {{end}}{{template "result" .}}
 

@@ -17,7 +17,11 @@ import (
 func Markdown(w io.Writer, r *Report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## %s\n\n", render.MDEscape(titleLine(r)))
-	fmt.Fprintf(&b, "%s\n\n", render.MDParagraph(sideLine(r, 0), envLine(r)))
+	head := []string{sideLine(r, 0)}
+	if l := legendPhrases(r); len(l) > 0 {
+		head = append(head, strings.Join(l, " "))
+	}
+	fmt.Fprintf(&b, "%s\n\n", render.MDParagraph(append(head, envLine(r))...))
 	if l := roundsLine(r); l != "" {
 		fmt.Fprintf(&b, "%s\n\n", render.MDEscape(l))
 	}

@@ -117,6 +117,11 @@ type Kernel struct {
 	Name    string `json:"name"`
 	ID      string `json:"id"`
 	Version string `json:"version"`
+	// Label is the short name the report's rows and lines give the
+	// kernel when it is not Ref: "debian:7.3" for a kernel pinned to
+	// "debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1", as klab rerun
+	// pins them.
+	Label string `json:"label,omitempty"`
 }
 
 // Row is one row of the A/B table: a workload's metric in one point of

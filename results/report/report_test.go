@@ -270,6 +270,35 @@ func TestMarkdown(t *testing.T) {
 	}
 }
 
+// TestMarkdownPinned: kernels pinned as klab rerun pins them are code
+// spans in the Markdown report, nothing in them escaped, and so are the
+// labels the rows and checks give them.
+func TestMarkdownPinned(t *testing.T) {
+	const pinned = "debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1"
+	r := testReport(t)
+	r.A.Kernel, r.Kernels[0].Ref, r.Kernels[0].Name, r.Kernels[0].Label = pinned, pinned, pinned, "debian:7.3"
+	r.Kernels[0].Version = "7.3.4+deb13-cloud-amd64"
+	r.Skipped[0].Cell = "every cell on debian:7.3"
+	out := renderAs(t, "md", r)
+	for _, w := range []string{
+		"A: `debian:7.3` (`" + pinned + "` 3f2a9c1b) B: `build:fix`",
+		"- skipped: every cell on `debian:7.3`: needs fuse-io-uring\n",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("no %q in\n%s", w, out)
+		}
+	}
+	for _, bad := range []string{`\~`, `\[`, `\_`, `\]`} {
+		if strings.Contains(out, bad) {
+			t.Errorf("an escape %s shows when the Markdown is pasted as text:\n%s", bad, out)
+		}
+	}
+	text := renderAs(t, "text", r)
+	if !strings.Contains(text, "\nA: debian:7.3 ("+pinned+" 3f2a9c1b)\n") {
+		t.Errorf("text: no line naming A by its label and its pinned kernel:\n%s", text)
+	}
+}
+
 func TestJSON(t *testing.T) {
 	r := testReport(t)
 	out := renderAs(t, "json", r)

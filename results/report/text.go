@@ -29,6 +29,7 @@ func Text(w io.Writer, r *Report) error {
 	t := textWriter{render.TextWriter{Width: TextWidth}}
 	t.phrases(titlePhrases(r), "    ")
 	t.sides(r)
+	t.phrases(legendPhrases(r), "    ")
 	t.phrases(envPhrases(r), "    ")
 	t.phrases(roundsPhrases(r), "    ")
 	if l := leadPhrases(r); len(l) > 0 {

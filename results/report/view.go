@@ -176,6 +176,36 @@ func sidePhrases(r *Report, detail int) []string {
 	return []string{a, "B: " + sideDesc(r, r.B, detail)}
 }
 
+// legendPhrases name, once, the kernels that rows and lines call by a
+// short label (Kernel.Label) when the line naming the sides does not
+// describe them (a comparison of two runs): "kernels:", then
+// "debian:7.3 = debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1" for each.
+// None when every kernel goes by its reference or the sides describe
+// them.
+func legendPhrases(r *Report) []string {
+	if kernelDesc(r, r.A, kernelName) != "" {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range r.Kernels {
+		label, ref := textsafe.OneLine(k.Label), textsafe.OneLine(k.Ref)
+		if label == "" || label == ref {
+			continue
+		}
+		e := label + " = " + ref
+		if !seen[e] {
+			seen[e] = true
+			out = append(out, e+",")
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	out[len(out)-1] = strings.TrimSuffix(out[len(out)-1], ",")
+	return append([]string{"kernels:"}, out...)
+}
+
 // sideDesc is a side's label with its kernel in parentheses.
 func sideDesc(r *Report, s Side, detail int) string {
 	label := textsafe.OneLine(s.Label)
@@ -218,6 +248,9 @@ func kernelDesc(r *Report, s Side, detail int) string {
 	for i, p := range []string{k.Name, k.Version, shortID(k.ID)}[:detail] {
 		if i == 0 && p == s.Label {
 			continue // the label names the kernel already
+		}
+		if i == 1 && p != "" && strings.Contains(k.Name, p) {
+			continue // the name holds the version ("debian:7.3.4+deb13-cloud-amd64=7.3.4-1")
 		}
 		if p = textsafe.OneLine(p); p != "" {
 			parts = append(parts, p)
