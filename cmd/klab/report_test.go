@@ -126,7 +126,7 @@ func TestCompareLast(t *testing.T) {
 	writeRefRunAs(t, runs, second)
 	for _, args := range [][]string{{"last"}, {second}, {first, "last"}} {
 		code, stdout, stderr := compare(args...)
-		if code != 0 || !strings.Contains(stdout, "run "+first+" against run "+second) {
+		if code != 0 || !strings.Contains(stdout, "A: "+first+"\n") || !strings.Contains(stdout, "B: "+second+"\n") {
 			t.Errorf("klab compare %s: status %d, stderr %q:\n%s", strings.Join(args, " "), code, stderr, stdout)
 		}
 	}
@@ -145,7 +145,7 @@ func TestCompareLast(t *testing.T) {
 	// A boot run after them is no experiment run: last skips it, and
 	// naming it is an error.
 	code, stdout, stderr := compare("last")
-	if code != 0 || !strings.Contains(stdout, "run "+first+" against run "+second) {
+	if code != 0 || !strings.Contains(stdout, "A: "+first+"\n") || !strings.Contains(stdout, "B: "+second+"\n") {
 		t.Errorf("klab compare last after a boot run: status %d, stderr %q:\n%s", code, stderr, stdout)
 	}
 	code, _, stderr = compare("20260303-101500-boot-a1b2c3")
