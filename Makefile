@@ -23,8 +23,10 @@ BENCH_APT_PKGS := meson ninja-build g++ pkg-config liburing-dev libnuma-dev
 # libraries' headers, the autotools, and xfsprogs, whose libhandle.so.1
 # xfslibs-dev's libhandle.so links to.
 FSTESTS_APT_PKGS := xfslibs-dev libacl1-dev libaio-dev liburing-dev libgdbm-dev libgdbm-compat-dev libcap-dev uuid-dev autoconf automake libtool xfsprogs make gcc
-# What only the tests need: headless Chromium renders the HTML report.
-TEST_APT_PKGS := chromium
+# What only the tests need: headless Chromium renders the HTML report;
+# ccache lets the e2e kernel builds of one source in several work trees
+# (a tarball's, a git tree's) share their compilations.
+TEST_APT_PKGS := chromium ccache
 # Commands that prove each package is there.
 BUILD_NEED_CMDS := make flex bison bc git patch cpio depmod
 NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio mke2fs perf $(BUILD_NEED_CMDS)
@@ -59,14 +61,17 @@ deps:
 
 # test-deps installs what only the tests need (when root).
 test-deps:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@missing=""; \
+	for c in chromium ccache; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "klab: installing $(TEST_APT_PKGS) (for the HTML report test)"; \
+			echo "klab: installing $(TEST_APT_PKGS) (missing:$$missing; for the HTML report test and shared kernel compilations)"; \
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(TEST_APT_PKGS) >/dev/null || exit 1; \
 		else \
-			echo "klab: chromium is missing; the HTML report test will be skipped (sudo apt-get install -y $(TEST_APT_PKGS))"; \
-		fi; }
+			echo "klab: missing:$$missing; without chromium the HTML report test is skipped, without ccache kernel builds take longer (sudo apt-get install -y $(TEST_APT_PKGS))"; \
+		fi; \
+	fi
 
 # fstests-deps installs what building fstests from source needs (when
 # root); otherwise it prints the apt-get line and fails.

@@ -229,8 +229,16 @@ func (m *makeRun) run(ctx context.Context, logPath string, targets ...string) er
 	argv := m.argv(targets...)
 	fmt.Fprintf(m.log, "$ %s\n", strings.Join(argv, " "))
 	sink := &lineSink{log: m.log, prog: m.prog}
+	env := append(os.Environ(), "LC_ALL=C")
+	if m.ccache && os.Getenv("CCACHE_BASEDIR") == "" {
+		// kbuild names sources by absolute paths (-I SLOT/src/include)
+		// when O= is outside the tree; relative to make's directory
+		// (SLOT/out) they read ../src in every work tree, so that work
+		// trees of the same source share ccache's results.
+		env = append(env, "CCACHE_BASEDIR="+filepath.Dir(filepath.Dir(m.out)))
+	}
 	_, err := proc.Run(ctx, proc.Opts{
-		Env:    append(os.Environ(), "LC_ALL=C"),
+		Env:    env,
 		Stdout: sink.writer(),
 		Stderr: sink.writer(),
 	}, argv...)
