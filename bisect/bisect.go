@@ -331,7 +331,7 @@ func (b *Bisection) Run(ctx context.Context, r Runner, progress io.Writer) (*Res
 		m.Status, m.Message = StatusFailed, err.Error()
 	}
 	m.End = time.Now().UTC()
-	if serr := b.saveManifest(); serr != nil && err == nil {
+	if serr := errors.Join(b.saveManifest(), b.WriteReports()); serr != nil && err == nil {
 		err = serr
 	}
 	return res, err
@@ -393,7 +393,7 @@ func (d *driver) run(ctx context.Context) (*Result, error) {
 		d.printf("klab: endpoints: %s", s)
 		if !s.Separable() {
 			return d.end(ctx, &Result{Separation: sep, Reason: fmt.Sprintf(
-				"the good and bad commits cannot be told apart on row %q (p=%s, alpha %.2f): nothing to bisect; more rounds (--rounds) or a row with less noise may separate them",
+				"the good and bad commits cannot be told apart on row %q (%s, alpha %.2f): nothing to bisect; more rounds (--rounds) or a row with less noise may separate them",
 				m.Criterion.Row, fmtP(s.Change.P), stats.Alpha)})
 		}
 	}

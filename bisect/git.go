@@ -241,17 +241,6 @@ func (r *repo) log(ctx context.Context) (string, error) {
 	return out + "\n", nil
 }
 
-// Commit is a commit as reports name it.
-type Commit struct {
-	// SHA is the full hash.
-	SHA string `json:"sha"`
-	// Subject is the first line of its message.
-	Subject string `json:"subject"`
-	// Author is "Name <email>"; Date the author date (RFC 3339).
-	Author string `json:"author,omitempty"`
-	Date   string `json:"date,omitempty"`
-}
-
 // commit describes sha.
 func (r *repo) commit(ctx context.Context, sha string) (Commit, error) {
 	out, err := gitOut(ctx, r.dir, "log", "-1", "--no-color", "--format=%s%x00%an <%ae>%x00%aI", sha, "--")

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"klab/internal/textsafe"
+	"klab/results/bisectreport"
 	"klab/results/stats"
 )
 
@@ -142,35 +143,26 @@ const (
 	BuildCold        = "cold"
 )
 
-// Splat is one kernel splat a guest printed.
-type Splat struct {
-	// Type and Title are as results/splat gives them.
-	Type  string `json:"type"`
-	Title string `json:"title"`
-	// Text is the report's console text (bounded).
-	Text string `json:"text,omitempty"`
-	// Run is the experiment run it came from.
-	Run string `json:"run,omitempty"`
-}
-
-// CheckResult is one run of a check.
-type CheckResult struct {
-	Name    string `json:"name"`
-	Round   int    `json:"round"`
-	Passed  bool   `json:"passed"`
-	Message string `json:"message,omitempty"`
-	// Output is the tail of what a failed check printed.
-	Output string `json:"output,omitempty"`
-}
-
-// TestResult is one test of a suite.
-type TestResult struct {
-	Name   string `json:"name"`
-	Status string `json:"status"`
-	Reason string `json:"reason,omitempty"`
-	// Detail is the head of the diff, or the log's tail, of a failure.
-	Detail string `json:"detail,omitempty"`
-}
+// The evidence and the records a report shows are the report's types.
+type (
+	// Commit is a commit as reports name it.
+	Commit = bisectreport.Commit
+	// Splat is one kernel splat a guest printed.
+	Splat = bisectreport.Splat
+	// CheckResult is one run of a check.
+	CheckResult = bisectreport.CheckResult
+	// TestResult is one test of a suite.
+	TestResult = bisectreport.TestResult
+	// Evidence is why a commit was judged bad: what the verdict rests
+	// on.
+	Evidence = bisectreport.Evidence
+	// MetricEvidence is a row's samples at a step, against the
+	// endpoints'.
+	MetricEvidence = bisectreport.MetricEvidence
+	// Separation is how far apart a metric's endpoints are: the
+	// bisection starts only when they can be told apart.
+	Separation = bisectreport.Separation
+)
 
 // Baseline is what the endpoints showed, which later steps are judged
 // against.
@@ -180,35 +172,6 @@ type Baseline struct {
 	// Good and Bad are the endpoints' samples of a metric's row.
 	Good []float64 `json:"good,omitempty"`
 	Bad  []float64 `json:"bad,omitempty"`
-}
-
-// Evidence is why a commit was judged bad (or good): what the verdict
-// rests on.
-type Evidence struct {
-	// Splat is the splat found, with an excerpt of its report.
-	Splat *Splat `json:"splat,omitempty"`
-	// Check is the failing check, with its output's tail.
-	Check *CheckResult `json:"check,omitempty"`
-	// Test is the failing test.
-	Test *TestResult `json:"test,omitempty"`
-	// Metric is the row at the step against both endpoints.
-	Metric *MetricEvidence `json:"metric,omitempty"`
-}
-
-// MetricEvidence is a row's samples at a step, against the endpoints'.
-type MetricEvidence struct {
-	// Row, Metric and Unit name the row.
-	Row    string `json:"row"`
-	Metric string `json:"metric"`
-	Unit   string `json:"unit"`
-	// Good, Bad and Step summarise the samples.
-	Good stats.Summary `json:"good"`
-	Bad  stats.Summary `json:"bad"`
-	Step stats.Summary `json:"step"`
-	// VsGood and VsBad compare the step against each endpoint (B is the
-	// step).
-	VsGood stats.Change `json:"vs_good"`
-	VsBad  stats.Change `json:"vs_bad"`
 }
 
 // Judgement is a step's verdict with its reason and evidence.
@@ -387,7 +350,7 @@ func judgeMetric(c Criterion, b Baseline, o *StepOutcome) Judgement {
 	ev.VsGood = stats.Compare(ev.Good, ev.Step, c.Direction)
 	ev.VsBad = stats.Compare(ev.Bad, ev.Step, c.Direction)
 	j := Judgement{Evidence: &Evidence{Metric: &ev}}
-	desc := fmt.Sprintf("median %s against good %s (p=%s) and bad %s (p=%s)", fmtValue(ev.Step.Median, c.Unit),
+	desc := fmt.Sprintf("median %s against good %s (%s) and bad %s (%s)", fmtValue(ev.Step.Median, c.Unit),
 		fmtValue(ev.Good.Median, c.Unit), fmtP(ev.VsGood.P), fmtValue(ev.Bad.Median, c.Unit), fmtP(ev.VsBad.P))
 	switch g, bd := ev.VsGood.Significant, ev.VsBad.Significant; {
 	case !g && bd:
@@ -405,18 +368,6 @@ func judgeMetric(c Criterion, b Baseline, o *StepOutcome) Judgement {
 	return j
 }
 
-// Separation is how far apart a metric's endpoints are: the bisection
-// starts only when they can be told apart.
-type Separation struct {
-	Row    string        `json:"row"`
-	Metric string        `json:"metric"`
-	Unit   string        `json:"unit"`
-	Good   stats.Summary `json:"good"`
-	Bad    stats.Summary `json:"bad"`
-	// Change is the bad commit against the good one.
-	Change stats.Change `json:"change"`
-}
-
 // Separate compares the endpoints' samples of c's row.
 func Separate(c Criterion, b Baseline) Separation {
 	s := Separation{Row: c.Row, Metric: c.Metric, Unit: c.Unit, Good: stats.Summarize(b.Good), Bad: stats.Summarize(b.Bad)}
@@ -424,34 +375,6 @@ func Separate(c Criterion, b Baseline) Separation {
 	return s
 }
 
-// Separable reports whether the endpoints can be told apart.
-func (s Separation) Separable() bool { return s.Change.Significant }
+func fmtValue(v float64, unit string) string { return bisectreport.FmtValue(v, unit) }
 
-// String is one paragraph for a terminal: both endpoints' means,
-// medians with their 95% CIs and sample counts, and the change with its
-// p-value.
-func (s Separation) String() string {
-	side := func(name string, x stats.Summary) string {
-		ci := "no CI"
-		if x.Lo != nil && x.Hi != nil {
-			ci = fmt.Sprintf("95%% CI %s..%s", fmtValue(*x.Lo, s.Unit), fmtValue(*x.Hi, s.Unit))
-		}
-		return fmt.Sprintf("%s: mean %s, median %s (%s, n=%d)", name, fmtValue(x.Mean, s.Unit), fmtValue(x.Median, s.Unit), ci, x.N)
-	}
-	return fmt.Sprintf("row %q (%s): %s; %s; change %+.1f%%, p=%s (Mann-Whitney U, alpha %.2f)",
-		s.Row, s.Metric, side("good", s.Good), side("bad", s.Bad), s.Change.Pct, fmtP(s.Change.P), stats.Alpha)
-}
-
-// fmtValue formats a metric's value with its unit, in 4 significant
-// digits.
-func fmtValue(v float64, unit string) string {
-	return fmt.Sprintf("%.4g %s", v, unit)
-}
-
-// fmtP formats a p-value.
-func fmtP(p float64) string {
-	if p < 0.001 {
-		return "<0.001"
-	}
-	return fmt.Sprintf("%.3f", p)
-}
+func fmtP(p float64) string { return bisectreport.FmtP(p) }
