@@ -32,7 +32,7 @@ func splatReport() *Report {
 		Tree: "/src/linux", Good: Endpoint{Rev: "v7.3", Commit: shaGood, Subject: "Linux 7.3"}, Bad: Endpoint{Rev: "HEAD", Commit: shaBad, Subject: "fuse: tidy comments"},
 		Commits: 8, Config: []string{"lab"}, Kind: "splat", Criterion: `a kernel splat whose title contains "__fuse_simple_request"`, Rounds: 1,
 		Command: []string{"klab", "bisect", "--tree", "/src/linux", "--good", "v7.3", "--bad", "HEAD", "--splat", "__fuse_simple_request", "fuse-transport"},
-		Start: "2026-01-02T03:04:05Z", End: "2026-01-02T03:28:15Z", WallSec: 1450, Status: "complete",
+		Start:   "2026-01-02T03:04:05Z", End: "2026-01-02T03:28:15Z", WallSec: 1450, Status: "complete",
 		Found: true, FirstBad: &Commit{SHA: shaWarn, Subject: "fuse: warn on every request", Author: "A U Thor <author@example.org>", Date: "2026-01-02T03:04:05Z"},
 		EvidenceAt: "step 2",
 		Evidence: &Evidence{Splat: &Splat{Type: "warning", Title: "WARNING in __fuse_simple_request", Run: "runs/x",
