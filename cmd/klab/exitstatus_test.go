@@ -23,6 +23,7 @@ func badInputCases(dir string) map[string]struct{ missing, bad []string } {
 	bad := filepath.Join(dir, "bad.yaml")
 	notDir := filepath.Join(dir, "notdir")
 	return map[string]struct{ missing, bad []string }{
+		"bisect":                {nil, []string{"--tree", dir, "--good", "HEAD~1", "--bad", "HEAD", "fuse-transport"}},
 		"boot":                  {[]string{"--", "true"}, []string{"--kernel", "fedora:40", "--", "true"}},
 		"cache gc":              {[]string{"extra"}, []string{"--max-size", "abc"}},
 		"cache list":            {[]string{"extra"}, []string{"--json=maybe"}},

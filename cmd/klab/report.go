@@ -7,7 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"klab/bisect"
 	"klab/experiments"
+	"klab/results/bisectreport"
 	"klab/results/report"
 )
 
@@ -16,16 +18,21 @@ func newReportCommand(g *globalOptions) *cobra.Command {
 	var strict bool
 	cmd := &cobra.Command{
 		Use:   "report RUN [--format text|md|json|junit|html]",
-		Short: "Print an experiment run's report",
+		Short: "Print an experiment run's or a bisection's report",
 		Long: `Print the report of an experiment run (a run id, a run directory, or last):
 text to paste under a patch, Markdown, JSON (schema klab.report/v1), JUnit
 XML, or one self-contained HTML page with charts. With --strict-reference a
 row or check that contradicts its reference (the spec's expect:) is a
-failure, and klab report exits 1 when the run has failures, as klab run does.`,
+failure, and klab report exits 1 when the run has failures, as klab run does.
+
+For a bisection (klab bisect) it prints the first bad commit with its author
+and evidence, then every step (text to paste into a mail; JSON schema
+klab.bisect/v1; HTML with the metric per step).`,
 		Example: `  klab report last
   klab report last --format html > report.html
   klab report last --strict-reference --format junit > junit.xml
-  klab report 20261201-101500-exp-fuse-transport-a1b2c3 --format junit`,
+  klab report 20261201-101500-exp-fuse-transport-a1b2c3 --format junit
+  klab report 20261201-101500-bisect-fuse-transport-d4e5f6 --format md`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
@@ -34,6 +41,16 @@ failure, and klab report exits 1 when the run has failures, as klab run does.`,
 			dir, err := findRun(g, args[0])
 			if err != nil {
 				return badInput(err)
+			}
+			if bisect.IsRun(dir) {
+				if strict {
+					return badInput(fmt.Errorf("--strict-reference: %s is a bisection, which holds nothing against references", dir))
+				}
+				b, err := bisect.Open(dir)
+				if err != nil {
+					return err
+				}
+				return bisectreport.Write(cmd.OutOrStdout(), b.Report(), format)
 			}
 			if !experiments.IsRun(dir) {
 				return badInput(fmt.Errorf("%s is a boot run, not an experiment run; klab runs show prints it", dir))

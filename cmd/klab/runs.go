@@ -14,9 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"klab/bisect"
 	"klab/experiments"
 	"klab/internal/textsafe"
 	"klab/results"
+	"klab/results/bisectreport"
 	"klab/results/report"
 )
 
@@ -59,6 +61,25 @@ func listRuns(root string) ([]runEntry, error) {
 
 func readEntry(dir string) (runEntry, bool) {
 	ent := runEntry{ID: filepath.Base(dir), Dir: dir, Kernels: []string{}}
+	if bisect.IsRun(dir) {
+		ent.Kind = "bisect"
+		b, err := bisect.Open(dir)
+		if err != nil {
+			ent.Status, ent.Message = "unreadable", err.Error()
+			return ent, true
+		}
+		m := b.Manifest
+		ent.Start, ent.Status, ent.Experiment, ent.Message = m.Start, m.Status, m.Experiment, m.Message
+		ent.Kernels = []string{fmt.Sprintf("%.12s..%.12s", m.GoodCommit, m.BadCommit)}
+		if r := b.Result; r != nil && m.Status == bisect.StatusComplete {
+			if r.Found && r.FirstBad != nil {
+				ent.Status, ent.Message = "found", fmt.Sprintf("first bad commit %.12s %s", r.FirstBad.SHA, r.FirstBad.Subject)
+			} else {
+				ent.Status, ent.Message = "not-found", r.Reason
+			}
+		}
+		return ent, true
+	}
 	if experiments.IsRun(dir) {
 		s, err := experiments.Open(dir)
 		ent.Kind = "experiment"
@@ -293,6 +314,19 @@ output.`,
 // showRun prints a run: for an experiment its report, for a boot its
 // manifest's facts, splats and the guest's output, decoded.
 func showRun(w io.Writer, dir string) error {
+	if bisect.IsRun(dir) {
+		b, err := bisect.Open(dir)
+		if err != nil {
+			return err
+		}
+		m := b.Manifest
+		fmt.Fprintf(w, "run %s: bisection of %s, %s", m.RunID, m.Experiment, m.Status)
+		if m.Message != "" {
+			fmt.Fprintf(w, " (%s)", textsafe.Clean(m.Message))
+		}
+		fmt.Fprintf(w, "\ncommand: %s\n\n", strings.Join(m.Command, " "))
+		return bisectreport.Text(w, b.Report())
+	}
 	if experiments.IsRun(dir) {
 		s, err := experiments.Open(dir)
 		if err != nil {
