@@ -39,6 +39,7 @@ func (t *Tree) Report() *xreport.Matrix {
 		kernels[x.Kernels[i].Ref] = &x.Kernels[i]
 	}
 	accels := map[string]bool{}
+	bz := newBisects()
 	splats := map[string]map[string]*xreport.Splat{} // kernel -> title
 	problem := func(c Cell, msg string) xreport.Problem {
 		return xreport.Problem{Cell: c.Name(), Kernel: c.Kernel, Experiment: c.Experiment, Message: textsafe.Clean(msg)}
@@ -88,6 +89,7 @@ func (t *Tree) Report() *xreport.Matrix {
 					}
 				}
 				x.Suites = append(x.Suites, sc)
+				bz.addSuite(exp, ref, saved, sc)
 				if sc.Failed {
 					x.Failures = append(x.Failures, problem(c, suiteFailure(sc, m.Baseline)))
 				}
@@ -95,6 +97,7 @@ func (t *Tree) Report() *xreport.Matrix {
 			}
 			saved.StrictReference = t.StrictReference
 			rep := saved.Report()
+			bz.add(exp, ref, saved, rep)
 			accels[rep.Accel] = true
 			if k := kernels[ref]; k != nil && len(rep.Kernels) > 0 && k.Version == "" {
 				k.Name, k.Version = rep.Kernels[0].Name, rep.Kernels[0].Version
@@ -202,6 +205,7 @@ func (t *Tree) Report() *xreport.Matrix {
 			x.Splats = append(x.Splats, sp)
 		}
 	}
+	x.Bisects = bz.commands(m)
 	var acc []string
 	for a := range accels {
 		acc = append(acc, a)

@@ -575,3 +575,64 @@ func resultLine(m *Matrix) string {
 	}
 	return "result: FAIL: " + strings.Join(fs, "; ")
 }
+
+// bisectLines are the commands that chase the new failures: a line
+// saying what each chases, then its command, shell-quoted and broken
+// over lines ending in a backslash so that each fits width columns
+// (less the indent) and pastes into a shell as it is.
+func bisectLines(m *Matrix, width int) []string {
+	var out []string
+	for _, b := range m.Bisects {
+		out = append(out, fmt.Sprintf("%s on %s: %s", textsafe.OneLine(b.Experiment), textsafe.OneLine(b.Kernel), textsafe.OneLine(b.Failure)))
+		out = append(out, shellLines(b.Argv, "    ", width)...)
+	}
+	return out
+}
+
+// shellLines is argv as shell words, each quoted when it needs to be,
+// joined into lines of at most width columns (a longer word gets a line
+// of its own), every line but the last ending in " \\", every line
+// indented by indent.
+func shellLines(argv []string, indent string, width int) []string {
+	var lines []string
+	cur := indent
+	for i, a := range argv {
+		w := shellQuote(render.ToASCII(a))
+		if i > 0 && len(cur)+1+len(w)+2 > width {
+			lines = append(lines, cur+" \\")
+			cur = indent + "  " + w
+			continue
+		}
+		if i > 0 {
+			cur += " "
+		}
+		cur += w
+	}
+	return append(lines, cur)
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but
+// plain characters.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,:/@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// bisectTitle heads the commands that chase the new failures.
+const bisectTitle = "To find the commit behind a new failure (the kernels are builds of one git tree), run:"
+
+// longestRun is the longest run of c in s.
+func longestRun(s string, c byte) int {
+	best, n := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			n++
+			best = max(best, n)
+		} else {
+			n = 0
+		}
+	}
+	return best
+}

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"strings"
 
 	"klab/internal/textsafe"
 	"klab/results/internal/render"
@@ -38,6 +39,7 @@ func HTML(w io.Writer, m *Matrix) error {
 		Skipped:  skippedLines(m),
 		Failures: failureLines(m),
 		Warnings: warningLines(m),
+		Bisects:  htmlBisects(m),
 		Passed:   passed(m),
 		Result:   resultLine(m),
 		Swatches: []htmlSwatch{
@@ -165,7 +167,9 @@ type htmlPage struct {
 	RefNotes, RefSources, RefOther []string
 	Suites, Splats                 []render.HTMLItem
 	Skipped, Failures, Warnings    []string
-	Passed                         bool
+	// Bisects are the commands that chase the new failures.
+	Bisects []htmlBisect
+	Passed  bool
 	Result                         string
 }
 
@@ -364,9 +368,35 @@ p.result.fail { background: #ffebee; color: #b71c1c; }
 {{- end}}
 </ul>
 {{- end}}
+{{- with .Bisects}}
+
+<h2>Find the commit</h2>
+<p class="note">`+bisectTitle+`</p>
+{{- range .}}
+<p>{{.What}}</p>
+<pre>{{.Command}}</pre>
+{{- end}}
+{{- end}}
 {{- template "warnings" .Warnings}}
 
 {{template "result" .}}
 </body>
 </html>
 {{define "cell"}}<td class="cell"{{with .Style}} style="{{.}}"{{end}} title="{{.Detail}}">{{if .Href}}<a href="{{.Href}}">{{.Value}}</a>{{else}}{{.Value}}{{end}} <span class="change">{{.Change}}{{with .Note}} <sup>{{.}}</sup>{{end}}</span></td>{{end}}`)
+
+// htmlBisect is a command that chases a new failure, and what it
+// chases.
+type htmlBisect struct {
+	What, Command string
+}
+
+func htmlBisects(m *Matrix) []htmlBisect {
+	var out []htmlBisect
+	for _, b := range m.Bisects {
+		out = append(out, htmlBisect{
+			What:    fmt.Sprintf("%s on %s: %s", textsafe.OneLine(b.Experiment), textsafe.OneLine(b.Kernel), textsafe.OneLine(b.Failure)),
+			Command: strings.Join(shellLines(b.Argv, "", TextWidth), "\n"),
+		})
+	}
+	return out
+}

@@ -32,6 +32,7 @@ func Markdown(w io.Writer, m *Matrix) error {
 	render.MDList(&b, "Kernel splats", splatLines(m))
 	render.MDList(&b, "Skipped cells", skippedLines(m))
 	render.MDList(&b, "Failures", failureLines(m))
+	mdBisects(&b, m)
 	render.MDList(&b, "Warnings", warningLines(m))
 	fmt.Fprintf(&b, "\n%s\n", render.MDStrong(resultLine(m)))
 	if _, err := io.WriteString(w, b.String()); err != nil {
@@ -95,5 +96,19 @@ func mdNotes(b *strings.Builder, tb *table) {
 		for _, l := range lines {
 			fmt.Fprintf(b, "- %s\n", render.MDEscape(l))
 		}
+	}
+}
+
+// mdBisects adds the commands that chase the new failures, each in a
+// code block under what it chases.
+func mdBisects(b *strings.Builder, m *Matrix) {
+	if len(m.Bisects) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### Find the commit\n\n%s\n", render.MDEscape(bisectTitle))
+	for _, bs := range m.Bisects {
+		cmd := strings.Join(shellLines(bs.Argv, "", TextWidth), "\n")
+		fence := strings.Repeat("`", max(3, longestRun(cmd, '`')+1))
+		fmt.Fprintf(b, "\n%s on %s: %s\n\n%s\n%s\n%s\n", render.MDEscape(bs.Experiment), render.MDEscape(bs.Kernel), render.MDEscape(bs.Failure), fence, cmd, fence)
 	}
 }

@@ -57,6 +57,9 @@ func Text(w io.Writer, m *Matrix) error {
 	t.Section(splatLines(m))
 	t.Section(skippedLines(m))
 	t.Section(failureLines(m))
+	if lines := bisectLines(m, TextWidth); len(lines) > 0 {
+		t.Section(append([]string{bisectTitle}, lines...))
+	}
 	var warnings []string
 	for _, w := range warningLines(m) {
 		warnings = append(warnings, "warning: "+w)

@@ -64,6 +64,25 @@ type Matrix struct {
 	Failures []Problem `json:"failures,omitempty"`
 	// Warnings apply to the whole matrix (TCG, too few rounds).
 	Warnings []string `json:"warnings,omitempty"`
+	// Bisects are the klab bisect commands that would find the commit
+	// behind a failure new on a kernel, where that kernel and the
+	// baseline are builds of two commits of one git tree with the same
+	// config and patches.
+	Bisects []Bisect `json:"bisects,omitempty"`
+}
+
+// Bisect is the command that would chase one failure new on a kernel
+// down to its commit.
+type Bisect struct {
+	// Experiment is the experiment's label; Kernel the kernel the
+	// failure is new on.
+	Experiment string `json:"experiment"`
+	Kernel     string `json:"kernel"`
+	// Failure says what is new: "new kernel splat: TITLE", "check NAME
+	// fails", "row NAME worse by 23.4%", "test NAME fails".
+	Failure string `json:"failure"`
+	// Argv is the command line, "klab" first.
+	Argv []string `json:"argv"`
 }
 
 // Kernel is one column.
