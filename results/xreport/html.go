@@ -170,7 +170,7 @@ type htmlPage struct {
 	// Bisects are the commands that chase the new failures.
 	Bisects []htmlBisect
 	Passed  bool
-	Result                         string
+	Result  string
 }
 
 // htmlHeader heads a kernel's column.
