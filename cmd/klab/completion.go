@@ -16,6 +16,7 @@ import (
 	"klab/matrix"
 	"klab/results"
 	"klab/results/report"
+	"klab/results/splat"
 	"klab/results/xreport"
 )
 
@@ -108,6 +109,7 @@ func flagEnums() map[string][]string {
 		"interrupt-policy": {"cancel", "ignore", "enosys", "eagain", "eagain:2"},
 		"policy":           {"all", "cancel", "ignore", "enosys", "eagain", "eagain:2"},
 		"via":              {"all", "init", "default", "max"},
+		"splat-family":     splatTypes(),
 	}
 }
 
@@ -149,6 +151,7 @@ func argCompletions(g *globalOptions) map[string]cobra.CompletionFunc {
 		"klab compare":              run,
 		"klab rerun":                run,
 		"klab run":                  experiment,
+		"klab bisect":               experiment,
 		"klab experiments show":     experiment,
 		"klab experiments validate": yaml,
 		"klab matrix run":           yaml,
@@ -280,4 +283,13 @@ func fixed(values ...string) cobra.CompletionFunc {
 	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return filterPrefix(values, toComplete), cobra.ShellCompDirectiveNoFileComp
 	}
+}
+
+// splatTypes are the values of --splat-family.
+func splatTypes() []string {
+	var out []string
+	for _, t := range splat.Types() {
+		out = append(out, string(t))
+	}
+	return out
 }
