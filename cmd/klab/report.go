@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -108,6 +109,9 @@ than two runs of it, it says so and exits 2.`,
 				}
 				if err != nil {
 					return badInput(err)
+				}
+				if bisect.IsRun(dir) {
+					return badInput(fmt.Errorf("%s is a bisection: klab compare compares experiment runs (its steps' runs are under %s)", dir, filepath.Join(dir, bisect.RunsDir)))
 				}
 				if !experiments.IsRun(dir) {
 					return badInput(fmt.Errorf("%s is a boot run, not an experiment run; klab compare compares runs of one experiment", dir))

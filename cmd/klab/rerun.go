@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"klab/bisect"
 	"klab/experiments"
 	experimentsfstests "klab/experiments/fstests"
 	"klab/results/report"
@@ -37,6 +38,9 @@ run that cannot be repeated; 125 when klab failed; 130 when interrupted.`,
 			dir, err := findRun(g, args[0])
 			if err != nil {
 				return badInput(err)
+			}
+			if bisect.IsRun(dir) {
+				return badInput(fmt.Errorf("%s is a bisection; klab bisect --resume %s continues it", dir, dir))
 			}
 			if !experiments.IsRun(dir) {
 				return badInput(fmt.Errorf("%s is a boot run; klab rerun repeats experiment runs", dir))
