@@ -660,7 +660,7 @@ func (d *driver) judge(role string, o *StepOutcome) Judgement {
 	}
 	if c.Kind == KindMetric && role != RoleStep {
 		if o.BuildError != "" {
-			return Judgement{Verdict: Skip, Reason: "does not build: " + firstLine(o.BuildError)}
+			return Judgement{Verdict: Skip, Reason: buildReason(o.BuildError)}
 		}
 		vals := o.Samples[c.Row]
 		if len(vals) == 0 {

@@ -94,3 +94,18 @@ func TestPrepare(t *testing.T) {
 		t.Errorf("a test: %+v, %v", m, err)
 	}
 }
+
+// TestBuildReason: a failed make's reason names its first compiler
+// error; other build errors their first line.
+func TestBuildReason(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"make bzImage failed; first errors:\n  fs/fuse/readdir.c:612:40: error: expected ';' before '}' token\n      612 | int x(void) { return 0 }\n  fs/fuse/readdir.c:613:1: error: y\nfull log: /c/build.log",
+			"does not build: make bzImage failed: fs/fuse/readdir.c:612:40: error: expected ';' before '}' token"},
+		{"make tinyconfig failed: exit status 2\nfull log: /c/build.log", "does not build: make tinyconfig failed: exit status 2"},
+		{"patch 1/1 x.patch does not apply", "does not build: patch 1/1 x.patch does not apply"},
+	} {
+		if got := buildReason(c.in); got != c.want {
+			t.Errorf("buildReason(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -216,7 +216,7 @@ func tail(s string) string {
 // settle it.
 func Judge(c Criterion, b Baseline, o *StepOutcome) Judgement {
 	if o.BuildError != "" {
-		return Judgement{Verdict: Skip, Reason: "does not build: " + firstLine(o.BuildError)}
+		return Judgement{Verdict: Skip, Reason: buildReason(o.BuildError)}
 	}
 	switch c.Kind {
 	case KindSplat:
@@ -229,6 +229,18 @@ func Judge(c Criterion, b Baseline, o *StepOutcome) Judgement {
 		return judgeMetric(c, b, o)
 	}
 	return Judgement{Verdict: Skip, Reason: fmt.Sprintf("unknown criterion %q", c.Kind)}
+}
+
+// buildReason is why a commit is skipped for its build error: the
+// failure and, for a failed make, its first compiler error ("does not
+// build: make bzImage failed: fs/fuse/req.c:12:3: error: expected ';'").
+func buildReason(msg string) string {
+	head, rest, _ := strings.Cut(strings.TrimSpace(msg), "\n")
+	if h, ok := strings.CutSuffix(head, "; first errors:"); ok {
+		first, _, _ := strings.Cut(strings.TrimSpace(rest), "\n")
+		head = h + ": " + first
+	}
+	return "does not build: " + textsafe.OneLine(head)
 }
 
 // guestSkip is the skip of a step whose guests did not run.
