@@ -55,7 +55,8 @@ What makes a commit bad (one of):
                         ("WARNING in fuse_open", "KASAN"; titles are as
                         klab splats parse and the reports print them)
   --splat-family TYPE   a kernel splat of a type: warning, bug, kasan,
-                        lockdep, hung-task, ... (klab splats types)
+                        lockdep, hung-task, ... (the "type" klab splats
+                        parse --json prints)
   --check NAME          the spec's check NAME fails
   --test NAME           the suite's test NAME fails (a suite experiment,
                         fstests: generic/013)
