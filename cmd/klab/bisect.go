@@ -179,11 +179,8 @@ func runBisect(ctx context.Context, g *globalOptions, o *bisectOptions, name str
 	for _, w := range specWarnings(f) {
 		fmt.Fprintln(stderr, w)
 	}
-	spec, err := experiments.Find(name)
-	if err != nil {
-		return badInput(err)
-	}
-	b, err := bisect.Create(g.runsDir, m, spec.Data)
+	// f.Data is the spec as written; its --set overrides are in m.
+	b, err := bisect.Create(g.runsDir, m, f.Data)
 	if err != nil {
 		return err
 	}
