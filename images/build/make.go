@@ -219,6 +219,13 @@ func (m *makeRun) argv(targets ...string) []string {
 	argv := []string{"make", "-C", m.src, "O=" + m.out, "ARCH=" + m.arch, "-j" + strconv.Itoa(m.jobs)}
 	if m.ccache {
 		argv = append(argv, "CC=ccache gcc")
+		if os.Getenv("CCACHE_BASEDIR") == "" {
+			// ccache hands gcc the sources as ../src/... (see run);
+			// kbuild's own -fmacro-prefix-map names the absolute
+			// tree, so this one keeps __FILE__, and with it the file
+			// names in WARN and BUG reports, as fs/fuse/dev.c.
+			argv = append(argv, "KCPPFLAGS=-fmacro-prefix-map=../src/=")
+		}
 	}
 	return append(argv, targets...)
 }
