@@ -7,6 +7,7 @@ import (
 
 	"klab/internal/textsafe"
 	"klab/results/bisectreport"
+	"klab/results/splat"
 	"klab/results/stats"
 )
 
@@ -271,7 +272,7 @@ func judgeSplat(c Criterion, b Baseline, o *StepOutcome) Judgement {
 	for _, s := range o.Splats {
 		if c.matches(s, b) {
 			ev := s
-			ev.Text = excerpt(s.Text)
+			ev.Text = excerpt(splat.Brief(s.Text))
 			return Judgement{Verdict: Bad, Reason: textsafe.OneLine(s.Title), Evidence: &Evidence{Splat: &ev}}
 		}
 	}

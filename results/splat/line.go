@@ -257,3 +257,18 @@ func isHex(s string) bool {
 	}
 	return true
 }
+
+// Brief is a report's text as a mail quotes it: without the register
+// dumps, the Code: bytes and the frames the unwinder is unsure of ("? "),
+// which say nothing to a reader; RIP lines stay, as they name the
+// function.
+func Brief(text string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		t := strings.TrimLeft(l, " \t")
+		if strings.HasPrefix(t, "RIP:") || !(isRegister(t) || strings.HasPrefix(t, "Code: ") || strings.HasPrefix(t, "? ")) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
