@@ -244,26 +244,28 @@ func TestBisect(t *testing.T) {
 	// The metric: fuse-uring's creates over /dev/fuse at 1 job, all
 	// rounds in one guest; the builds are the splat bisection's, from
 	// the cache.
-	testenv.OptIn(t, "KLAB_E2E_BISECT", "the metric bisection, about 7 minutes of guests")
-	runs = t.TempDir()
-	start = time.Now()
-	r = runKlab(t, runs, 60*time.Minute, buildNice, "bisect", "--tree", tree, "--good", commits[0], "--bad", "main",
-		"--row", "creates transport=dev jobs=1", "--rounds", "3", "--max-rounds", "3", "fuse-uring", "--set", "transport=dev", "--set", "jobs=1")
-	t.Logf("metric bisection: exit %d in %s\n%s", r.code, time.Since(start).Round(time.Second), r.stdout)
-	delay := commits[delayCommit+1]
-	if r.code != 0 || !strings.HasPrefix(r.stdout, fmt.Sprintf("first bad commit: %.12s %s\n", delay, bisectHistory[delayCommit].subject)) {
-		t.Fatalf("metric bisection: exit %d, want 0 and the first bad commit %.12s", r.code, delay)
-	}
-	if !strings.Contains(r.stderr, "klab: endpoints: row \"creates transport=dev jobs=1\"") {
-		t.Error("stderr lacks the endpoints' separation")
-	}
-	b = openBisection(t, runs)
-	if e := b.Result.Evidence; e == nil || e.Metric == nil || b.Result.Separation == nil || !b.Result.Separation.Separable() {
-		t.Errorf("evidence %+v, separation %+v: want the metric against both endpoints", e, b.Result.Separation)
-	} else {
-		t.Logf("endpoints: %s", b.Result.Separation)
-	}
-	checkSkippedBroken(t, b, commits[brokenCommit+1])
+	t.Run("metric", func(t *testing.T) {
+		testenv.OptIn(t, "KLAB_E2E_BISECT", "the metric bisection, about 7 minutes of guests")
+		runs := t.TempDir()
+		start := time.Now()
+		r := runKlab(t, runs, 60*time.Minute, buildNice, "bisect", "--tree", tree, "--good", commits[0], "--bad", "main",
+			"--row", "creates transport=dev jobs=1", "--rounds", "3", "--max-rounds", "3", "fuse-uring", "--set", "transport=dev", "--set", "jobs=1")
+		t.Logf("metric bisection: exit %d in %s\n%s", r.code, time.Since(start).Round(time.Second), r.stdout)
+		delay := commits[delayCommit+1]
+		if r.code != 0 || !strings.HasPrefix(r.stdout, fmt.Sprintf("first bad commit: %.12s %s\n", delay, bisectHistory[delayCommit].subject)) {
+			t.Fatalf("metric bisection: exit %d, want 0 and the first bad commit %.12s", r.code, delay)
+		}
+		if !strings.Contains(r.stderr, "klab: endpoints: row \"creates transport=dev jobs=1\"") {
+			t.Error("stderr lacks the endpoints' separation")
+		}
+		b := openBisection(t, runs)
+		if e := b.Result.Evidence; e == nil || e.Metric == nil || b.Result.Separation == nil || !b.Result.Separation.Separable() {
+			t.Errorf("evidence %+v, separation %+v: want the metric against both endpoints", e, b.Result.Separation)
+		} else {
+			t.Logf("endpoints: %s", b.Result.Separation)
+		}
+		checkSkippedBroken(t, b, commits[brokenCommit+1])
+	})
 }
 
 // openBisection opens the one bisection in runs and logs its steps.
