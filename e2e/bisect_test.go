@@ -200,7 +200,7 @@ func TestBisect(t *testing.T) {
 	if r := runBuild(t, coldBuild, "kernels", "build", "--source", tree, "--config", "lab", "--name", "e2e-bisect-base"); r.code != 0 {
 		t.Fatalf("kernels build of the base commit: exit %d", r.code)
 	}
-	t.Logf("base commit built in %s (cold work tree; ccache: %v)", time.Since(start).Round(time.Second), hasCommand("ccache"))
+	t.Logf("base commit's kernel ready in %s (ccache: %v)", time.Since(start).Round(time.Second), hasCommand("ccache"))
 	holdGuestSlot(t)
 	for _, c := range bisectHistory {
 		c.edit(t, tree)
