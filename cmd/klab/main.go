@@ -55,6 +55,7 @@ to repeat it.`,
   klab boot --kernel debian:7.3 -- uname -r
   klab boot --kernel ./arch/x86/boot/bzImage -- cat /proc/version
   klab shell --kernel debian:7.3
+  klab bisect --tree ~/linux --good v7.3 --bad HEAD --splat "WARNING in fuse_open" fuse-transport
   klab doctor`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
