@@ -1,0 +1,255 @@
+// Package bundle owns run bundles: one zstd-compressed tar file that holds a
+// run directory and, unless it is results-only, the kernel artefacts the
+// run's manifest names (images, configs, module trees, and for a kernel
+// built from source its build log, patches and config fragments), so that
+// the run can be read, compared and repeated on another machine after the
+// original cache is gone.
+//
+// A bundle's first member is bundle.json (Index): the schema, the run, the
+// klab version that packed it, and every other member with its size and
+// SHA-256. The run's files follow under run/, then the artefacts, stored
+// once each by content under blobs/sha256/<hex>; Index.Kernels maps each
+// kernel of the manifest to its blobs and the relative paths they take.
+//
+// Pack refuses a file that changes while it is being packed. Unpack treats
+// a bundle as untrusted input: it bounds sizes, counts and names, refuses
+// links, devices, escaping, duplicate, unlisted and missing members and any
+// hash mismatch, and places nothing until every member has been verified.
+package bundle
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"klab/results"
+)
+
+// Schema is the value of Index.Schema that this package writes and reads.
+const Schema = "klab.bundle/v1"
+
+// IndexName is the name of the first member, the bundle's Index.
+const IndexName = "bundle.json"
+
+// Member name prefixes: the run directory's files, and the artefacts by
+// content.
+const (
+	RunPrefix  = "run/"
+	BlobPrefix = "blobs/sha256/"
+)
+
+// Extension is the file name ending klab gives bundles.
+const Extension = ".klab.tar.zst"
+
+// Roles of a kernel's files (KernelFile.Role).
+const (
+	RoleImage    = "image"
+	RoleConfig   = "config"
+	RoleModule   = "module"
+	RoleBuildLog = "build-log"
+	RolePatch    = "patch"
+	RoleFragment = "fragment"
+)
+
+// Index is bundle.json: what the bundle holds.
+type Index struct {
+	// Schema is Schema.
+	Schema string `json:"schema"`
+	// RunID is the packed run's id (its directory's name).
+	RunID string `json:"run_id"`
+	// KlabVersion is the version line of the klab that packed it.
+	KlabVersion string `json:"klab_version,omitempty"`
+	// Created is when the bundle was packed.
+	Created time.Time `json:"created"`
+	// ResultsOnly is set for a bundle without artefacts.
+	ResultsOnly bool `json:"results_only,omitempty"`
+	// Members are every member after bundle.json, in archive order.
+	Members []Member `json:"members"`
+	// Kernels are the manifest's kernels and the blobs that hold their
+	// files; empty for a results-only bundle.
+	Kernels []Kernel `json:"kernels,omitempty"`
+	// Missing names artefacts the manifest names that were not on the
+	// packing machine (a patch file moved away since the build, say).
+	Missing []string `json:"missing,omitempty"`
+}
+
+// Member is one archive member after bundle.json.
+type Member struct {
+	// Name is the member's path in the archive: run/... or
+	// blobs/sha256/<hex>.
+	Name string `json:"name"`
+	// Size is its length in bytes.
+	Size int64 `json:"size"`
+	// SHA256 is the lower-case hex SHA-256 of its content.
+	SHA256 string `json:"sha256"`
+}
+
+// Kernel is one kernel of the run's manifest and the blobs of its files.
+type Kernel struct {
+	// Ref is the kernel as asked ("debian:7.3", "build:fix").
+	Ref string `json:"ref"`
+	// Kernel is the kernel as the manifest recorded it, with the paths
+	// of the packing machine.
+	Kernel results.Kernel `json:"kernel"`
+	// Files are its files, each a blob and the relative path it takes in
+	// the kernel's directory once unpacked.
+	Files []KernelFile `json:"files"`
+}
+
+// KernelFile is one file of a kernel.
+type KernelFile struct {
+	// Path is the file's path relative to the kernel's directory:
+	// "vmlinuz", "config", "build.log", "modules/...", "patches/...",
+	// "fragments/...".
+	Path string `json:"path"`
+	// Role is one of the Role constants.
+	Role string `json:"role"`
+	// Blob is the member that holds the content (blobs/sha256/<hex>).
+	Blob string `json:"blob"`
+}
+
+// Limits bound what Unpack accepts.
+type Limits struct {
+	// MaxIndex is the largest bundle.json, in bytes.
+	MaxIndex int64
+	// MaxMembers is the most members after bundle.json.
+	MaxMembers int
+	// MaxMember is the largest member, in bytes.
+	MaxMember int64
+	// MaxTotal is the largest sum of the members' sizes, in bytes.
+	MaxTotal int64
+	// MaxName is the longest member name or kernel file path, in bytes.
+	MaxName int
+}
+
+// DefaultLimits are the limits Unpack applies when given none: room for
+// a run with a few distribution kernels and their module trees.
+var DefaultLimits = Limits{
+	MaxIndex:   64 << 20,
+	MaxMembers: 200_000,
+	MaxMember:  4 << 30,
+	MaxTotal:   32 << 30,
+	MaxName:    1024,
+}
+
+var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// validRel reports whether p is a clean relative slash path of at most max
+// bytes: no leading '/', no empty, "." or ".." elements, no backslash and
+// no control characters.
+func validRel(p string, max int) error {
+	if p == "" {
+		return errors.New("empty name")
+	}
+	if len(p) > max {
+		return fmt.Errorf("name of %d bytes, at most %d allowed", len(p), max)
+	}
+	if strings.HasPrefix(p, "/") {
+		return errors.New("absolute path")
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f || r == '\\' {
+			return errors.New("control character or backslash in the name")
+		}
+	}
+	for _, e := range strings.Split(p, "/") {
+		switch e {
+		case "..":
+			return errors.New("path leaves the destination (..)")
+		case "", ".":
+			return errors.New("path is not clean (empty or . element)")
+		}
+	}
+	if path.Clean(p) != p {
+		return errors.New("path is not clean")
+	}
+	return nil
+}
+
+// checkMemberName checks a member name: run/<clean path> or
+// blobs/sha256/<hex> whose hex is the member's hash.
+func checkMemberName(m Member, max int) error {
+	if err := validRel(m.Name, max); err != nil {
+		return err
+	}
+	switch {
+	case strings.HasPrefix(m.Name, RunPrefix):
+		return nil
+	case strings.HasPrefix(m.Name, BlobPrefix):
+		if h := strings.TrimPrefix(m.Name, BlobPrefix); h != m.SHA256 {
+			return errors.New("a blob's name is not its content's SHA-256")
+		}
+		return nil
+	}
+	return fmt.Errorf("want a name under %s or %s", RunPrefix, BlobPrefix)
+}
+
+// Check validates an index against lim and returns every problem found,
+// each naming the member or kernel file at fault.
+func (ix *Index) Check(lim Limits) error {
+	var errs []error
+	if ix.Schema != Schema {
+		errs = append(errs, fmt.Errorf("%s: schema %q, want %q", IndexName, ix.Schema, Schema))
+	}
+	if !results.ValidName(ix.RunID) {
+		errs = append(errs, fmt.Errorf("%s: run id %q is not a plain name", IndexName, ix.RunID))
+	}
+	if len(ix.Members) > lim.MaxMembers {
+		return errors.Join(append(errs, fmt.Errorf("%s: %d members, at most %d allowed", IndexName, len(ix.Members), lim.MaxMembers))...)
+	}
+	seen := make(map[string]bool, len(ix.Members))
+	var total int64
+	for _, m := range ix.Members {
+		if err := checkMemberName(m, lim.MaxName); err != nil {
+			errs = append(errs, fmt.Errorf("member %q: %w", m.Name, err))
+			continue
+		}
+		if seen[m.Name] {
+			errs = append(errs, fmt.Errorf("member %s: listed twice", m.Name))
+		}
+		seen[m.Name] = true
+		if !hexSHA256.MatchString(m.SHA256) {
+			errs = append(errs, fmt.Errorf("member %s: sha256 %q is not 64 lower-case hex digits", m.Name, m.SHA256))
+		}
+		if m.Size < 0 || m.Size > lim.MaxMember {
+			errs = append(errs, fmt.Errorf("member %s: size %d, want 0..%d", m.Name, m.Size, lim.MaxMember))
+			continue
+		}
+		total += m.Size
+	}
+	if total > lim.MaxTotal {
+		errs = append(errs, fmt.Errorf("%s: members of %d bytes in all, at most %d allowed", IndexName, total, lim.MaxTotal))
+	}
+	for _, k := range ix.Kernels {
+		paths := make(map[string]bool, len(k.Files))
+		for _, f := range k.Files {
+			if err := validRel(f.Path, lim.MaxName); err != nil {
+				errs = append(errs, fmt.Errorf("kernel %s: file %q: %w", k.Kernel.ID, f.Path, err))
+			}
+			if paths[f.Path] {
+				errs = append(errs, fmt.Errorf("kernel %s: file %s listed twice", k.Kernel.ID, f.Path))
+			}
+			paths[f.Path] = true
+			if !strings.HasPrefix(f.Blob, BlobPrefix) || !seen[f.Blob] {
+				errs = append(errs, fmt.Errorf("kernel %s: file %s: blob %q is not a member", k.Kernel.ID, f.Path, f.Blob))
+			}
+		}
+		if !results.ValidName(k.Kernel.ID) {
+			errs = append(errs, fmt.Errorf("kernel %q: id is not a plain name", k.Kernel.ID))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// decodeIndex decodes bundle.json.
+func decodeIndex(data []byte) (*Index, error) {
+	var ix Index
+	if err := json.Unmarshal(data, &ix); err != nil {
+		return nil, fmt.Errorf("%s: %w", IndexName, err)
+	}
+	return &ix, nil
+}
