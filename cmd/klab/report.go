@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,13 +19,18 @@ func newReportCommand(g *globalOptions) *cobra.Command {
 	var format string
 	var strict bool
 	cmd := &cobra.Command{
-		Use:   "report RUN [--format text|md|json|junit|html]",
+		Use:   "report RUN|FILE [--format text|md|json|junit|html]",
 		Short: "Print an experiment run's or a bisection's report",
 		Long: `Print the report of an experiment run (a run id, a run directory, or last):
 text to paste under a patch, Markdown, JSON (schema klab.report/v1), JUnit
 XML, or one self-contained HTML page with charts. With --strict-reference a
 row or check that contradicts its reference (the spec's expect:) is a
 failure, and klab report exits 1 when the run has failures, as klab run does.
+
+RUN can also be a bundle file (klab runs pack): its run is verified,
+read from a temporary directory and removed afterwards, so a bundle that
+someone mailed is read without unpacking it. A damaged bundle exits 2
+naming the member at fault.
 
 For a bisection (klab bisect) it prints the first bad commit with its author
 and evidence, then every step (text to paste into a mail; JSON schema
@@ -33,16 +39,18 @@ klab.bisect/v1; HTML with the metric per step).`,
   klab report last --format html > report.html
   klab report last --strict-reference --format junit > junit.xml
   klab report 20261201-101500-exp-fuse-transport-a1b2c3 --format junit
-  klab report 20261201-101500-bisect-fuse-transport-d4e5f6 --format md`,
+  klab report 20261201-101500-bisect-fuse-transport-d4e5f6 --format md
+  klab report 20261201-101500-exp-fuse-transport-a1b2c3.klab.tar.zst`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
 				return badInput(err)
 			}
-			dir, err := findRun(g, args[0])
+			dir, cleanup, err := findRunOrBundle(g, args[0], "")
 			if err != nil {
-				return badInput(err)
+				return err
 			}
+			defer cleanup()
 			if bisect.IsRun(dir) {
 				if strict {
 					return badInput(fmt.Errorf("--strict-reference: %s is a bisection, which holds nothing against references", dir))
@@ -65,6 +73,9 @@ klab.bisect/v1; HTML with the metric per step).`,
 			}
 			s.StrictReference = strict
 			r := s.Report()
+			if isBundleArg(args[0]) {
+				r.RunDir = args[0] // the temporary directory is gone once printed
+			}
 			if err := report.Write(cmd.OutOrStdout(), r, format); err != nil {
 				return err
 			}
@@ -82,7 +93,7 @@ klab.bisect/v1; HTML with the metric per step).`,
 func newCompareCommand(g *globalOptions) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
-		Use:   "compare [RUN_A] RUN_B",
+		Use:   "compare [RUN_A|FILE_A] RUN_B|FILE_B",
 		Short: "Compare two runs of the same experiment, side by side",
 		Long: `Compare two runs of the same experiment: every row's samples of run A against
 the same row's samples of run B, side by side (A's side and B's side of each
@@ -92,10 +103,15 @@ run directory, or last (the newest run).
 Given one run, klab compare compares it with the run of the same experiment
 before it: klab compare last compares the last two runs of the experiment
 you ran last (klab boot and shell runs in between do not count). With fewer
-than two runs of it, it says so and exits 2.`,
+than two runs of it, it says so and exits 2.
+
+A run can also be a bundle file (klab runs pack), read as klab report
+reads one: klab compare FILE_A FILE_B compares two bundles without
+unpacking them.`,
 		Example: `  klab compare last
   klab compare 20261201-101500-exp-fuse-transport-a1b2c3 last
-  klab compare 20261201-101500-exp-fuse-transport-a1b2c3 --format md`,
+  klab compare 20261201-101500-exp-fuse-transport-a1b2c3 --format md
+  klab compare before.klab.tar.zst after.klab.tar.zst`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
@@ -103,13 +119,15 @@ than two runs of it, it says so and exits 2.`,
 			}
 			var dirs []string
 			for _, a := range args {
-				dir, err := findRunOfKind(g, a, "experiment")
-				if err != nil && len(args) == 1 {
-					return badInput(fmt.Errorf("%w, and klab compare needs two runs of one experiment", err))
+				dir, cleanup, err := findRunOrBundle(g, a, "experiment")
+				var ee *exitError
+				if errors.As(err, &ee) && ee.code == exitBadInput && len(args) == 1 && !isBundleArg(a) {
+					return badInput(fmt.Errorf("%s, and klab compare needs two runs of one experiment", ee.msg))
 				}
 				if err != nil {
-					return badInput(err)
+					return err
 				}
+				defer cleanup()
 				if bisect.IsRun(dir) {
 					return badInput(fmt.Errorf("%s is a bisection: klab compare compares experiment runs (its steps' runs are under %s)", dir, filepath.Join(dir, bisect.RunsDir)))
 				}
@@ -138,6 +156,9 @@ than two runs of it, it says so and exits 2.`,
 			r, err := experiments.CompareRuns(saved[0], saved[1])
 			if err != nil {
 				return badInput(err)
+			}
+			if last := args[len(args)-1]; isBundleArg(last) {
+				r.RunDir = last // the temporary directory is gone once printed
 			}
 			return report.Write(cmd.OutOrStdout(), r, format)
 		},

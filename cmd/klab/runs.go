@@ -198,7 +198,9 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 		Example: `  klab runs list
   klab runs show last
   klab runs rm 20261201-101500-exp-fuse-transport-a1b2c3
-  klab runs gc --keep 20`,
+  klab runs gc --keep 20
+  klab runs pack last
+  klab runs unpack 20261201-101500-exp-fuse-transport-a1b2c3.klab.tar.zst`,
 	}
 	var asJSON bool
 	list := &cobra.Command{
@@ -307,7 +309,7 @@ output.`,
 	}
 	gc.Flags().IntVar(&keep, "keep", 0, "keep the newest N runs")
 	gc.Flags().DurationVar(&older, "older-than", 0, "remove runs that started longer ago than this")
-	cmd.AddCommand(list, show, rm, gc)
+	cmd.AddCommand(list, show, rm, gc, newRunsPackCommand(g), newRunsUnpackCommand(g))
 	return cmd
 }
 

@@ -57,7 +57,7 @@ func fakeRun(t *testing.T) (string, results.Kernel) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(filepath.Join(run, "manifest.json"), string(data))
+	write(filepath.Join(run, "experiment.json"), string(data))
 	write(filepath.Join(run, "samples.json"), `{"samples":[]}`)
 	write(filepath.Join(run, "guests", "g1", "console.log"), "Linux version 7.3.0\n")
 	return run, k
@@ -118,7 +118,7 @@ func TestRoundTrip(t *testing.T) {
 	if got.RunID != runID || len(got.Members) != len(ix.Members) {
 		t.Errorf("unpacked index %+v", got)
 	}
-	for _, rel := range []string{"manifest.json", "samples.json", "guests/g1/console.log"} {
+	for _, rel := range []string{"experiment.json", "samples.json", "guests/g1/console.log"} {
 		sameFile(t, filepath.Join(run, rel), filepath.Join(dest, "run", rel))
 	}
 	runs, kernels := t.TempDir(), filepath.Join(t.TempDir(), "bundles")
@@ -197,7 +197,7 @@ func TestSkipBlobs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dest, "blobs")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("blobs/ written with SkipBlobs: %v", err)
 	}
-	sameFile(t, filepath.Join(run, "manifest.json"), filepath.Join(dest, "run", "manifest.json"))
+	sameFile(t, filepath.Join(run, "experiment.json"), filepath.Join(dest, "run", "experiment.json"))
 }
 
 // TestPackRefusesLinks: a run directory holding a symbolic link is not
@@ -378,7 +378,7 @@ func TestUnpackRefuses(t *testing.T) {
 			return append(clone(), entry{tar.Header{Typeflag: tar.TypeChar, Name: "run/dev", Devmajor: 1, Devminor: 3}, nil})
 		}, Limits{}, []string{"member run/dev: a device"}},
 		"oversized member": {clone, Limits{MaxIndex: 1 << 20, MaxMembers: 100, MaxMember: 12, MaxTotal: 1 << 20, MaxName: 256},
-			[]string{"member run/manifest.json: size", "want 0..12"}},
+			[]string{"member run/experiment.json: size", "want 0..12"}},
 		"too many members": {clone, Limits{MaxIndex: 1 << 20, MaxMembers: 2, MaxMember: 1 << 20, MaxTotal: 1 << 20, MaxName: 256},
 			[]string{"members, at most 2 allowed"}},
 		"index not first": {func() []entry { return append([]entry{reg("run/x", "x")}, clone()...) }, Limits{}, []string{`first member is "run/x", want bundle.json`}},

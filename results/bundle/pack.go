@@ -51,6 +51,10 @@ type source struct {
 // being packed.
 var ErrChanged = errors.New("changed while it was being packed")
 
+// experimentManifest is an experiment run's manifest (package
+// experiments' ManifestFileName); a boot run's is results.ManifestFile.
+const experimentManifest = "experiment.json"
+
 // manifestKernels is what Pack reads of a run's manifest.json: an
 // experiment's kernels, or a boot's kernel.
 type manifestKernels struct {
@@ -160,7 +164,18 @@ func hashSource(file, name string) (source, error) {
 // kernelSources reads the run's manifest and returns the blobs of its
 // kernels' files, once each, filling ix.Kernels and ix.Missing.
 func kernelSources(runDir string, ix *Index) ([]source, error) {
-	data, err := os.ReadFile(filepath.Join(runDir, results.ManifestFile))
+	var data []byte
+	var err error
+	for _, name := range []string{experimentManifest, results.ManifestFile} {
+		data, err = os.ReadFile(filepath.Join(runDir, name))
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		ix.Missing = append(ix.Missing, "the run has no manifest naming kernels ("+experimentManifest+" or "+results.ManifestFile+")")
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the run's manifest: %w", err)
 	}
