@@ -13,6 +13,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"klab/images/kerneldir"
 	"klab/results"
 )
 
@@ -46,11 +47,16 @@ func fakeRun(t *testing.T) (string, results.Kernel) {
 	}
 	patch := filepath.Join(root, "fix.patch")
 	write(patch, "From: a\nSubject: [PATCH] fix\n")
-	k := results.Kernel{Name: "build:fix", ID: "k-0123456789abcdef", Source: "build", Version: "7.3.0",
+	k := results.Kernel{Name: "build:fix", Source: "build", Version: "7.3.0",
 		Image: filepath.Join(kdir, "vmlinuz"), Config: filepath.Join(kdir, "config"), Modules: filepath.Join(kdir, "modules"),
 		Build: &results.KernelBuild{Tree: "/src/linux", Log: filepath.Join(kdir, "build.log"),
 			Patches:   []results.FileHash{{Path: patch, SHA256: "x"}},
 			Fragments: []results.FileHash{{Path: "lab"}}}}
+	id, err := kerneldir.ID(k.Image, k.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.ID = id
 	run := filepath.Join(root, "runs", runID)
 	man := map[string]any{"schema": 1, "run_id": runID, "kernels": []map[string]any{{"ref": "build:fix", "kernel": k}}}
 	data, err := json.Marshal(man)
@@ -429,5 +435,61 @@ func TestUnpackNotABundle(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(parent); len(left) != 0 {
 		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestPackCompletesFromKernelDir: an experiment's manifest records no
+// modules directory nor build log; Pack finds them in the cached kernel's
+// directory beside the image, and the kernel directory Place makes loads
+// as a cached kernel.
+func TestPackCompletesFromKernelDir(t *testing.T) {
+	run, k := fakeRun(t)
+	kdir := filepath.Dir(k.Image)
+	data, err := json.Marshal(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(kdir, "kernel.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bare := k
+	bare.Modules = ""
+	b := *k.Build
+	b.Log = ""
+	bare.Build = &b
+	man := map[string]any{"schema": 1, "run_id": runID, "kernels": []map[string]any{{"ref": "build:fix", "kernel": bare}}}
+	if data, err = json.Marshal(man); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(run, "experiment.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file, res := pack(t, run, PackOptions{})
+	roles := map[string]int{}
+	for _, f := range res.Index.Kernels[0].Files {
+		roles[f.Role]++
+	}
+	if roles[RoleModule] != 3 || roles[RoleBuildLog] != 1 {
+		t.Errorf("files by role %v, want 3 modules and the build log", roles)
+	}
+	dest := filepath.Join(t.TempDir(), "x")
+	ix, err := Unpack(file, dest, UnpackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed, err := Place(dest, ix, t.TempDir(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := kerneldir.Load(placed.Kernels[0].Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := kerneldir.ID(got.Image, got.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Modules == "" || got.ImageSize == 0 || got.Name != k.Name || id != k.ID || got.ID != k.ID {
+		t.Errorf("loaded %+v, id of its files %s; want %s", got, id, k.ID)
 	}
 }

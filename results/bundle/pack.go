@@ -51,6 +51,10 @@ type source struct {
 // being packed.
 var ErrChanged = errors.New("changed while it was being packed")
 
+// cachedKernelFile is the kernel.json of a cached kernel's directory
+// (package images/kerneldir).
+const cachedKernelFile = "kernel.json"
+
 // experimentManifest is an experiment run's manifest (package
 // experiments' ManifestFileName); a boot run's is results.ManifestFile.
 const experimentManifest = "experiment.json"
@@ -217,6 +221,7 @@ func kernelSources(runDir string, ix *Index) ([]source, error) {
 		if rk.k.Image == "" || rk.k.Source == "host" {
 			continue // skipped, or no VM
 		}
+		rk.k = completeKernel(rk.k)
 		k := Kernel{Ref: rk.ref, Kernel: rk.k}
 		if err := add(&k, rk.k.Image, "vmlinuz", RoleImage); err != nil {
 			return nil, err
@@ -409,4 +414,37 @@ func writeSource(tw *tar.Writer, s source, h *tar.Header) error {
 		return fmt.Errorf("%s (%s): %w", s.file, s.member.Name, ErrChanged)
 	}
 	return nil
+}
+
+// completeKernel fills in what an experiment's manifest leaves out of a
+// kernel (its modules directory, its build log) from the kernel.json of
+// the cached kernel directory that holds the image (vmlinuz, config,
+// modules/, kernel.json), when that directory is there and holds the
+// same kernel (by ID).
+func completeKernel(k results.Kernel) results.Kernel {
+	if filepath.Base(k.Image) != "vmlinuz" {
+		return k
+	}
+	dir := filepath.Dir(k.Image)
+	data, err := os.ReadFile(filepath.Join(dir, cachedKernelFile))
+	if err != nil {
+		return k
+	}
+	var c results.Kernel
+	if json.Unmarshal(data, &c) != nil || c.ID != k.ID {
+		return k
+	}
+	if k.Modules == "" {
+		if st, err := os.Stat(filepath.Join(dir, "modules")); err == nil && st.IsDir() {
+			k.Modules = filepath.Join(dir, "modules")
+		}
+	}
+	if k.Build != nil && k.Build.Log == "" {
+		if _, err := os.Stat(filepath.Join(dir, "build.log")); err == nil {
+			b := *k.Build
+			b.Log = filepath.Join(dir, "build.log")
+			k.Build = &b
+		}
+	}
+	return k
 }

@@ -13,7 +13,9 @@ import (
 
 // KernelInfoFile is the name of the file Place writes in each kernel's
 // directory: the kernel as the manifest recorded it, with its paths
-// pointing into that directory.
+// pointing into that directory and its image's size. The directory has
+// the layout of a cached kernel (package images/kerneldir: vmlinuz,
+// config, modules/, kernel.json).
 const KernelInfoFile = "kernel.json"
 
 // Placed says where Place put a bundle's run and kernels.
@@ -98,6 +100,9 @@ func placeKernel(unpacked string, k Kernel, kernelsDir string) (PlacedKernel, er
 		switch f.Role {
 		case RoleImage:
 			kern.Image = final
+			if st, err := os.Stat(dst); err == nil {
+				kern.ImageSize = st.Size()
+			}
 		case RoleConfig:
 			kern.Config = final
 		case RoleModule:
