@@ -44,6 +44,10 @@ type PlacedKernel struct {
 // that exists already is an error, checked before anything is placed.
 // Each directory is assembled next to its place and renamed into it.
 func Place(unpacked string, ix *Index, runsDir, kernelsDir string) (*Placed, error) {
+	kernelsDir, err := filepath.Abs(kernelsDir)
+	if err != nil {
+		return nil, fmt.Errorf("place kernels: %w", err)
+	}
 	p := &Placed{RunDir: filepath.Join(runsDir, ix.RunID)}
 	if _, err := os.Lstat(p.RunDir); err == nil {
 		return nil, fmt.Errorf("place run %s: %s exists already (klab runs rm %s removes it)", ix.RunID, p.RunDir, ix.RunID)
