@@ -430,7 +430,7 @@ func TestUnpackNotABundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	parent := t.TempDir()
-	if _, err := Unpack(file, filepath.Join(parent, "d"), UnpackOptions{}); !errors.Is(err, ErrBad) || !strings.Contains(err.Error(), "not a klab bundle") {
+	if _, err := Unpack(file, filepath.Join(parent, "d"), UnpackOptions{}); !errors.Is(err, ErrBad) || !strings.Contains(err.Error(), "member bundle.json: ") || !strings.Contains(err.Error(), "not a klab bundle") {
 		t.Errorf("Unpack: %v", err)
 	}
 	if left, _ := os.ReadDir(parent); len(left) != 0 {

@@ -76,7 +76,7 @@ func extract(r io.Reader, dir string, lim Limits, skipBlobs bool) (*Index, error
 	tr := tar.NewReader(zr)
 	hdr, err := tr.Next()
 	if err != nil {
-		return nil, badf("not a klab bundle (zstd-compressed tar): %v", err)
+		return nil, badf("member %s: %v: the file is damaged, or not a klab bundle (a zstd-compressed tar)", IndexName, err)
 	}
 	if hdr.Name != IndexName || !isRegular(hdr) {
 		return nil, badf("first member is %q, want %s", hdr.Name, IndexName)
