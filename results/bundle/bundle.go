@@ -221,6 +221,11 @@ func (ix *Index) Check(lim Limits) error {
 		}
 		total += m.Size
 	}
+	for _, m := range ix.Members {
+		if parent := parentListed(m.Name, seen); parent != "" {
+			errs = append(errs, fmt.Errorf("member %s: %s is a file, not a directory", m.Name, parent))
+		}
+	}
 	if total > lim.MaxTotal {
 		errs = append(errs, fmt.Errorf("%s: members of %d bytes in all, at most %d allowed", IndexName, total, lim.MaxTotal))
 	}
@@ -230,6 +235,9 @@ func (ix *Index) Check(lim Limits) error {
 			if err := validRel(f.Path, lim.MaxName); err != nil {
 				errs = append(errs, fmt.Errorf("kernel %s: file %q: %w", k.Kernel.ID, f.Path, err))
 			}
+			if f.Path == KernelInfoFile {
+				errs = append(errs, fmt.Errorf("kernel %s: file %s: the name is klab's own", k.Kernel.ID, f.Path))
+			}
 			if paths[f.Path] {
 				errs = append(errs, fmt.Errorf("kernel %s: file %s listed twice", k.Kernel.ID, f.Path))
 			}
@@ -238,11 +246,27 @@ func (ix *Index) Check(lim Limits) error {
 				errs = append(errs, fmt.Errorf("kernel %s: file %s: blob %q is not a member", k.Kernel.ID, f.Path, f.Blob))
 			}
 		}
+		for _, f := range k.Files {
+			if parent := parentListed(f.Path, paths); parent != "" {
+				errs = append(errs, fmt.Errorf("kernel %s: file %s: %s is a file, not a directory", k.Kernel.ID, f.Path, parent))
+			}
+		}
 		if !results.ValidName(k.Kernel.ID) {
 			errs = append(errs, fmt.Errorf("kernel %q: id is not a plain name", k.Kernel.ID))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// parentListed returns the first directory of name (a/b of a/b/c) that
+// names holds as a file, or "".
+func parentListed(name string, names map[string]bool) string {
+	for i := 0; i < len(name); i++ {
+		if name[i] == '/' && names[name[:i]] {
+			return name[:i]
+		}
+	}
+	return ""
 }
 
 // decodeIndex decodes bundle.json.

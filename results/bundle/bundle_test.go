@@ -387,6 +387,17 @@ func TestUnpackRefuses(t *testing.T) {
 			[]string{"member run/experiment.json: size", "want 0..12"}},
 		"too many members": {clone, Limits{MaxIndex: 1 << 20, MaxMembers: 2, MaxMember: 1 << 20, MaxTotal: 1 << 20, MaxName: 256},
 			[]string{"members, at most 2 allowed"}},
+		"a file as a directory": {func() []entry {
+			return withIndex(t, append(clone(), reg("run/samples.json/x", "x")), func(ix *Index) {
+				ix.Members = append(ix.Members, Member{Name: "run/samples.json/x", Size: 1, SHA256: "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"})
+			})
+		}, Limits{}, []string{"member run/samples.json/x: run/samples.json is a file, not a directory"}},
+		"kernel file named kernel.json": {func() []entry {
+			return withIndex(t, clone(), func(ix *Index) { ix.Kernels[0].Files[0].Path = "kernel.json" })
+		}, Limits{}, []string{"file kernel.json: the name is klab's own"}},
+		"kernel file escaping": {func() []entry {
+			return withIndex(t, clone(), func(ix *Index) { ix.Kernels[0].Files[0].Path = "../../etc/x" })
+		}, Limits{}, []string{`file "../../etc/x": path leaves the destination`}},
 		"index not first": {func() []entry { return append([]entry{reg("run/x", "x")}, clone()...) }, Limits{}, []string{`first member is "run/x", want bundle.json`}},
 		"size differs from the index": {func() []entry {
 			out := clone()

@@ -377,10 +377,18 @@ func writeArchive(out string, ix *Index, srcs []source) (size int64, err error) 
 	if err := f.Close(); err != nil {
 		return 0, err
 	}
+	// A link never replaces a file that appeared meanwhile; a file
+	// system without hard links gets a rename.
 	if err := os.Link(f.Name(), out); err != nil {
-		return 0, fmt.Errorf("place %s: %w", out, err)
+		if errors.Is(err, fs.ErrExist) {
+			return 0, fmt.Errorf("place %s: %w", out, err)
+		}
+		if err := os.Rename(f.Name(), out); err != nil {
+			return 0, fmt.Errorf("place %s: %w", out, err)
+		}
+	} else {
+		os.Remove(f.Name())
 	}
-	os.Remove(f.Name())
 	return st.Size(), nil
 }
 

@@ -119,7 +119,7 @@ func placeKernel(unpacked string, k Kernel, kernelsDir string) (PlacedKernel, er
 	if err != nil {
 		return pk, err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, KernelInfoFile), append(data, '\n'), 0o644); err != nil {
+	if err := writeNew(filepath.Join(tmp, KernelInfoFile), append(data, '\n')); err != nil {
 		return pk, err
 	}
 	if err := os.Rename(tmp, pk.Dir); err != nil {
@@ -209,4 +209,17 @@ func moveDir(src, dst string) error {
 		os.RemoveAll(tmp)
 	}
 	return err
+}
+
+// writeNew writes data to the new file p.
+func writeNew(p string, data []byte) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
