@@ -55,6 +55,7 @@ import (
 	"klab/images/debian"
 	"klab/images/kerneldir"
 	"klab/images/keyed"
+	"klab/internal/fileio"
 	"klab/internal/flock"
 	"klab/internal/option"
 	"klab/internal/proc"
@@ -874,7 +875,7 @@ func (w *work) applySeries(ctx context.Context, patches []Patch) error {
 						if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 							return fmt.Errorf("work tree: %w", err)
 						}
-						if err := copyFile(path, dst); err != nil {
+						if err := fileio.CopyFile(path, dst, 0o644, os.O_TRUNC); err != nil {
 							return fmt.Errorf("work tree: %w", err)
 						}
 					}
@@ -946,7 +947,7 @@ func (w *work) revert(ctx context.Context) error {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return fmt.Errorf("reverting %s: %w", f, err)
 		}
-		if err := copyFile(filepath.Join(w.dir, "orig", f), path); err != nil {
+		if err := fileio.CopyFile(filepath.Join(w.dir, "orig", f), path, 0o644, os.O_TRUNC); err != nil {
 			return fmt.Errorf("reverting %s: %w", f, err)
 		}
 	}
@@ -1095,7 +1096,7 @@ func (w *work) assemble(ctx context.Context, m *makeRun, tmp, out, final, key, c
 		filepath.Join(w.out, "arch", "x86", "boot", "bzImage"): image,
 		filepath.Join(w.out, ".config"):                        filepath.Join(out, "config"),
 	} {
-		if err := copyFile(src, dst); err != nil {
+		if err := fileio.CopyFile(src, dst, 0o644, os.O_TRUNC); err != nil {
 			return fmt.Errorf("build cache: %w", err)
 		}
 	}
@@ -1137,7 +1138,7 @@ func (w *work) assemble(ctx context.Context, m *makeRun, tmp, out, final, key, c
 		k.Modules = filepath.Join(final, "modules")
 	}
 	w.log.Sync()
-	if err := copyFile(w.logPath(), filepath.Join(out, "build.log")); err != nil {
+	if err := fileio.CopyFile(w.logPath(), filepath.Join(out, "build.log"), 0o644, os.O_TRUNC); err != nil {
 		return fmt.Errorf("build cache: %w", err)
 	}
 	return kerneldir.Write(out, k)

@@ -214,23 +214,6 @@ func (st *slotState) save(path string) error {
 	return fileio.WriteAtomic(path, data, 0o644)
 }
 
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
 // ParseSize parses a size such as "20G", "500M", "1.5T" or "1048576"
 // (bytes; K, M, G and T are powers of 1024, and a trailing "B" or "iB" is
 // allowed).

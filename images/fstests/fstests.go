@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"klab/images/keyed"
+	"klab/internal/fileio"
 	"klab/internal/paths"
 	"klab/internal/proc"
 )
@@ -343,7 +344,7 @@ func build(ctx context.Context, s *Source, key string, tc Toolchain, o Options, 
 	if err := logFile.Sync(); err != nil {
 		return fmt.Errorf("build fstests: %w", err)
 	}
-	if err := copyFile(logPath, filepath.Join(out, "build.log"), 0o644); err != nil {
+	if err := fileio.CopyFile(logPath, filepath.Join(out, "build.log"), 0o644, os.O_TRUNC); err != nil {
 		return fmt.Errorf("build fstests: %w", err)
 	}
 	os.Remove(logPath) // kept only for a build that failed
@@ -483,22 +484,5 @@ func copyEntry(src, dst string) error {
 		}
 		return os.Symlink(target, dst)
 	}
-	return copyFile(src, dst, fi.Mode().Perm())
-}
-
-func copyFile(src, dst string, mode fs.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return fileio.CopyFile(src, dst, fi.Mode().Perm(), os.O_TRUNC)
 }

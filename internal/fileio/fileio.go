@@ -1,8 +1,9 @@
-// Package fileio owns klab's two careful file operations: replacing a file
+// Package fileio owns klab's careful file operations: replacing a file
 // atomically (a reader, or the file system after a crash, sees the old
 // content or the new, never a mix) and reading a JSON file back with a
 // bound on its size, since what a run directory holds may come from a
-// guest or from another machine.
+// guest or from another machine. CopyFile is the one file copy the
+// others share.
 package fileio
 
 import (

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
+	"klab/internal/fileio"
 	"klab/results"
 )
 
@@ -152,25 +152,7 @@ func linkOrCopy(src, dst string) error {
 	if err := os.Link(src, dst); err == nil {
 		return nil
 	}
-	return copyFile(src, dst)
-}
-
-// copyFile copies the regular file src to the new file dst.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return fileio.CopyFile(src, dst, 0o644, os.O_EXCL)
 }
 
 // moveDir renames src to dst, or, across file systems, copies it next to
@@ -198,7 +180,7 @@ func moveDir(src, dst string) error {
 		case d.IsDir():
 			return os.MkdirAll(to, 0o755)
 		case d.Type().IsRegular():
-			return copyFile(p, to)
+			return fileio.CopyFile(p, to, 0o644, os.O_EXCL)
 		}
 		return errors.New(p + ": not a regular file")
 	})
