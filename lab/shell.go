@@ -25,8 +25,10 @@ const ExitInterrupted = 130
 
 // ShellRequest is one `klab shell`.
 type ShellRequest struct {
-	// Kernel is the kernel reference.
-	Kernel string
+	// Kernel is the kernel reference; Resolved, when set, is the kernel
+	// it was already resolved to.
+	Kernel   string
+	Resolved *results.Kernel
 	// MemMB and CPUs size the guest; 0 means the defaults.
 	MemMB, CPUs int
 	// Cmdline is extra kernel command line.
@@ -75,9 +77,12 @@ func (o *Options) Shell(ctx context.Context, req ShellRequest) (*ShellResult, er
 	opt := o.withDefaults()
 	o = &opt
 	start := time.Now()
-	k, err := o.ResolveKernel(ctx, req.Kernel)
-	if err != nil {
-		return nil, err
+	k := req.Resolved
+	if k == nil {
+		var err error
+		if k, err = o.ResolveKernel(ctx, req.Kernel); err != nil {
+			return nil, err
+		}
 	}
 	var modules, qemuArgs []string
 	cmdline := req.Cmdline
@@ -153,7 +158,7 @@ func (o *Options) scriptShell(ctx context.Context, req ShellRequest) (*ShellResu
 	}
 	o.progressf("standard input is not a terminal: %s runs it as a script, without a console", sh)
 	breq := BootRequest{
-		Kernel: req.Kernel, MemMB: req.MemMB, CPUs: req.CPUs, Cmdline: req.Cmdline, Command: req.Command,
+		Kernel: req.Kernel, Resolved: req.Resolved, MemMB: req.MemMB, CPUs: req.CPUs, Cmdline: req.Cmdline, Command: req.Command,
 		Argv: []string{"sh"}, Stdin: req.Script, Stdout: req.Stdout, Stderr: req.Stderr, RunKind: "shell",
 	}
 	if u := req.Userspace; u != nil {

@@ -106,11 +106,11 @@ func isTerminalReader(r io.Reader) bool {
 func runShell(ctx context.Context, g *globalOptions, o *shellOptions) error {
 	lo, req := o.request(g)
 	if o.userspace != "" {
-		att, _, err := userspaceAttachment(ctx, g, &lo, o.userspace, req.Kernel, nil, o.errOut)
+		att, k, err := userspaceAttachment(ctx, g, &lo, o.userspace, req.Kernel, nil, o.errOut)
 		if err != nil {
 			return err
 		}
-		req.Userspace = att
+		req.Userspace, req.Resolved = att, k
 	}
 	res, err := lo.Shell(ctx, req)
 	return shellExit(ctx, o.errOut, res, err)
