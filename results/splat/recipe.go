@@ -377,6 +377,7 @@ var (
 	// stack that old kernels print around it), else the call trace.
 	byWarnRIP = []step{{op: opRIP}, {op: opFrames}}
 	// Sanitizers that name the function on their header, then a stack.
+	byHeader       = []step{{op: opHeader}}
 	byHeaderTrace  = []step{{op: opHeader}, {op: opTrace}, {op: opFrames}}
 	byHeaderFrames = []step{{op: opHeader}, {op: opFrames}}
 )
@@ -385,8 +386,12 @@ func traceRecipe(skip ...string) *recipe {
 	return &recipe{steps: byTrace, skip: newPatterns(skip...)}
 }
 
+// warnRecipe names a WARNING by its instruction pointer; when the RIP
+// line is lost (another CPU's or a task's console output cut into the
+// report), by the function its header names, which is the same place;
+// else by the call trace.
 func warnRecipe(skip ...string) *recipe {
-	return &recipe{steps: byWarnRIP, alts: [][]step{byTrace}, skip: newPatterns(skip...)}
+	return &recipe{steps: byWarnRIP, alts: [][]step{byHeader, byTrace}, skip: newPatterns(skip...)}
 }
 
 // rawAfter is a recipe that names the function of the first lockdep "at:"
