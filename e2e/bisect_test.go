@@ -220,6 +220,7 @@ func TestBisect(t *testing.T) {
 	t.Logf("splat bisection: exit %d in %s\n%s", r.code, time.Since(start).Round(time.Second), r.stdout)
 	warn := commits[warnCommit+1]
 	if r.code != 0 || !strings.HasPrefix(r.stdout, fmt.Sprintf("first bad commit: %.12s %s\n", warn, bisectHistory[warnCommit].subject)) {
+		logWarnings(t, runs)
 		t.Fatalf("splat bisection: exit %d, want 0 and the first bad commit %.12s", r.code, warn)
 	}
 	b := openBisection(t, runs)
@@ -284,6 +285,30 @@ func openBisection(t *testing.T, runs string) *bisect.Bisection {
 		t.Logf("%-5s %.12s %-40s %-4s build %6.1fs %-11s %s", s.Role, s.Commit, s.Subject, s.Verdict, s.Build.TookSec, s.Build.Mode, s.Reason)
 	}
 	return b
+}
+
+// logWarnings logs the WARNING reports of the consoles under runs, with
+// the lines around them, so that a failed splat bisection shows what the
+// guests printed.
+func logWarnings(t *testing.T, runs string) {
+	t.Helper()
+	_ = filepath.WalkDir(runs, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "console.log" {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		lines := strings.Split(string(data), "\n")
+		for i, l := range lines {
+			if strings.Contains(l, "cut here") {
+				t.Logf("%s:%d:\n%s", p, i+1, strings.Join(lines[i:min(i+30, len(lines))], "\n"))
+				break
+			}
+		}
+		return nil
+	})
 }
 
 // checkSkippedBroken: the commit that does not compile was tested and

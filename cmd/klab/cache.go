@@ -77,7 +77,7 @@ type cacheGCOptions struct {
 
 // buildKinds are the kinds --builds limits gc to: what building kernels
 // from source keeps.
-var buildKinds = []cache.Kind{cache.WorkTree, cache.Source, cache.BuiltKernel}
+var buildKinds = []cache.Kind{cache.WorkTree, cache.Source, cache.BuiltKernel, cache.Ccache}
 
 func newCacheGCCommand(g *globalOptions) *cobra.Command {
 	o := &cacheGCOptions{}

@@ -58,6 +58,7 @@ import (
 	"klab/internal/fileio"
 	"klab/internal/flock"
 	"klab/internal/option"
+	"klab/internal/paths"
 	"klab/internal/proc"
 	"klab/results"
 )
@@ -173,6 +174,16 @@ func (bd *builder) logf(format string, args ...any) {
 	if bd.o.Progress != nil {
 		fmt.Fprintf(bd.o.Progress, format+"\n", args...)
 	}
+}
+
+// CcacheDir is where klab's builds keep ccache's objects when CCACHE_DIR
+// is not set: cache/ccache under klab's cache directory (cacheDir, or
+// paths.CacheDir() when empty).
+func CcacheDir(cacheDir string) string {
+	if cacheDir == "" {
+		cacheDir = paths.CacheDir()
+	}
+	return filepath.Join(cacheDir, "ccache")
 }
 
 // Build builds what o describes, or finds it in the cache.
@@ -545,7 +556,7 @@ func (w *work) build(ctx context.Context, in Inputs, patches []Patch) (*results.
 	if err := w.st.save(w.statePath()); err != nil {
 		return nil, fmt.Errorf("work tree state: %w", err)
 	}
-	m := &makeRun{src: w.src, out: w.out, arch: bd.o.Arch, jobs: bd.o.Jobs, ccache: bd.ccache, log: log, prog: bd.prog}
+	m := &makeRun{src: w.src, out: w.out, arch: bd.o.Arch, jobs: bd.o.Jobs, ccache: bd.ccache, ccacheDir: CcacheDir(bd.o.CacheDir), log: log, prog: bd.prog}
 	var vals map[string]string
 	if err := w.timed("config", func() error {
 		var err error

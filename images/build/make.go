@@ -207,8 +207,12 @@ type makeRun struct {
 	arch     string
 	jobs     int
 	ccache   bool
-	log      io.Writer
-	prog     *progress
+	// ccacheDir is where ccache keeps its objects when CCACHE_DIR is
+	// not set: in klab's cache, so that they are kept, moved and
+	// removed with the builds they speed up.
+	ccacheDir string
+	log       io.Writer
+	prog      *progress
 	// steps and compiled count the last run's kbuild steps and, among
 	// them, its compilations of C and assembly files.
 	steps, compiled int
@@ -243,6 +247,9 @@ func (m *makeRun) run(ctx context.Context, logPath string, targets ...string) er
 		// (SLOT/out) they read ../src in every work tree, so that work
 		// trees of the same source share ccache's results.
 		env = append(env, "CCACHE_BASEDIR="+filepath.Dir(filepath.Dir(m.out)))
+	}
+	if m.ccache && m.ccacheDir != "" && os.Getenv("CCACHE_DIR") == "" {
+		env = append(env, "CCACHE_DIR="+m.ccacheDir)
 	}
 	_, err := proc.Run(ctx, proc.Opts{
 		Env:    env,

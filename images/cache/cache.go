@@ -56,6 +56,9 @@ const (
 	// Fstests is an fstests build: fstests/<key>/ (its failed builds'
 	// logs, fstests/logs/, are diagnostics, as crash logs are).
 	Fstests Kind = "fstests"
+	// Ccache is ccache's objects from klab's kernel builds: ccache/ (when
+	// CCACHE_DIR is not set). ccache bounds it itself (5 GB by default).
+	Ccache Kind = "ccache"
 	// CrashLog is the stack of a klab that failed: crash-*.log.
 	CrashLog Kind = "crash-log"
 	// Temporary is a leftover of interrupted work: .tmp-*, .base-*,
@@ -69,7 +72,7 @@ const (
 )
 
 // kinds are all kinds, in report order.
-var kinds = []Kind{DebianKernel, BuiltKernel, WorkTree, Source, Apt, InitramfsBase, Agent, Initramfs, Libfuse, LibfuseHP, Userspace, Fstests, CrashLog, Temporary, Index, Other}
+var kinds = []Kind{DebianKernel, BuiltKernel, WorkTree, Source, Apt, InitramfsBase, Agent, Initramfs, Libfuse, LibfuseHP, Userspace, Fstests, Ccache, CrashLog, Temporary, Index, Other}
 
 // Entry is one thing in the cache.
 type Entry struct {
@@ -287,6 +290,8 @@ func (s *scanner) scanRoot() {
 			s.scanKeyed(p, Userspace)
 		case name == "fstests" && isDir(fi):
 			s.scanKeyed(p, Fstests)
+		case name == "ccache" && isDir(fi):
+			s.add(Ccache, p, fi, Entry{})
 		case strings.HasPrefix(name, "crash-") && strings.HasSuffix(name, ".log") && fi.Mode().IsRegular():
 			s.add(CrashLog, p, fi, Entry{})
 		case name == "accel-verdict.json" || name == ".lock":
