@@ -25,6 +25,10 @@ type Plan struct {
 	Axis string `json:"axis"`
 	// Kernels are the kernel references, A's first.
 	Kernels []string `json:"kernels"`
+	// KernelLabels, when set, are the kernels' labels, in Kernels' order
+	// (an empty one is KernelLabel's own): a rerun from a bundle boots
+	// bundle:<kernel id> under the original run's labels.
+	KernelLabels []string `json:"kernel_labels,omitempty"`
 	// A and B label the sides; AValue and BValue are the compared
 	// parameter's values (empty for the kernel axis).
 	A      string `json:"a"`
@@ -80,6 +84,9 @@ func (p *Plan) KernelLabel(i int) string {
 	if i < 0 || i >= len(p.Kernels) {
 		return ""
 	}
+	if i < len(p.KernelLabels) && p.KernelLabels[i] != "" {
+		return p.KernelLabels[i]
+	}
 	forms := make([][3]string, len(p.Kernels))
 	for j, ref := range p.Kernels {
 		forms[j] = [3]string{ref, ref, ref}
@@ -133,6 +140,8 @@ type Unit struct {
 type PlanOptions struct {
 	// Kernels are the kernel references (at least one).
 	Kernels []string
+	// KernelLabels are the plan's KernelLabels.
+	KernelLabels []string
 	// Compare overrides the spec's axis.
 	Compare string
 	// Rounds overrides the spec's rounds when not 0.
@@ -149,7 +158,7 @@ type PlanOptions struct {
 // MakePlan lays out the run of f with o.
 func MakePlan(f *File, o PlanOptions) (*Plan, error) {
 	s := f.Spec
-	p := &Plan{Kernels: o.Kernels, Rounds: s.Rounds, Order: s.Order, Seed: s.Seed, Reuse: s.Reuse, Axis: s.Compare}
+	p := &Plan{Kernels: o.Kernels, KernelLabels: o.KernelLabels, Rounds: s.Rounds, Order: s.Order, Seed: s.Seed, Reuse: s.Reuse, Axis: s.Compare}
 	if o.Rounds != 0 {
 		p.Rounds = o.Rounds
 	}

@@ -2,7 +2,9 @@ package images
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,7 +37,9 @@ type ResolveOptions struct {
 //     `klab kernels build` (see buildstore.Store.Lookup);
 //   - "tree:<dir>", or a directory ("."): a kernel tree (or make O=
 //     directory) built in place, booted with its own bzImage, .config and
-//     modules (see TreeKernel).
+//     modules (see TreeKernel);
+//   - "bundle:<kernel ID>": a kernel that `klab runs unpack` (or `klab
+//     rerun FILE`) placed from a run bundle (see BundledKernel).
 func ResolveKernel(ctx context.Context, ref string, o ResolveOptions) (*results.Kernel, error) {
 	switch kindOf(ref) {
 	case refDebian:
@@ -48,8 +52,41 @@ func ResolveKernel(ctx context.Context, ref string, o ResolveOptions) (*results.
 		return TreeKernel(ref)
 	case refImage:
 		return localKernel(ref, o.Config)
+	case refBundle:
+		return BundledKernel(o.Debian.CacheRoot(), strings.TrimPrefix(ref, "bundle:"))
 	}
 	return nil, unknownKernel(ref)
+}
+
+// BundlesDir is where a run bundle's kernels are placed in the cache
+// directory cacheDir: <cache>/bundles/<kernel ID>/, each with the layout of
+// package kerneldir.
+func BundlesDir(cacheDir string) string { return filepath.Join(cacheDir, "bundles") }
+
+// BundledKernel loads the kernel id that a run bundle placed in the cache
+// directory cacheDir, and checks that its image and config still hash to
+// id: a bundled kernel is never booted damaged.
+func BundledKernel(cacheDir, id string) (*results.Kernel, error) {
+	if !results.ValidName(id) || !strings.HasPrefix(id, "k-") {
+		return nil, fmt.Errorf("kernel bundle:%s: want bundle:<kernel ID> (k-<16 hex digits>), as klab runs unpack prints it", id)
+	}
+	dir := filepath.Join(BundlesDir(cacheDir), id)
+	k, err := kerneldir.Load(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("kernel bundle:%s: not in %s; klab runs unpack FILE places a bundle's kernels there", id, BundlesDir(cacheDir))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kernel bundle:%s: %w", id, err)
+	}
+	got, err := kerneldir.ID(k.Image, k.Config)
+	if err != nil {
+		return nil, fmt.Errorf("kernel bundle:%s: %w", id, err)
+	}
+	if got != id || k.ID != id {
+		return nil, fmt.Errorf("kernel bundle:%s: %s hashes to %s: damaged; remove %s and unpack the bundle again", id, dir, got, dir)
+	}
+	k.Name = "bundle:" + id
+	return k, nil
 }
 
 // CheckKernelRef returns the error ResolveKernel would give for ref when
@@ -77,6 +114,9 @@ func CheckKernelRef(ref string, o ResolveOptions) error {
 	case refImage:
 		_, err := kerneldir.CheckBzImage(ref)
 		return err
+	case refBundle:
+		_, err := BundledKernel(o.Debian.CacheRoot(), strings.TrimPrefix(ref, "bundle:"))
+		return err
 	}
 	return unknownKernel(ref)
 }
@@ -91,6 +131,7 @@ const (
 	refTree            // tree:DIR
 	refTreeDir         // a directory
 	refImage           // a path: a bzImage
+	refBundle          // bundle:<kernel ID>
 )
 
 // kindOf says which form ref has, as ResolveKernel reads it.
@@ -102,6 +143,8 @@ func kindOf(ref string) refKind {
 		return refBuild
 	case strings.HasPrefix(ref, "tree:"):
 		return refTree
+	case strings.HasPrefix(ref, "bundle:"):
+		return refBundle
 	case isDir(ref):
 		return refTreeDir
 	case strings.Contains(ref, "/") || isFile(ref):
@@ -117,7 +160,8 @@ func unknownKernel(ref string) error {
 // KernelRefHelp says what a kernel reference may be.
 var KernelRefHelp = "want debian:<series> (" + strings.Join(debian.Series(), ", ") + "), " +
 	"debian:<exact package version>, build:<name> (from klab kernels build), " +
-	"tree:<dir> or a directory (a kernel tree built in place, e.g. .), or the path of a bzImage"
+	"tree:<dir> or a directory (a kernel tree built in place, e.g. .), the path of a bzImage, " +
+	"or bundle:<kernel ID> (placed by klab runs unpack)"
 
 func isDir(p string) bool {
 	fi, err := os.Stat(p)

@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"klab/images/debian"
 	"klab/images/internal/imagetest"
 	"klab/images/kerneldir"
+	"klab/results"
 )
 
 func TestResolveKernelLocal(t *testing.T) {
@@ -112,5 +114,58 @@ func TestCheckKernelRef(t *testing.T) {
 	o.Debian.Flavour = "nope"
 	if err := CheckKernelRef("debian:7.3", o); err == nil || !strings.Contains(err.Error(), "flavour") {
 		t.Errorf("a bad flavour: %v", err)
+	}
+}
+
+// TestBundledKernel: bundle:<id> loads the kernel a bundle placed under
+// <cache>/bundles/<id>/, and refuses one whose files no longer hash to
+// its id, one that is not there, and an id of another form.
+func TestBundledKernel(t *testing.T) {
+	cache := t.TempDir()
+	dir := filepath.Join(cache, "bundles", "x")
+	image := imagetest.WriteFile(t, filepath.Join(dir, "vmlinuz"), imagetest.BzImage("7.3.4 #1"))
+	imagetest.WriteFile(t, filepath.Join(dir, "config"), []byte("CONFIG_FUSE_FS=y\n"))
+	id, err := kerneldir.ID(image, filepath.Join(dir, "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &results.Kernel{ID: id, Source: "debian", Version: "7.3.4", Name: "debian:7.3"}
+	if err := kerneldir.Write(dir, k); err != nil {
+		t.Fatal(err)
+	}
+	final := filepath.Join(cache, "bundles", id)
+	if err := os.Rename(dir, final); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	got, err := ResolveKernel(ctx, "bundle:"+id, ResolveOptions{Debian: debian.Options{CacheDir: cache}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != id || got.Name != "bundle:"+id || got.Source != "debian" || got.Image != filepath.Join(final, "vmlinuz") {
+		t.Errorf("resolved %+v", got)
+	}
+	if err := CheckKernelRef("bundle:"+id, ResolveOptions{Debian: debian.Options{CacheDir: cache}}); err != nil {
+		t.Errorf("CheckKernelRef: %v", err)
+	}
+	for ref, want := range map[string]string{
+		"bundle:k-0123456789abcdef": "klab runs unpack FILE places",
+		"bundle:../x":               "want bundle:<kernel ID>",
+	} {
+		if _, err := ResolveKernel(ctx, ref, ResolveOptions{Debian: debian.Options{CacheDir: cache}}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", ref, err, want)
+		}
+	}
+	// The same size, another byte: damaged.
+	data, err := os.ReadFile(filepath.Join(final, "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[0] ^= 1
+	if err := os.WriteFile(filepath.Join(final, "config"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ResolveKernel(ctx, "bundle:"+id, ResolveOptions{Debian: debian.Options{CacheDir: cache}}); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("a changed config: %v, want damaged", err)
 	}
 }

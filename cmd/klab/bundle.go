@@ -3,18 +3,20 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"klab/images"
 	"klab/results/bundle"
 )
 
 // bundlesDir is where klab runs unpack places a bundle's kernels:
-// <cache>/bundles/<kernel id>/.
-func bundlesDir(g *globalOptions) string { return filepath.Join(g.cacheDir, "bundles") }
+// <cache>/bundles/<kernel id>/, resolved as bundle:<kernel id>.
+func bundlesDir(g *globalOptions) string { return images.BundlesDir(g.cacheDir) }
 
 // packOptions are klab runs pack's flags.
 type packOptions struct {
@@ -130,19 +132,30 @@ is there already is kept.`,
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "run %s: %s\n", ix.RunID, placed.RunDir)
-			for _, k := range placed.Kernels {
-				state := "placed"
-				if k.Existed {
-					state = "there already"
-				}
-				fmt.Fprintf(w, "kernel %s (%s): %s, %s\n", k.Ref, k.ID, k.Dir, state)
-			}
+			printPlaced(cmd.OutOrStdout(), ix, placed)
 			return nil
 		},
 	}
 	return cmd
+}
+
+// printPlaced says where Place put a bundle's run, kernels and initramfs
+// images.
+func printPlaced(w io.Writer, ix *bundle.Index, placed *bundle.Placed) {
+	fmt.Fprintf(w, "run %s: %s\n", ix.RunID, placed.RunDir)
+	for _, k := range placed.Kernels {
+		state := "placed"
+		if k.Existed {
+			state = "there already"
+		}
+		fmt.Fprintf(w, "kernel %s (%s): %s, %s; klab boot --kernel bundle:%s boots it\n", k.Ref, k.ID, k.Dir, state, k.ID)
+	}
+	for _, p := range placed.Initramfs {
+		fmt.Fprintf(w, "initramfs: %s\n", p)
+	}
+	for _, m := range ix.Missing {
+		fmt.Fprintf(w, "not in the bundle: %s\n", m)
+	}
 }
 
 // checkBundleFile says why file cannot be a bundle: it is missing or not

@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"klab/bisect"
 	"klab/experiments"
 	experimentsfstests "klab/experiments/fstests"
+	"klab/results/bundle"
 	"klab/results/report"
 )
 
@@ -17,7 +20,7 @@ func newRerunCommand(g *globalOptions) *cobra.Command {
 	var quiet, strict bool
 	var fstestsSrc string
 	cmd := &cobra.Command{
-		Use:   "rerun RUN",
+		Use:   "rerun RUN|FILE",
 		Short: "Repeat an experiment run from its manifest, then compare the two",
 		Long: `Repeat an experiment run from its manifest alone: the spec saved in the run
 directory, the same parameters, rounds, order and seed, the same guest
@@ -28,16 +31,36 @@ the comparison of the two runs. A suite experiment's run (fstests) is run
 again from the fstests source given (--fstests-src, $` + experimentsfstests.SrcEnv + `, else
 the one its manifest records), and its report printed.
 
+FILE is a run bundle (klab runs pack on the machine that made the run):
+klab verifies it, places its run in the runs directory (unless a run of
+that id is there already) and its kernels and initramfs images in the
+cache (<cache>/bundles/), and reruns from them without the Debian archive.
+A run's kernel that a bundle placed earlier (klab runs unpack) is taken
+from there too, as bundle:<kernel id>, before any download.
+
 Exit status: as klab run's: 0, or 1 when the new run has failures; 2 for a
 run that cannot be repeated; 125 when klab failed; 130 when interrupted.`,
 		Example: `  klab rerun last
-  klab rerun 20261201-101500-exp-fuse-transport-a1b2c3`,
+  klab rerun 20261201-101500-exp-fuse-transport-a1b2c3
+  klab rerun 20261201-101500-exp-fuse-transport-a1b2c3.klab.tar.zst   # a bundle from another machine`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			dir, err := findRun(g, args[0])
-			if err != nil {
-				return badInput(err)
+			var dir string
+			var placed *bundle.Placed
+			if isBundleArg(args[0]) {
+				d, cleanup, p, err := unpackForRerun(g, args[0])
+				if err != nil {
+					return err
+				}
+				defer cleanup()
+				dir, placed = d, p
+			} else {
+				d, err := findRun(g, args[0])
+				if err != nil {
+					return badInput(err)
+				}
+				dir = d
 			}
 			if bisect.IsRun(dir) {
 				return badInput(fmt.Errorf("%s is a bisection; klab bisect --resume %s continues it", dir, dir))
@@ -58,6 +81,7 @@ run that cannot be repeated; 125 when klab failed; 130 when interrupted.`,
 			if err != nil {
 				return badInput(err)
 			}
+			o.KernelLabels = useBundledKernels(g, old.Manifest, o.Kernels)
 			if old.IsSuite() {
 				return rerunSuite(ctx, g, old, f, o.Kernels, fstestsSrc, quiet)
 			}
@@ -82,6 +106,9 @@ run that cannot be repeated; 125 when klab failed; 130 when interrupted.`,
 			}
 			fmt.Println()
 			printDifferences(os.Stdout, old.Manifest, res.Manifest)
+			if placed != nil && len(placed.Initramfs) > 0 && len(experiments.Differences(old.Manifest, res.Manifest)) > 0 {
+				fmt.Printf("the run's own initramfs images, from the bundle: %s\n", strings.Join(placed.Initramfs, " "))
+			}
 			fresh, err := experiments.Open(res.Dir)
 			if err != nil {
 				return err
@@ -104,6 +131,70 @@ run that cannot be repeated; 125 when klab failed; 130 when interrupted.`,
 	cmd.Flags().BoolVar(&strict, "strict-reference", false, "a row or check that contradicts its reference (the spec's expect:) fails the rerun")
 	cmd.Flags().StringVar(&fstestsSrc, "fstests-src", "", "fstests source of a suite run: a checkout or a tarball (default $"+experimentsfstests.SrcEnv+", else the run's)")
 	return cmd
+}
+
+// unpackForRerun verifies the bundle file and places its kernels and
+// initramfs images in the cache and its run in the runs directory; when a
+// run of that id is there already, the bundle's copy is read from a
+// scratch directory instead, which the returned function removes.
+func unpackForRerun(g *globalOptions, file string) (string, func(), *bundle.Placed, error) {
+	if err := checkBundleFile(file); err != nil {
+		return "", nil, nil, badInput(err)
+	}
+	if err := os.MkdirAll(g.runsDir, 0o755); err != nil {
+		return "", nil, nil, err
+	}
+	stage, err := os.MkdirTemp(g.runsDir, ".unpack-*")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	cleanup := func() { os.RemoveAll(stage) }
+	dest := filepath.Join(stage, "b")
+	ix, err := bundle.Unpack(file, dest, bundle.UnpackOptions{})
+	if err != nil {
+		cleanup()
+		return "", nil, nil, bundleErr(err)
+	}
+	runs := g.runsDir
+	if _, err := os.Lstat(filepath.Join(runs, ix.RunID)); err == nil {
+		fmt.Fprintf(os.Stderr, "klab: run %s is in %s already; reading the bundle's copy\n", ix.RunID, runs)
+		runs = filepath.Join(stage, "runs")
+	}
+	placed, err := bundle.Place(dest, ix, runs, bundlesDir(g))
+	if err != nil {
+		cleanup()
+		return "", nil, nil, err
+	}
+	printPlaced(os.Stderr, ix, placed)
+	return placed.RunDir, cleanup, placed, nil
+}
+
+// useBundledKernels replaces, in kernels (the rerun's references, one per
+// manifest kernel), each kernel that a bundle placed in the cache with its
+// bundle:<kernel id> reference, unless the reference is the image file
+// itself: the same bytes, with no download and no build.
+//
+// It returns the kernels' labels: a replaced kernel keeps the label the
+// original run gave it ("debian:7.3", "build:fix"), "" for the others.
+func useBundledKernels(g *globalOptions, m *experiments.Manifest, kernels []string) []string {
+	orig := &experiments.Plan{}
+	for _, k := range m.Kernels {
+		orig.Kernels = append(orig.Kernels, k.Ref)
+	}
+	var labels []string
+	for i, k := range m.Kernels {
+		if i >= len(kernels) || k.Kernel.ID == "" || kernels[i] == k.Kernel.Image {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(bundlesDir(g), k.Kernel.ID, bundle.KernelInfoFile)); err == nil {
+			kernels[i] = "bundle:" + k.Kernel.ID
+			if labels == nil {
+				labels = make([]string, len(kernels))
+			}
+			labels[i] = orig.KernelLabel(i)
+		}
+	}
+	return labels
 }
 
 // printDifferences says what differed between a run and its rerun.

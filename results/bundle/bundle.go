@@ -72,9 +72,23 @@ type Index struct {
 	// Kernels are the manifest's kernels and the blobs that hold their
 	// files; empty for a results-only bundle.
 	Kernels []Kernel `json:"kernels,omitempty"`
+	// Initramfs are the initramfs images the run booted, as its manifest
+	// records them: the agent and every host program the guest received
+	// (fio, perf, libfuse servers with their libraries), byte for byte.
+	// Empty for a results-only bundle.
+	Initramfs []InitramfsFile `json:"initramfs,omitempty"`
 	// Missing names artefacts the manifest names that were not on the
 	// packing machine (a patch file moved away since the build, say).
 	Missing []string `json:"missing,omitempty"`
+}
+
+// InitramfsFile is one initramfs image of the run.
+type InitramfsFile struct {
+	// Path is where the packing machine kept it, as the manifest says.
+	Path string `json:"path"`
+	// Blob is the member that holds it (blobs/sha256/<hex>), whose hash
+	// is the manifest's.
+	Blob string `json:"blob"`
 }
 
 // Member is one archive member after bundle.json.
@@ -253,6 +267,11 @@ func (ix *Index) Check(lim Limits) error {
 		}
 		if !results.ValidName(k.Kernel.ID) {
 			errs = append(errs, fmt.Errorf("kernel %q: id is not a plain name", k.Kernel.ID))
+		}
+	}
+	for _, f := range ix.Initramfs {
+		if !strings.HasPrefix(f.Blob, BlobPrefix) || !seen[f.Blob] {
+			errs = append(errs, fmt.Errorf("initramfs %q: blob %q is not a member", f.Path, f.Blob))
 		}
 	}
 	return errors.Join(errs...)

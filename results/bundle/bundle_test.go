@@ -504,3 +504,77 @@ func TestPackCompletesFromKernelDir(t *testing.T) {
 		t.Errorf("loaded %+v, id of its files %s; want %s", got, id, k.ID)
 	}
 }
+
+// TestInitramfs: the initramfs images the manifest records are packed by
+// content and placed at initramfs/<sha256>.cpio; one that changed since
+// the run, or is gone, is named as missing, not packed.
+func TestInitramfs(t *testing.T) {
+	run, _ := fakeRun(t)
+	dir := t.TempDir()
+	img := filepath.Join(dir, "klab-1.cpio")
+	changed := filepath.Join(dir, "klab-2.cpio")
+	for _, p := range []string{img, changed} {
+		if err := os.WriteFile(p, []byte("070701 cpio of "+p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum := func(p string) string {
+		s, err := hashSource(p, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.member.SHA256
+	}
+	mp := filepath.Join(run, "experiment.json")
+	var man map[string]any
+	data, err := os.ReadFile(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &man); err != nil {
+		t.Fatal(err)
+	}
+	man["initramfs"] = []results.Initramfs{{Path: img, SHA256: sum(img)}, {Path: changed, SHA256: strings.Repeat("0", 64)},
+		{Path: filepath.Join(dir, "gone.cpio"), SHA256: strings.Repeat("1", 64)}}
+	if data, err = json.Marshal(man); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file, res := pack(t, run, PackOptions{})
+	if len(res.Index.Initramfs) != 1 || res.Index.Initramfs[0].Blob != BlobPrefix+sum(img) {
+		t.Fatalf("initramfs %+v, want the one unchanged image", res.Index.Initramfs)
+	}
+	missing := strings.Join(res.Index.Missing, "\n")
+	if !strings.Contains(missing, "klab-2.cpio: changed since the run") || !strings.Contains(missing, "gone.cpio: no longer on this machine") {
+		t.Errorf("missing:\n%s", missing)
+	}
+	dest := filepath.Join(t.TempDir(), "x")
+	ix, err := Unpack(file, dest, UnpackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernels := filepath.Join(t.TempDir(), "bundles")
+	placed, err := Place(dest, ix, filepath.Join(t.TempDir(), "runs"), kernels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(kernels, InitramfsDir, sum(img)+".cpio")
+	if len(placed.Initramfs) != 1 || placed.Initramfs[0] != want {
+		t.Fatalf("placed %v, want %s", placed.Initramfs, want)
+	}
+	sameFile(t, img, want)
+
+	// An index naming an initramfs blob that is no member is refused.
+	bad := *ix
+	bad.Initramfs = []InitramfsFile{{Path: img, Blob: BlobPrefix + strings.Repeat("2", 64)}}
+	if err := bad.Check(DefaultLimits); err == nil || !strings.Contains(err.Error(), "is not a member") {
+		t.Errorf("Check: %v", err)
+	}
+
+	// A results-only bundle has none.
+	if _, res := pack(t, run, PackOptions{ResultsOnly: true}); len(res.Index.Initramfs) != 0 {
+		t.Errorf("results-only: initramfs %+v", res.Index.Initramfs)
+	}
+}

@@ -91,6 +91,11 @@ func Pack(runDir, out string, opts PackOptions) (*PackResult, error) {
 			return nil, fmt.Errorf("pack %s: %w", runDir, err)
 		}
 		srcs = append(srcs, blobs...)
+		blobs, err = initramfsSources(runDir, ix, srcs)
+		if err != nil {
+			return nil, fmt.Errorf("pack %s: %w", runDir, err)
+		}
+		srcs = append(srcs, blobs...)
 	}
 	for _, s := range srcs {
 		ix.Members = append(ix.Members, s.member)
@@ -262,6 +267,73 @@ func kernelSources(runDir string, ix *Index) ([]source, error) {
 		ix.Kernels = append(ix.Kernels, k)
 	}
 	return srcs, nil
+}
+
+// manifestInitramfs is what Pack reads of a run's initramfs images: an
+// experiment's list, or a boot's one.
+type manifestInitramfs struct {
+	Initramfs json.RawMessage `json:"initramfs"`
+}
+
+// initramfsSources reads the initramfs images the run's manifest records
+// and returns the blobs of those still on this machine with the hash the
+// manifest gives, skipping any that srcs holds already; the others are
+// named in ix.Missing.
+func initramfsSources(runDir string, ix *Index, srcs []source) ([]source, error) {
+	var data []byte
+	var err error
+	for _, name := range []string{experimentManifest, results.ManifestFile} {
+		data, err = os.ReadFile(filepath.Join(runDir, name))
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, nil // kernelSources said what is missing
+	}
+	var mi manifestInitramfs
+	if err := json.Unmarshal(data, &mi); err != nil {
+		return nil, fmt.Errorf("read the run's manifest: %w", err)
+	}
+	var list []results.Initramfs
+	if len(mi.Initramfs) > 0 && mi.Initramfs[0] == '[' {
+		err = json.Unmarshal(mi.Initramfs, &list)
+	} else if len(mi.Initramfs) > 0 && string(mi.Initramfs) != "null" {
+		var one results.Initramfs
+		err = json.Unmarshal(mi.Initramfs, &one)
+		list = append(list, one)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the run's manifest: initramfs: %w", err)
+	}
+	have := map[string]bool{}
+	for _, s := range srcs {
+		have[s.member.Name] = true
+	}
+	var out []source
+	for _, i := range list {
+		if i.Path == "" {
+			continue
+		}
+		s, err := hashSource(i.Path, "")
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			ix.Missing = append(ix.Missing, "initramfs "+i.Path+": no longer on this machine")
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("initramfs: %w", err)
+		case i.SHA256 != "" && s.member.SHA256 != i.SHA256:
+			ix.Missing = append(ix.Missing, "initramfs "+i.Path+": changed since the run (its SHA-256 is not the manifest's)")
+			continue
+		}
+		s.member.Name = BlobPrefix + s.member.SHA256
+		ix.Initramfs = append(ix.Initramfs, InitramfsFile{Path: i.Path, Blob: s.member.Name})
+		if !have[s.member.Name] {
+			have[s.member.Name] = true
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 // addOnce adds file unless k already holds it (an mbox gives several

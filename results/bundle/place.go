@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"klab/internal/fileio"
 	"klab/results"
@@ -24,6 +26,9 @@ type Placed struct {
 	RunDir string
 	// Kernels are the kernels' directories, in the index's order.
 	Kernels []PlacedKernel
+	// Initramfs are the run's initramfs images, each at
+	// <kernelsDir>/initramfs/<sha256>.cpio, in the index's order.
+	Initramfs []string
 }
 
 // PlacedKernel is one kernel that Place put (or found) in place.
@@ -63,6 +68,13 @@ func Place(unpacked string, ix *Index, runsDir, kernelsDir string) (*Placed, err
 			return nil, fmt.Errorf("place kernel %s (%s): %w", k.Ref, k.Kernel.ID, err)
 		}
 		p.Kernels = append(p.Kernels, pk)
+	}
+	for _, f := range ix.Initramfs {
+		p2, err := placeInitramfs(unpacked, f, kernelsDir)
+		if err != nil {
+			return nil, fmt.Errorf("place initramfs %s: %w", f.Path, err)
+		}
+		p.Initramfs = append(p.Initramfs, p2)
 	}
 	if err := os.MkdirAll(runsDir, 0o755); err != nil {
 		return nil, fmt.Errorf("place run %s: %w", ix.RunID, err)
@@ -130,6 +142,33 @@ func placeKernel(unpacked string, k Kernel, kernelsDir string) (PlacedKernel, er
 		return pk, err
 	}
 	return pk, nil
+}
+
+// InitramfsDir is where Place puts a bundle's initramfs images, under
+// the directory it puts kernels in.
+const InitramfsDir = "initramfs"
+
+// placeInitramfs puts one initramfs image at
+// kernelsDir/initramfs/<sha256>.cpio, unless it is there already.
+func placeInitramfs(unpacked string, f InitramfsFile, kernelsDir string) (string, error) {
+	dir := filepath.Join(kernelsDir, InitramfsDir)
+	dst := filepath.Join(dir, strings.TrimPrefix(f.Blob, BlobPrefix)+".cpio")
+	if _, err := os.Lstat(dst); err == nil {
+		return dst, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp := dst + ".tmp-" + strconv.Itoa(os.Getpid())
+	os.Remove(tmp)
+	if err := linkOrCopy(filepath.Join(unpacked, filepath.FromSlash(f.Blob)), tmp); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return dst, nil
 }
 
 // ReadKernelInfo reads the kernel.json of a kernel directory that Place

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"klab/experiments"
+	"klab/results"
+	"klab/results/bundle"
+)
+
+// TestUseBundledKernels: a manifest kernel that a bundle placed in the
+// cache is rerun as bundle:<id> under the original run's label; a kernel
+// whose image file is there, or that no bundle placed, keeps its
+// reference.
+func TestUseBundledKernels(t *testing.T) {
+	g := &globalOptions{cacheDir: t.TempDir(), runsDir: t.TempDir()}
+	placed := filepath.Join(bundlesDir(g), "k-00000000000000aa")
+	if err := os.MkdirAll(placed, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(placed, bundle.KernelInfoFile), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(t.TempDir(), "bzImage")
+	m := &experiments.Manifest{Kernels: []experiments.ManifestKernel{
+		{Ref: "debian:7.3", Kernel: results.Kernel{ID: "k-00000000000000aa"}},
+		{Ref: "build:fix", Kernel: results.Kernel{ID: "k-00000000000000bb"}},
+		{Ref: "/boot/vmlinuz", Kernel: results.Kernel{ID: "k-00000000000000aa", Image: img}},
+	}}
+	kernels := []string{"debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1", "build:fix", img}
+	labels := useBundledKernels(g, m, kernels)
+	if want := []string{"bundle:k-00000000000000aa", "build:fix", img}; !slices.Equal(kernels, want) {
+		t.Errorf("kernels %q, want %q", kernels, want)
+	}
+	if want := []string{"debian:7.3", "", ""}; !slices.Equal(labels, want) {
+		t.Errorf("labels %q, want %q", labels, want)
+	}
+	// Nothing bundled: no labels, no change.
+	kernels = []string{"build:fix"}
+	if labels := useBundledKernels(g, &experiments.Manifest{Kernels: m.Kernels[1:2]}, kernels); labels != nil || kernels[0] != "build:fix" {
+		t.Errorf("labels %q, kernels %q", labels, kernels)
+	}
+}
