@@ -102,7 +102,7 @@ func TestRunsPackUnpack(t *testing.T) {
 	runs2, cache2 := t.TempDir(), t.TempDir()
 	code, stdout, stderr = runCLI(t, "--runs-dir", runs2, "--cache-dir", cache2, "runs", "unpack", fileA)
 	kdir := filepath.Join(cache2, "bundles", k.ID)
-	want := "run " + idA + ": " + filepath.Join(runs2, idA) + "\nkernel debian:7.3 (" + k.ID + "): " + kdir + ", placed\n"
+	want := "run " + idA + ": " + filepath.Join(runs2, idA) + "\nkernel debian:7.3 (" + k.ID + "): " + kdir + ", placed; klab boot --kernel bundle:" + k.ID + " boots it\n"
 	if code != 0 || stdout != want {
 		t.Fatalf("runs unpack: status %d, stderr %q:\n%s\nwant:\n%s", code, stderr, stdout, want)
 	}
