@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,7 +24,9 @@ type debPkg struct {
 // debianPick is a resolved kernel: the image package and every package
 // to download.
 type debianPick struct {
-	image   debPkg
+	image debPkg
+	// ref is the reference resolved.
+	ref     debianRef
 	suite   string
 	release string
 	pkgs    []debPkg
@@ -204,17 +207,22 @@ func resolveDebian(ctx context.Context, env *apt.Env, r debianRef) (*debianPick,
 		}
 		return suiteRank[x.suite] < suiteRank[y.suite]
 	}
-	var lines []madisonLine
+	var lines, others []madisonLine
 	for _, l := range parseMadison(out) {
 		if _, ok := byName[l.name]; !ok || suiteRank[l.suite] == 0 {
 			continue
 		}
 		if r.PkgVersion != "" && l.version != r.PkgVersion {
+			others = append(others, l)
 			continue
 		}
 		lines = append(lines, l)
 	}
 	if len(lines) == 0 {
+		if len(others) > 0 {
+			return nil, fmt.Errorf("no version of the Debian kernel %s in %s; versions there: %s",
+				r, strings.Join(Suites(), " "), versionsIn(others))
+		}
 		return nil, fmt.Errorf("no version of the Debian kernel %s in %s", r, strings.Join(Suites(), " "))
 	}
 	sort.SliceStable(lines, func(i, j int) bool { return better(lines[i], lines[j]) })
@@ -249,7 +257,7 @@ func resolveDebian(ctx context.Context, env *apt.Env, r debianRef) (*debianPick,
 	if best == nil {
 		return nil, fmt.Errorf("apt-cache show printed none of the candidates for %s", r)
 	}
-	pick := &debianPick{suite: best.suite, release: byName[best.name].release, missing: bestMissing}
+	pick := &debianPick{ref: r, suite: best.suite, release: byName[best.name].release, missing: bestMissing}
 	if best != &lines[0] {
 		pick.skipped = lines[0].name + " " + lines[0].version
 	}
@@ -283,6 +291,27 @@ func resolveDebian(ctx context.Context, env *apt.Env, r debianRef) (*debianPick,
 		level = next
 	}
 	return pick, nil
+}
+
+// versionsIn lists the versions of ls, oldest first, each once with its
+// suites: "7.3.4-1~bpo13+2 (trixie-backports), 7.3.5-1 (sid)".
+func versionsIn(ls []madisonLine) string {
+	suites := map[string][]string{}
+	var versions []string
+	for _, l := range ls {
+		if suites[l.version] == nil {
+			versions = append(versions, l.version)
+		}
+		if !slices.Contains(suites[l.version], l.suite) {
+			suites[l.version] = append(suites[l.version], l.suite)
+		}
+	}
+	sort.SliceStable(versions, func(i, j int) bool { return compareDebianVersions(versions[i], versions[j]) < 0 })
+	var parts []string
+	for _, v := range versions {
+		parts = append(parts, v+" ("+strings.Join(suites[v], " ")+")")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // aptShow runs apt-cache show for the given name=version pairs and

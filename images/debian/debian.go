@@ -111,6 +111,10 @@ func (o *Options) Logf(format string, args ...any) {
 // a reference fetched once is answered from the cache with no network, no
 // mirror and no apt call at all, unless o.Refresh is set. Package lists
 // are refreshed when older than 24 hours.
+//
+// A pinned reference that the cache lacks and the archive cannot supply
+// (the version is gone from it, the mirror cannot be reached, a package
+// cannot be downloaded) fails with a *PinnedUnavailableError.
 func Fetch(ctx context.Context, ref string, o Options) (*results.Kernel, error) {
 	r, err := parseDebianRef(ref, o.Flavour)
 	if err != nil {
@@ -119,7 +123,8 @@ func Fetch(ctx context.Context, ref string, o Options) (*results.Kernel, error) 
 	kdir := filepath.Join(o.CacheRoot(), "kernels", "debian")
 	c := keyed.Cache[*results.Kernel]{Dir: kdir, What: "debian kernel cache", Aliased: true, Load: kerneldir.Load, Logf: o.Logf}
 	k, hit, err := c.Get(ctx, r.key(), o.Refresh, func(ctx context.Context) (keyed.Plan, error) {
-		return planDebian(ctx, r, kdir, &o)
+		plan, err := planDebian(ctx, r, kdir, &o)
+		return plan, r.unavailable(ctx, err)
 	})
 	if err != nil {
 		return nil, err

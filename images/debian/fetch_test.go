@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -448,4 +449,114 @@ func moduleNames(ms []images.Module) string {
 		s = append(s, m.Name)
 	}
 	return strings.Join(s, " ")
+}
+
+// TestFetchDebianPinnedUnavailable: a pinned version that the cache lacks
+// and the archive cannot supply (the archive lists other versions only,
+// has no such kernel at all, or cannot send a package) fails with a
+// PinnedUnavailableError that names the package and version, keeps the
+// cause, and says that a run bundle carries the kernel. An unpinned
+// reference keeps its plain error. A pinned kernel in the cache needs no
+// archive at all.
+func TestFetchDebianPinnedUnavailable(t *testing.T) {
+	fa := newFakeArchive(t)
+	// 7.3.5 is listed in full, but its packages cannot be downloaded.
+	imagetest.WriteFile(t, filepath.Join(fa.dir, "show", "linux-binary-7.3.5+deb13-cloud-amd64=7.3.5-1"),
+		[]byte("Package: linux-binary-7.3.5+deb13-cloud-amd64\nVersion: 7.3.5-1\nSize: 13604064\n"))
+	cache, stage := openCache(t)
+	o := debian.WithAptStage(debian.Options{Mirror: "http://mirror.example/debian", CacheDir: cache}, stage)
+	ctx := context.Background()
+	const bundleHint = "a run bundle carries the kernel (`klab runs pack RUN` on the machine that made the run, then `klab rerun FILE` or `klab runs unpack FILE` here)"
+	for _, tc := range []struct {
+		ref, pkg, version string
+		cause             []string
+	}{
+		// Gone from the archive, which has another version.
+		{"debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+0", "linux-image-7.3.4+deb13-cloud-amd64", "7.3.4-1~bpo13+0", []string{
+			"no version of the Debian kernel debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+0 in bookworm trixie trixie-backports sid; versions there: 7.3.4-1~bpo13+1 (trixie-backports)",
+		}},
+		// A release the archive no longer has at all; the flavour is the
+		// default one.
+		{"debian:7.2.9+deb13=7.2.9-1~bpo13+1", "linux-image-7.2.9+deb13-cloud-amd64", "7.2.9-1~bpo13+1", []string{
+			"no Debian kernel package for debian:7.2.9+deb13-cloud-amd64=7.2.9-1~bpo13+1",
+		}},
+		// Listed, but the archive cannot send the package.
+		{"debian:7.3.5+deb13-cloud-amd64=7.3.5-1", "linux-image-7.3.5+deb13-cloud-amd64", "7.3.5-1", []string{
+			"downloading linux-image-7.3.5+deb13-cloud-amd64: ", "Can't find linux-image-7.3.5+deb13-cloud-amd64=7.3.5-1",
+		}},
+	} {
+		_, err := debian.Fetch(ctx, tc.ref, o)
+		var pe *debian.PinnedUnavailableError
+		if !errors.As(err, &pe) {
+			t.Errorf("%s: err = %v, want a PinnedUnavailableError", tc.ref, err)
+			continue
+		}
+		if pe.Package != tc.pkg || pe.Version != tc.version || pe.Err == nil {
+			t.Errorf("%s: error = %+v", tc.ref, pe)
+		}
+		want := "Debian kernel " + tc.pkg + " version " + tc.version + " is not in klab's cache and cannot be fetched; " + bundleHint + ": "
+		if msg := err.Error(); msg != want+pe.Err.Error() {
+			t.Errorf("%s: message\n%s\nwant %q and the cause", tc.ref, msg, want)
+		}
+		for _, s := range tc.cause {
+			if !strings.Contains(pe.Err.Error(), s) {
+				t.Errorf("%s: cause %q lacks %q", tc.ref, pe.Err, s)
+			}
+		}
+		if errors.Unwrap(err) != pe.Err {
+			t.Errorf("%s: Unwrap = %v", tc.ref, errors.Unwrap(err))
+		}
+	}
+
+	// The same failures of unpinned references keep today's errors.
+	for ref, want := range map[string]string{
+		"debian:7.2.9+deb13-cloud-amd64": "no Debian kernel package for debian:7.2.9+deb13-cloud-amd64 in",
+		"debian:7.3.5+deb13-cloud-amd64": "downloading linux-image-7.3.5+deb13-cloud-amd64: ",
+	} {
+		_, err := debian.Fetch(ctx, ref, o)
+		var pe *debian.PinnedUnavailableError
+		if err == nil || errors.As(err, &pe) || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "run bundle") {
+			t.Errorf("%s: err = %v, want one starting %q", ref, err, want)
+		}
+	}
+
+	// Once cached, a pinned kernel is there with no mirror to reach.
+	const pinned = "debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1"
+	k, err := debian.Fetch(ctx, pinned, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	if k2, err := debian.Fetch(ctx, pinned, debian.Options{Mirror: "file:/nonexistent", CacheDir: cache}); err != nil || k2.ID != k.ID {
+		t.Errorf("cached pinned kernel: %+v, %v", k2, err)
+	}
+}
+
+// TestFetchDebianPinnedMirrorUnreachable: a pinned version that the cache
+// lacks, from a mirror apt cannot read (apt-get update fails and leaves no
+// package lists), fails with a PinnedUnavailableError that keeps apt's
+// failure; the same failure for an unpinned reference is the plain one.
+// It runs the host's apt-get, which reads nothing but the missing mirror.
+func TestFetchDebianPinnedMirrorUnreachable(t *testing.T) {
+	testenv.RequiresCommand(t, "apt-get")
+	cache, stage := openCache(t)
+	o := debian.WithAptStage(debian.Options{Mirror: "file:/nonexistent", CacheDir: cache}, stage)
+	ctx := context.Background()
+	_, err := debian.Fetch(ctx, "debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1", o)
+	var pe *debian.PinnedUnavailableError
+	if !errors.As(err, &pe) || pe.Package != "linux-image-7.3.4+deb13-cloud-amd64" || pe.Version != "7.3.4-1~bpo13+1" {
+		t.Fatalf("err = %v, want a PinnedUnavailableError", err)
+	}
+	for _, s := range []string{
+		"Debian kernel linux-image-7.3.4+deb13-cloud-amd64 version 7.3.4-1~bpo13+1 is not in klab's cache and cannot be fetched; a run bundle carries the kernel (",
+		"`klab runs pack RUN` on the machine that made the run, then `klab rerun FILE` or `klab runs unpack FILE` here): updating Debian package lists: ",
+	} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("message lacks %q:\n%s", s, err)
+		}
+	}
+	_, err = debian.Fetch(ctx, "debian:7.3", o)
+	if err == nil || errors.As(err, &pe) || !strings.HasPrefix(err.Error(), "updating Debian package lists: ") {
+		t.Errorf("unpinned: err = %v", err)
+	}
 }

@@ -31,7 +31,7 @@ func installDebian(ctx context.Context, env *apt.Env, tmp, out, final string, pi
 	for _, p := range pick.pkgs {
 		o.Logf("downloading %s %s (%s)...", p.Name, p.Version, humanSize(p.Size))
 		if err := env.Download(ctx, 30*time.Minute, debs, "-q", "download", p.Name+"="+p.Version); err != nil {
-			return fmt.Errorf("downloading %s: %w", p.Name, err)
+			return pick.ref.unavailable(ctx, fmt.Errorf("downloading %s: %w", p.Name, err))
 		}
 		m, _ := filepath.Glob(filepath.Join(debs, GlobEscape(p.Name)+"_*.deb"))
 		if len(m) != 1 {
