@@ -20,9 +20,10 @@ func newCacheCommand(g *globalOptions) *cobra.Command {
 		Short: "See and bound what klab keeps in its cache",
 		Long: `klab's cache (--cache-dir or $KLAB_CACHE_DIR, else $XDG_CACHE_HOME/klab, else
 ~/.cache/klab) holds Debian kernels and kernel sources, kernels built from
-source and their work trees, the private apt directories, initramfs parts
-(u-root bases, agents, assembled images), libfuse builds, guest userspace
-images, fstests builds and crash logs. klab cache list shows all of it with
+source and their work trees, kernels placed from run bundles (klab runs
+unpack), the private apt directories, initramfs parts (u-root bases,
+agents, assembled images), libfuse builds, guest userspace images, fstests
+builds and crash logs. klab cache list shows all of it with
 sizes; klab cache gc removes what is stale and, with --max-size, the least
 recently used entries until the cache fits, listing each entry with its
 size and why it goes. klab kernels gc is klab cache gc for kernel builds
@@ -88,8 +89,8 @@ func newCacheGCCommand(g *globalOptions) *cobra.Command {
 crash logs, u-root bases and agents other than the most recently used ones,
 initramfs images that hold an older base or agent, and initramfs parts not
 used for --max-age. With --max-size, then remove the least recently used
-entries of any kind (kernels, sources, work trees, apt lists, initramfs parts,
-libfuse builds) until the cache fits; kernels that a name refers to (see
+entries of any kind (kernels, bundles' kernels, sources, work trees, apt lists,
+initramfs parts, libfuse builds) until the cache fits; kernels that a name refers to (see
 klab cache list) stay unless --all is given. Entries that another klab holds
 locked (a fetch or a build in progress) are never removed, and symbolic links
 are never followed out of the cache.

@@ -43,12 +43,13 @@ func TestCacheCommands(t *testing.T) {
 	write("initramfs/base-old.cpio", 16, 48*time.Hour)
 	write("initramfs/base-new.cpio", 16, 0)
 	write("crash-1.log", 4, time.Hour)
+	write("bundles/k-0123456789abcdef/vmlinuz", 32, 30*24*time.Hour)
 
 	code, out, errOut := runKlab(t, "cache", "list", "--cache-dir", dir)
 	if code != 0 {
 		t.Fatalf("cache list: status %d: %s", code, errOut)
 	}
-	for _, s := range []string{"KIND", "debian-kernel", "initramfs-base  2", "crash-log", "KiB", "kernels/debian/linux-image-7.3_1", "debian:7.3 (pinned)"} {
+	for _, s := range []string{"KIND", "debian-kernel", "initramfs-base  2", "crash-log", "KiB", "kernels/debian/linux-image-7.3_1", "debian:7.3 (pinned)", "bundle-kernel", "bundles/k-0123456789abcdef"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("cache list lacks %q:\n%s", s, out)
 		}
@@ -58,13 +59,13 @@ func TestCacheCommands(t *testing.T) {
 		Size    int64
 		Entries []struct{ Kind, Path string }
 	}
-	if err := json.Unmarshal([]byte(out), &l); code != 0 || err != nil || len(l.Entries) != 5 || l.Size < 100<<10 {
+	if err := json.Unmarshal([]byte(out), &l); code != 0 || err != nil || len(l.Entries) != 6 || l.Size < 100<<10 {
 		t.Errorf("cache list --json: status %d, %v: %s", code, err, out)
 	}
 
 	code, out, errOut = runKlab(t, "cache", "gc", "--dry-run", "--cache-dir", dir)
 	if code != 0 || !strings.Contains(out, "would remove") || !strings.Contains(out, "initramfs/base-old.cpio") ||
-		!strings.Contains(out, "crash-1.log") || strings.Contains(out, "initramfs/base-new") || strings.Contains(out, "linux-image") {
+		!strings.Contains(out, "crash-1.log") || strings.Contains(out, "initramfs/base-new") || strings.Contains(out, "linux-image") || strings.Contains(out, "bundles") {
 		t.Errorf("gc --dry-run: status %d:\n%s%s", code, out, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "initramfs/base-old.cpio")); err != nil {
@@ -74,10 +75,14 @@ func TestCacheCommands(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "initramfs/base-old.cpio")); code != 0 || err == nil {
 		t.Errorf("gc: status %d, base-old still there:\n%s", code, out)
 	}
-	// The pinned kernel stays under a bound of 0, and gc says why.
+	// The pinned kernel stays under a bound of 0, and gc says why; the
+	// bundle's kernel, which no name refers to, goes.
 	code, out, _ = runKlab(t, "cache", "gc", "--max-size", "0", "--cache-dir", dir)
 	if _, err := os.Stat(filepath.Join(dir, "kernels/debian/linux-image-7.3_1")); code != 0 || err != nil || !strings.Contains(out, "--all removes it too") {
 		t.Errorf("gc --max-size 0: status %d, %v:\n%s", code, err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bundles/k-0123456789abcdef")); err == nil || !regexp.MustCompile(`removed +bundle-kernel .* bundles/k-0123456789abcdef +least recently used`).MatchString(out) {
+		t.Errorf("gc --max-size 0 left the bundle kernel:\n%s", out)
 	}
 
 	for _, args := range [][]string{{"--max-size", "lots"}, {"--all"}} {

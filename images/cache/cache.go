@@ -1,6 +1,7 @@
 // Package cache lists and collects everything klab keeps in its cache
 // directory: Debian kernels and kernel sources, kernels built from source
-// and their work trees, the private apt directories, initramfs parts (u-root
+// and their work trees, kernels placed from run bundles, the private apt
+// directories, initramfs parts (u-root
 // bases, agents, assembled images), libfuse builds, guest userspace
 // images, crash logs and the temporary leftovers of interrupted work. It
 // knows the cache's layout and its locks; what each entry holds is up to
@@ -34,6 +35,9 @@ const (
 	DebianKernel Kind = "debian-kernel"
 	// BuiltKernel is a kernel built from source: kernels/build/results/<key>/.
 	BuiltKernel Kind = "built-kernel"
+	// BundleKernel is a kernel that `klab runs unpack` placed from a run
+	// bundle: bundles/<kernel id>/. No name refers to it.
+	BundleKernel Kind = "bundle-kernel"
 	// WorkTree is a build's work tree: kernels/build/work/<slot>/.
 	WorkTree Kind = "work-tree"
 	// Source is a Debian kernel source: sources/debian/<package>_<version>/.
@@ -72,7 +76,7 @@ const (
 )
 
 // kinds are all kinds, in report order.
-var kinds = []Kind{DebianKernel, BuiltKernel, WorkTree, Source, Apt, InitramfsBase, Agent, Initramfs, Libfuse, LibfuseHP, Userspace, Fstests, Ccache, CrashLog, Temporary, Index, Other}
+var kinds = []Kind{DebianKernel, BuiltKernel, BundleKernel, WorkTree, Source, Apt, InitramfsBase, Agent, Initramfs, Libfuse, LibfuseHP, Userspace, Fstests, Ccache, CrashLog, Temporary, Index, Other}
 
 // Entry is one thing in the cache.
 type Entry struct {
@@ -247,6 +251,8 @@ func (s *scanner) scanRoot() {
 					s.add(Other, sp, sub, Entry{})
 				}
 			}
+		case name == "bundles" && isDir(fi):
+			s.scanBundles(p)
 		case name == "sources" && isDir(fi):
 			for _, sub := range s.readDir(p) {
 				if sp := filepath.Join(p, sub.Name()); sub.Name() == "debian" && isDir(sub) {
@@ -352,6 +358,23 @@ func (s *scanner) scanKeyed(dir string, kind Kind) {
 			s.add(Index, p, fi, Entry{})
 		case temporary(name):
 			s.add(Temporary, p, fi, Entry{locks: []string{lock}, guarded: true})
+		default:
+			s.add(Other, p, fi, Entry{})
+		}
+	}
+}
+
+// scanBundles adds the kernels that klab runs unpack placed, one
+// directory per kernel id (see package results/bundle), and the
+// leftovers of unpacks that died (.<id>.tmp-*). No lock guards them.
+func (s *scanner) scanBundles(dir string) {
+	for _, fi := range s.readDir(dir) {
+		name, p := fi.Name(), filepath.Join(dir, fi.Name())
+		switch {
+		case isDir(fi) && !strings.HasPrefix(name, "."):
+			s.add(BundleKernel, p, fi, Entry{})
+		case temporary(name):
+			s.add(Temporary, p, fi, Entry{})
 		default:
 			s.add(Other, p, fi, Entry{})
 		}

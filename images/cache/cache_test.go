@@ -113,6 +113,15 @@ func newFakeCache(t *testing.T) *fakeCache {
 	f.file(t, "kernels/build/work/slot1/out/vmlinux", 128, 10*day)
 	f.file(t, "kernels/build/work/slot1/.lock", 0, 10*day)
 	f.age(t, "kernels/build/work/slot1", 10*day)
+	// Kernels that klab runs unpack placed: one, an unpack that died, one
+	// in progress, and a file klab does not know.
+	f.file(t, "bundles/k-0123456789abcdef/vmlinuz", 32, 6*day)
+	f.file(t, "bundles/k-0123456789abcdef/kernel.json", 0, 6*day)
+	f.age(t, "bundles/k-0123456789abcdef", 6*day)
+	f.file(t, "bundles/.k-fedcba9876543210.tmp-42/vmlinuz", 32, 2*time.Hour)
+	f.age(t, "bundles/.k-fedcba9876543210.tmp-42", 2*time.Hour)
+	f.file(t, "bundles/.k-1111111111111111.tmp-43/vmlinuz", 32, 0)
+	f.file(t, "bundles/README", 0, day)
 	// Sources, apt, libfuse.
 	f.file(t, "sources/debian/linux-source-7.3_1/linux-source-7.3.tar.xz", 96, 5*day)
 	f.age(t, "sources/debian/linux-source-7.3_1", 5*day)
@@ -165,32 +174,36 @@ func TestList(t *testing.T) {
 		t.Fatal(err)
 	}
 	for rel, want := range map[string]Kind{
-		"kernels/debian/linux-image-7.3_1":  DebianKernel,
-		"kernels/debian/linux-image-6.1_1":  DebianKernel,
-		"kernels/debian/linux-image-evil_1": Other, // a link: never followed
-		"kernels/debian/.tmp-123":           Temporary,
-		"kernels/debian/aliases.json":       Index,
-		"kernels/build/results/r1":          BuiltKernel,
-		"kernels/build/results/r2":          BuiltKernel,
-		"kernels/build/work/slot1":          WorkTree,
-		"kernels/build/names":               Index,
-		"sources/debian/linux-source-7.3_1": Source,
-		"apt":                               Apt,
-		"libfuse/0123abcd":                  Libfuse,
-		"libfuse-hp/fuse3_3.18.3-1":         LibfuseHP,
-		"userspace/trixie-0123456789abcdef": Userspace,
-		"fstests/0123456789abcdef":          Fstests,
-		"fstests/logs":                      CrashLog,
-		"initramfs/base-new.cpio":           InitramfsBase,
-		"initramfs/klab-old.cpio":           Initramfs,
-		"initramfs/.klab-1234.cpio":         Temporary,
-		"initramfs/.base-5678":              Temporary,
-		"agent/klab-agent-old":              Agent,
-		"agent/.klab-agent-new.tmp-99":      Temporary,
-		"crash-42.log":                      CrashLog,
-		"accel-verdict.json":                Index,
-		"notes.txt":                         Other,
-		"outside":                           Other,
+		"kernels/debian/linux-image-7.3_1":   DebianKernel,
+		"kernels/debian/linux-image-6.1_1":   DebianKernel,
+		"kernels/debian/linux-image-evil_1":  Other, // a link: never followed
+		"kernels/debian/.tmp-123":            Temporary,
+		"kernels/debian/aliases.json":        Index,
+		"kernels/build/results/r1":           BuiltKernel,
+		"kernels/build/results/r2":           BuiltKernel,
+		"kernels/build/work/slot1":           WorkTree,
+		"kernels/build/names":                Index,
+		"bundles/k-0123456789abcdef":         BundleKernel,
+		"bundles/.k-fedcba9876543210.tmp-42": Temporary,
+		"bundles/.k-1111111111111111.tmp-43": Temporary,
+		"bundles/README":                     Other,
+		"sources/debian/linux-source-7.3_1":  Source,
+		"apt":                                Apt,
+		"libfuse/0123abcd":                   Libfuse,
+		"libfuse-hp/fuse3_3.18.3-1":          LibfuseHP,
+		"userspace/trixie-0123456789abcdef":  Userspace,
+		"fstests/0123456789abcdef":           Fstests,
+		"fstests/logs":                       CrashLog,
+		"initramfs/base-new.cpio":            InitramfsBase,
+		"initramfs/klab-old.cpio":            Initramfs,
+		"initramfs/.klab-1234.cpio":          Temporary,
+		"initramfs/.base-5678":               Temporary,
+		"agent/klab-agent-old":               Agent,
+		"agent/.klab-agent-new.tmp-99":       Temporary,
+		"crash-42.log":                       CrashLog,
+		"accel-verdict.json":                 Index,
+		"notes.txt":                          Other,
+		"outside":                            Other,
 	} {
 		e, ok := kindOf(l, f.p(rel))
 		if !ok || e.Kind != want {
@@ -209,6 +222,10 @@ func TestList(t *testing.T) {
 	}
 	if r2, _ := kindOf(l, f.p("kernels/build/results/r2")); r2.Pinned {
 		t.Errorf("unnamed build pinned: %+v", r2)
+	}
+	// A bundle's kernel: no name, its size, last used when placed.
+	if b, _ := kindOf(l, f.p("bundles/k-0123456789abcdef")); b.Pinned || len(b.Names) != 0 || b.Size < 32<<10 || !b.LastUsed.Equal(f.now.Add(-6*day)) {
+		t.Errorf("bundle kernel = %+v", b)
 	}
 	// Sizes add up, per kind and in all; the link out of the cache
 	// counts as the link alone.
@@ -251,6 +268,7 @@ func TestGCStale(t *testing.T) {
 	want := []string{
 		"agent/.klab-agent-new.tmp-99",
 		"agent/klab-agent-old",
+		"bundles/.k-fedcba9876543210.tmp-42", // an unpack that died
 		"crash-42.log",
 		"fstests/logs", // the logs of failed fstests builds
 		"initramfs/.klab-1234.cpio",
@@ -288,7 +306,8 @@ func TestGCStale(t *testing.T) {
 		}
 	}
 	for _, rel := range []string{"initramfs/base-new.cpio", "initramfs/klab-new.cpio", "initramfs/.base-5678", "agent/klab-agent-new",
-		"kernels/debian/linux-image-6.1_1", "kernels/build/results/r2", "libfuse/0123abcd", "notes.txt"} {
+		"kernels/debian/linux-image-6.1_1", "kernels/build/results/r2", "libfuse/0123abcd", "notes.txt",
+		"bundles/k-0123456789abcdef", "bundles/.k-1111111111111111.tmp-43", "bundles/README"} {
 		if !f.exists(rel) {
 			t.Errorf("%s was removed", rel)
 		}
@@ -333,12 +352,12 @@ func TestGCMaxSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rel := range []string{"kernels/debian/linux-image-6.1_1", "kernels/build/results/r2", "kernels/build/work/slot1", "sources/debian/linux-source-7.3_1", "apt", "libfuse-hp/fuse3_3.18.3-1", "initramfs/klab-new.cpio", "agent/klab-agent-new"} {
+	for _, rel := range []string{"kernels/debian/linux-image-6.1_1", "kernels/build/results/r2", "kernels/build/work/slot1", "sources/debian/linux-source-7.3_1", "apt", "libfuse-hp/fuse3_3.18.3-1", "initramfs/klab-new.cpio", "agent/klab-agent-new", "bundles/k-0123456789abcdef"} {
 		if f.exists(rel) {
 			t.Errorf("bound 0: %s stays", rel)
 		}
 	}
-	for _, rel := range []string{"kernels/debian/linux-image-7.3_1", "kernels/build/results/r1", "kernels/debian/aliases.json", "kernels/build/names/fix", "notes.txt", "accel-verdict.json", "outside", "kernels/debian/linux-image-evil_1"} {
+	for _, rel := range []string{"kernels/debian/linux-image-7.3_1", "kernels/build/results/r1", "kernels/debian/aliases.json", "kernels/build/names/fix", "notes.txt", "accel-verdict.json", "outside", "kernels/debian/linux-image-evil_1", "bundles/README"} {
 		if !f.exists(rel) {
 			t.Errorf("bound 0: %s was removed", rel)
 		}
@@ -449,5 +468,55 @@ func TestGCSeparateLockFD(t *testing.T) {
 	}
 	if !f.exists("kernels/debian/.tmp-123") {
 		t.Error("a fetch's temporary directory went while the fetch held the lock")
+	}
+}
+
+// TestGCBundleKernels: a kernel placed from a run bundle is never stale,
+// however long unused; the size bound takes it by its last use, and with
+// CheapFirst after what is not a kernel and before the kernels that a
+// name refers to, as a kernel that no name refers to.
+func TestGCBundleKernels(t *testing.T) {
+	setup := func(t *testing.T) *fakeCache {
+		f := &fakeCache{dir: t.TempDir(), now: time.Now()}
+		f.file(t, "bundles/k-0123456789abcdef/vmlinuz", 32, 0)
+		f.age(t, "bundles/k-0123456789abcdef", 400*day)
+		f.file(t, "libfuse/0123abcd/passthrough_ll", 8, 0)
+		f.age(t, "libfuse/0123abcd", 0)
+		f.file(t, "kernels/debian/linux-image-7.3_1/vmlinuz", 32, 0)
+		f.age(t, "kernels/debian/linux-image-7.3_1", 500*day)
+		os.WriteFile(f.p("kernels/debian/aliases.json"), []byte(`{"7.3/cloud-amd64": "linux-image-7.3_1"}`), 0o644)
+		f.file(t, "kernels/debian/linux-image-6.1_1/vmlinuz", 32, 0)
+		f.age(t, "kernels/debian/linux-image-6.1_1", 300*day)
+		return f
+	}
+	order := func(f *fakeCache, res *GCResult) string {
+		var s []string
+		for _, r := range res.Removed {
+			rel, _ := filepath.Rel(f.dir, r.Path)
+			s = append(s, string(r.Kind)+":"+rel)
+		}
+		return strings.Join(s, " ")
+	}
+
+	f := setup(t)
+	if res, err := GC(GCOptions{Dir: f.dir, MaxSize: -1, Now: f.now}); err != nil || len(res.Removed) != 0 {
+		t.Errorf("stale: removed %s, %v", order(f, res), err)
+	}
+	for _, tc := range []struct {
+		cheapFirst, all bool
+		want            string
+	}{
+		{false, true, "debian-kernel:kernels/debian/linux-image-7.3_1 bundle-kernel:bundles/k-0123456789abcdef debian-kernel:kernels/debian/linux-image-6.1_1 libfuse:libfuse/0123abcd"},
+		{true, true, "libfuse:libfuse/0123abcd bundle-kernel:bundles/k-0123456789abcdef debian-kernel:kernels/debian/linux-image-6.1_1 debian-kernel:kernels/debian/linux-image-7.3_1"},
+		{true, false, "libfuse:libfuse/0123abcd bundle-kernel:bundles/k-0123456789abcdef debian-kernel:kernels/debian/linux-image-6.1_1"},
+	} {
+		f := setup(t)
+		res, err := GC(GCOptions{Dir: f.dir, MaxSize: 0, All: tc.all, CheapFirst: tc.cheapFirst, Now: f.now})
+		if got := order(f, res); err != nil || got != tc.want {
+			t.Errorf("CheapFirst %v, All %v: removed\n%s, %v\nwant\n%s", tc.cheapFirst, tc.all, got, err, tc.want)
+		}
+		if f.exists("bundles/k-0123456789abcdef") {
+			t.Error("the bundle kernel stays")
+		}
 	}
 }

@@ -38,8 +38,8 @@ type GCOptions struct {
 	Kinds []Kind
 	// CheapFirst orders what MaxSize takes by what it costs to make
 	// again: entries that are not kernels first, then kernels that no
-	// name refers to, then named kernels (with All); the least recently
-	// used first within each. Without it, the least recently used entry
+	// name refers to (bundle kernels among them), then named kernels
+	// (with All); the least recently used first within each. Without it, the least recently used entry
 	// goes first, whatever its kind.
 	CheapFirst bool
 	// MaxAge is how long an initramfs part (u-root base, agent,
@@ -90,6 +90,8 @@ type GCResult struct {
 //     and any not used for o.MaxAge;
 //   - assembled initramfs images last used before the kept base and agent
 //     were made (they hold older ones), and any not used for o.MaxAge.
+//
+// Kernels are never stale, bundle kernels (bundles/<kernel id>/) included.
 //
 // The size bound takes entries of every kind but the indexes (alias
 // indexes, build names, locks) and what klab does not know, oldest use
@@ -177,7 +179,7 @@ func GC(o GCOptions) (*GCResult, error) {
 // goes first.
 func (o GCOptions) tier(e Entry) int {
 	switch {
-	case !o.CheapFirst || (e.Kind != DebianKernel && e.Kind != BuiltKernel):
+	case !o.CheapFirst || (e.Kind != DebianKernel && e.Kind != BuiltKernel && e.Kind != BundleKernel):
 		return 0
 	case !e.Pinned:
 		return 1
