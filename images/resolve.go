@@ -12,6 +12,7 @@ import (
 	"klab/images/buildstore"
 	"klab/images/debian"
 	"klab/images/kerneldir"
+	"klab/images/keyed"
 	"klab/results"
 )
 
@@ -85,6 +86,7 @@ func BundledKernel(cacheDir, id string) (*results.Kernel, error) {
 	if got != id || k.ID != id {
 		return nil, fmt.Errorf("kernel bundle:%s: %s hashes to %s: damaged; remove %s and unpack the bundle again", id, dir, got, dir)
 	}
+	keyed.Touch(dir) // its last use, for klab cache gc
 	k.Name = "bundle:" + id
 	return k, nil
 }

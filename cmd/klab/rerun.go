@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"klab/bisect"
 	"klab/experiments"
+	"klab/images/debian"
 	experimentsfstests "klab/experiments/fstests"
 	"klab/results/bundle"
 	"klab/results/report"
@@ -91,7 +93,7 @@ run that cannot be repeated; 125 when klab failed; 130 when interrupted.`,
 			fmt.Fprintf(os.Stderr, "klab: rerunning %s with kernels %v\n", old.Manifest.RunID, o.Kernels)
 			res, err := experiments.Run(ctx, f, o)
 			if res == nil {
-				return err
+				return cannotRepeat(err)
 			}
 			code, rerr := finishRun(res.Dir, "text", strict, os.Stdout, os.Stderr)
 			if err != nil && ctx.Err() != nil {
@@ -195,6 +197,17 @@ func useBundledKernels(g *globalOptions, m *experiments.Manifest, kernels []stri
 		}
 	}
 	return labels
+}
+
+// cannotRepeat is err as klab rerun reports it: a kernel that neither the
+// cache, a placed bundle nor the Debian archive has makes the run one that
+// cannot be repeated here (exit 2), not a failure of klab.
+func cannotRepeat(err error) error {
+	var pinned *debian.PinnedUnavailableError
+	if errors.As(err, &pinned) {
+		return badInput(err)
+	}
+	return err
 }
 
 // printDifferences says what differed between a run and its rerun.

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"klab/experiments"
+	"klab/images/debian"
 	"klab/results"
 	"klab/results/bundle"
 )
@@ -42,5 +45,19 @@ func TestUseBundledKernels(t *testing.T) {
 	kernels = []string{"build:fix"}
 	if labels := useBundledKernels(g, &experiments.Manifest{Kernels: m.Kernels[1:2]}, kernels); labels != nil || kernels[0] != "build:fix" {
 		t.Errorf("labels %q, kernels %q", labels, kernels)
+	}
+}
+
+// TestCannotRepeat: a pinned Debian kernel that cannot be had makes the
+// rerun exit 2; other errors keep theirs.
+func TestCannotRepeat(t *testing.T) {
+	pinned := fmt.Errorf("kernel A: %w", &debian.PinnedUnavailableError{Package: "linux-image-7.3.4+deb13-cloud-amd64", Version: "7.3.4-1~bpo13+1", Err: errors.New("gone")})
+	var ee *exitError
+	if err := cannotRepeat(pinned); !errors.As(err, &ee) || ee.code != exitBadInput {
+		t.Errorf("pinned: %v, want exit %d", err, exitBadInput)
+	}
+	other := errors.New("qemu died")
+	if err := cannotRepeat(other); err != other {
+		t.Errorf("other: %v", err)
 	}
 }

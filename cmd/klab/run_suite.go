@@ -111,5 +111,5 @@ func rerunSuite(ctx context.Context, g *globalOptions, old *experiments.Saved, f
 		fmt.Println()
 		printDifferences(os.Stdout, old.Manifest, res.Manifest)
 	}
-	return ferr
+	return cannotRepeat(ferr)
 }

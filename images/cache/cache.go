@@ -38,6 +38,9 @@ const (
 	// BundleKernel is a kernel that `klab runs unpack` placed from a run
 	// bundle: bundles/<kernel id>/. No name refers to it.
 	BundleKernel Kind = "bundle-kernel"
+	// BundleInitramfs is an initramfs image that a run bundle carried:
+	// bundles/initramfs/<sha256>.cpio.
+	BundleInitramfs Kind = "bundle-initramfs"
 	// WorkTree is a build's work tree: kernels/build/work/<slot>/.
 	WorkTree Kind = "work-tree"
 	// Source is a Debian kernel source: sources/debian/<package>_<version>/.
@@ -76,7 +79,7 @@ const (
 )
 
 // kinds are all kinds, in report order.
-var kinds = []Kind{DebianKernel, BuiltKernel, BundleKernel, WorkTree, Source, Apt, InitramfsBase, Agent, Initramfs, Libfuse, LibfuseHP, Userspace, Fstests, Ccache, CrashLog, Temporary, Index, Other}
+var kinds = []Kind{DebianKernel, BuiltKernel, BundleKernel, BundleInitramfs, WorkTree, Source, Apt, InitramfsBase, Agent, Initramfs, Libfuse, LibfuseHP, Userspace, Fstests, Ccache, CrashLog, Temporary, Index, Other}
 
 // Entry is one thing in the cache.
 type Entry struct {
@@ -371,6 +374,13 @@ func (s *scanner) scanBundles(dir string) {
 	for _, fi := range s.readDir(dir) {
 		name, p := fi.Name(), filepath.Join(dir, fi.Name())
 		switch {
+		case name == "initramfs" && isDir(fi):
+			s.scanFiles(p, func(n string) Kind {
+				if strings.HasSuffix(n, ".cpio") && !strings.HasPrefix(n, ".") {
+					return BundleInitramfs
+				}
+				return ""
+			})
 		case isDir(fi) && !strings.HasPrefix(name, "."):
 			s.add(BundleKernel, p, fi, Entry{})
 		case temporary(name):

@@ -122,6 +122,8 @@ func newFakeCache(t *testing.T) *fakeCache {
 	f.age(t, "bundles/.k-fedcba9876543210.tmp-42", 2*time.Hour)
 	f.file(t, "bundles/.k-1111111111111111.tmp-43/vmlinuz", 32, 0)
 	f.file(t, "bundles/README", 0, day)
+	f.file(t, "bundles/initramfs/"+strings.Repeat("ab", 32)+".cpio", 64, day)
+	f.file(t, "bundles/initramfs/."+strings.Repeat("cd", 32)+".cpio.tmp-7", 64, 2*time.Hour)
 	// Sources, apt, libfuse.
 	f.file(t, "sources/debian/linux-source-7.3_1/linux-source-7.3.tar.xz", 96, 5*day)
 	f.age(t, "sources/debian/linux-source-7.3_1", 5*day)
@@ -174,36 +176,38 @@ func TestList(t *testing.T) {
 		t.Fatal(err)
 	}
 	for rel, want := range map[string]Kind{
-		"kernels/debian/linux-image-7.3_1":   DebianKernel,
-		"kernels/debian/linux-image-6.1_1":   DebianKernel,
-		"kernels/debian/linux-image-evil_1":  Other, // a link: never followed
-		"kernels/debian/.tmp-123":            Temporary,
-		"kernels/debian/aliases.json":        Index,
-		"kernels/build/results/r1":           BuiltKernel,
-		"kernels/build/results/r2":           BuiltKernel,
-		"kernels/build/work/slot1":           WorkTree,
-		"kernels/build/names":                Index,
-		"bundles/k-0123456789abcdef":         BundleKernel,
-		"bundles/.k-fedcba9876543210.tmp-42": Temporary,
-		"bundles/.k-1111111111111111.tmp-43": Temporary,
-		"bundles/README":                     Other,
-		"sources/debian/linux-source-7.3_1":  Source,
-		"apt":                                Apt,
-		"libfuse/0123abcd":                   Libfuse,
-		"libfuse-hp/fuse3_3.18.3-1":          LibfuseHP,
-		"userspace/trixie-0123456789abcdef":  Userspace,
-		"fstests/0123456789abcdef":           Fstests,
-		"fstests/logs":                       CrashLog,
-		"initramfs/base-new.cpio":            InitramfsBase,
-		"initramfs/klab-old.cpio":            Initramfs,
-		"initramfs/.klab-1234.cpio":          Temporary,
-		"initramfs/.base-5678":               Temporary,
-		"agent/klab-agent-old":               Agent,
-		"agent/.klab-agent-new.tmp-99":       Temporary,
-		"crash-42.log":                       CrashLog,
-		"accel-verdict.json":                 Index,
-		"notes.txt":                          Other,
-		"outside":                            Other,
+		"kernels/debian/linux-image-7.3_1":                               DebianKernel,
+		"kernels/debian/linux-image-6.1_1":                               DebianKernel,
+		"kernels/debian/linux-image-evil_1":                              Other, // a link: never followed
+		"kernels/debian/.tmp-123":                                        Temporary,
+		"kernels/debian/aliases.json":                                    Index,
+		"kernels/build/results/r1":                                       BuiltKernel,
+		"kernels/build/results/r2":                                       BuiltKernel,
+		"kernels/build/work/slot1":                                       WorkTree,
+		"kernels/build/names":                                            Index,
+		"bundles/k-0123456789abcdef":                                     BundleKernel,
+		"bundles/.k-fedcba9876543210.tmp-42":                             Temporary,
+		"bundles/.k-1111111111111111.tmp-43":                             Temporary,
+		"bundles/README":                                                 Other,
+		"bundles/initramfs/" + strings.Repeat("ab", 32) + ".cpio":        BundleInitramfs,
+		"bundles/initramfs/." + strings.Repeat("cd", 32) + ".cpio.tmp-7": Temporary,
+		"sources/debian/linux-source-7.3_1":                              Source,
+		"apt":                                                            Apt,
+		"libfuse/0123abcd":                                               Libfuse,
+		"libfuse-hp/fuse3_3.18.3-1":                                      LibfuseHP,
+		"userspace/trixie-0123456789abcdef":                              Userspace,
+		"fstests/0123456789abcdef":                                       Fstests,
+		"fstests/logs":                                                   CrashLog,
+		"initramfs/base-new.cpio":                                        InitramfsBase,
+		"initramfs/klab-old.cpio":                                        Initramfs,
+		"initramfs/.klab-1234.cpio":                                      Temporary,
+		"initramfs/.base-5678":                                           Temporary,
+		"agent/klab-agent-old":                                           Agent,
+		"agent/.klab-agent-new.tmp-99":                                   Temporary,
+		"crash-42.log":                                                   CrashLog,
+		"accel-verdict.json":                                             Index,
+		"notes.txt":                                                      Other,
+		"outside":                                                        Other,
 	} {
 		e, ok := kindOf(l, f.p(rel))
 		if !ok || e.Kind != want {
@@ -269,6 +273,7 @@ func TestGCStale(t *testing.T) {
 		"agent/.klab-agent-new.tmp-99",
 		"agent/klab-agent-old",
 		"bundles/.k-fedcba9876543210.tmp-42", // an unpack that died
+		"bundles/initramfs/." + strings.Repeat("cd", 32) + ".cpio.tmp-7",
 		"crash-42.log",
 		"fstests/logs", // the logs of failed fstests builds
 		"initramfs/.klab-1234.cpio",

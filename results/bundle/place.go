@@ -159,7 +159,7 @@ func placeInitramfs(unpacked string, f InitramfsFile, kernelsDir string) (string
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	tmp := dst + ".tmp-" + strconv.Itoa(os.Getpid())
+	tmp := filepath.Join(dir, "."+filepath.Base(dst)+".tmp-"+strconv.Itoa(os.Getpid()))
 	os.Remove(tmp)
 	if err := linkOrCopy(filepath.Join(unpacked, filepath.FromSlash(f.Blob)), tmp); err != nil {
 		return "", err
