@@ -12,8 +12,8 @@ import (
 
 	"klab/bisect"
 	"klab/experiments"
-	"klab/images/debian"
 	experimentsfstests "klab/experiments/fstests"
+	"klab/images/debian"
 	"klab/results/bundle"
 	"klab/results/report"
 )
