@@ -30,13 +30,17 @@ func RerunOptions(s *Saved, base RunOptions) (*File, RunOptions, error) {
 }
 
 // ExactRef is a reference to exactly the kernel a run used: a Debian
-// package pinned to its version, or the image file itself, never a moving
-// alias such as debian:7.3.
+// package pinned to its version, a kernel built from source by its id
+// (build:<kernel ID>: the name may have been given to another build since,
+// and the image alone would lose its config and modules), or the image
+// file itself, never a moving alias such as debian:7.3.
 func ExactRef(k ManifestKernel) string {
 	rk := k.Kernel
 	switch {
 	case rk.Source == "debian" && rk.Version != "" && rk.PackageVersion != "":
 		return "debian:" + rk.Version + "=" + rk.PackageVersion
+	case rk.Source == "build" && strings.HasPrefix(rk.ID, "k-"):
+		return "build:" + rk.ID
 	case rk.Image != "":
 		if _, err := os.Stat(rk.Image); err == nil {
 			return rk.Image

@@ -173,8 +173,8 @@ func unpackForRerun(g *globalOptions, file string) (string, func(), *bundle.Plac
 
 // useBundledKernels replaces, in kernels (the rerun's references, one per
 // manifest kernel), each kernel that a bundle placed in the cache with its
-// bundle:<kernel id> reference, unless the reference is the image file
-// itself: the same bytes, with no download and no build.
+// bundle:<kernel id> reference: the same bytes (its id hashes its image
+// and config, checked when it is booted), with no download and no build.
 //
 // It returns the kernels' labels: a replaced kernel keeps the label the
 // original run gave it ("debian:7.3", "build:fix"), "" for the others.
@@ -185,7 +185,7 @@ func useBundledKernels(g *globalOptions, m *experiments.Manifest, kernels []stri
 	}
 	var labels []string
 	for i, k := range m.Kernels {
-		if i >= len(kernels) || k.Kernel.ID == "" || kernels[i] == k.Kernel.Image {
+		if i >= len(kernels) || !strings.HasPrefix(k.Kernel.ID, "k-") {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(bundlesDir(g), k.Kernel.ID, bundle.KernelInfoFile)); err == nil {

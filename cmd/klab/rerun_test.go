@@ -15,8 +15,8 @@ import (
 )
 
 // TestUseBundledKernels: a manifest kernel that a bundle placed in the
-// cache is rerun as bundle:<id> under the original run's label; a kernel
-// whose image file is there, or that no bundle placed, keeps its
+// cache is rerun as bundle:<id> under the original run's label, even when
+// its image file is there too; a kernel that no bundle placed keeps its
 // reference.
 func TestUseBundledKernels(t *testing.T) {
 	g := &globalOptions{cacheDir: t.TempDir(), runsDir: t.TempDir()}
@@ -35,10 +35,10 @@ func TestUseBundledKernels(t *testing.T) {
 	}}
 	kernels := []string{"debian:7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1", "build:fix", img}
 	labels := useBundledKernels(g, m, kernels)
-	if want := []string{"bundle:k-00000000000000aa", "build:fix", img}; !slices.Equal(kernels, want) {
+	if want := []string{"bundle:k-00000000000000aa", "build:fix", "bundle:k-00000000000000aa"}; !slices.Equal(kernels, want) {
 		t.Errorf("kernels %q, want %q", kernels, want)
 	}
-	if want := []string{"debian:7.3", "", ""}; !slices.Equal(labels, want) {
+	if want := []string{"debian:7.3", "", "/boot/vmlinuz"}; !slices.Equal(labels, want) {
 		t.Errorf("labels %q, want %q", labels, want)
 	}
 	// Nothing bundled: no labels, no change.

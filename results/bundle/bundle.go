@@ -86,6 +86,9 @@ type Index struct {
 type InitramfsFile struct {
 	// Path is where the packing machine kept it, as the manifest says.
 	Path string `json:"path"`
+	// Key is the manifest's sha256 of it: the hash of what went into it
+	// (base, agent, modules, host programs), which names its file.
+	Key string `json:"key,omitempty"`
 	// Blob is the member that holds it (blobs/sha256/<hex>), whose hash
 	// is the manifest's.
 	Blob string `json:"blob"`

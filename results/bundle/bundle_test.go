@@ -506,8 +506,8 @@ func TestPackCompletesFromKernelDir(t *testing.T) {
 }
 
 // TestInitramfs: the initramfs images the manifest records are packed by
-// content and placed at initramfs/<sha256>.cpio; one that changed since
-// the run, or is gone, is named as missing, not packed.
+// content and placed at initramfs/<sha256>.cpio; one that is gone is
+// named as missing.
 func TestInitramfs(t *testing.T) {
 	run, _ := fakeRun(t)
 	dir := t.TempDir()
@@ -534,8 +534,8 @@ func TestInitramfs(t *testing.T) {
 	if err := json.Unmarshal(data, &man); err != nil {
 		t.Fatal(err)
 	}
-	man["initramfs"] = []results.Initramfs{{Path: img, SHA256: sum(img)}, {Path: changed, SHA256: strings.Repeat("0", 64)},
-		{Path: filepath.Join(dir, "gone.cpio"), SHA256: strings.Repeat("1", 64)}}
+	man["initramfs"] = []results.Initramfs{{Path: img, SHA256: strings.Repeat("0", 64)}, {Path: changed, SHA256: strings.Repeat("1", 64)},
+		{Path: filepath.Join(dir, "gone.cpio"), SHA256: strings.Repeat("2", 64)}}
 	if data, err = json.Marshal(man); err != nil {
 		t.Fatal(err)
 	}
@@ -543,11 +543,10 @@ func TestInitramfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	file, res := pack(t, run, PackOptions{})
-	if len(res.Index.Initramfs) != 1 || res.Index.Initramfs[0].Blob != BlobPrefix+sum(img) {
-		t.Fatalf("initramfs %+v, want the one unchanged image", res.Index.Initramfs)
+	if len(res.Index.Initramfs) != 2 || res.Index.Initramfs[0].Blob != BlobPrefix+sum(img) || res.Index.Initramfs[0].Key != strings.Repeat("0", 64) {
+		t.Fatalf("initramfs %+v, want the two images there", res.Index.Initramfs)
 	}
-	missing := strings.Join(res.Index.Missing, "\n")
-	if !strings.Contains(missing, "klab-2.cpio: changed since the run") || !strings.Contains(missing, "gone.cpio: no longer on this machine") {
+	if missing := strings.Join(res.Index.Missing, "\n"); !strings.Contains(missing, "gone.cpio: no longer on this machine") {
 		t.Errorf("missing:\n%s", missing)
 	}
 	dest := filepath.Join(t.TempDir(), "x")
@@ -561,7 +560,7 @@ func TestInitramfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := filepath.Join(kernels, InitramfsDir, sum(img)+".cpio")
-	if len(placed.Initramfs) != 1 || placed.Initramfs[0] != want {
+	if len(placed.Initramfs) != 2 || placed.Initramfs[0] != want {
 		t.Fatalf("placed %v, want %s", placed.Initramfs, want)
 	}
 	sameFile(t, img, want)

@@ -276,9 +276,10 @@ type manifestInitramfs struct {
 }
 
 // initramfsSources reads the initramfs images the run's manifest records
-// and returns the blobs of those still on this machine with the hash the
-// manifest gives, skipping any that srcs holds already; the others are
-// named in ix.Missing.
+// and returns the blobs of those still on this machine, skipping any that
+// srcs holds already; the others are named in ix.Missing. An image's file
+// is named by the hash of what went into it (the manifest's sha256), so
+// the file there is the one the run booted.
 func initramfsSources(runDir string, ix *Index, srcs []source) ([]source, error) {
 	var data []byte
 	var err error
@@ -322,12 +323,9 @@ func initramfsSources(runDir string, ix *Index, srcs []source) ([]source, error)
 			continue
 		case err != nil:
 			return nil, fmt.Errorf("initramfs: %w", err)
-		case i.SHA256 != "" && s.member.SHA256 != i.SHA256:
-			ix.Missing = append(ix.Missing, "initramfs "+i.Path+": changed since the run (its SHA-256 is not the manifest's)")
-			continue
 		}
 		s.member.Name = BlobPrefix + s.member.SHA256
-		ix.Initramfs = append(ix.Initramfs, InitramfsFile{Path: i.Path, Blob: s.member.Name})
+		ix.Initramfs = append(ix.Initramfs, InitramfsFile{Path: i.Path, Key: i.SHA256, Blob: s.member.Name})
 		if !have[s.member.Name] {
 			have[s.member.Name] = true
 			out = append(out, s)
