@@ -3,13 +3,16 @@
 // run's manifest names (images, configs, module trees, and for a kernel
 // built from source its build log, patches and config fragments), so that
 // the run can be read, compared and repeated on another machine after the
-// original cache is gone.
+// original cache is gone. A bundle of kind KindMatrix holds a matrix
+// results tree instead: every file of the tree, and the artefacts of the
+// kernels of all its cells' runs, each kernel and each blob once.
 //
-// A bundle's first member is bundle.json (Index): the schema, the run, the
-// klab version that packed it, and every other member with its size and
-// SHA-256. The run's files follow under run/, then the artefacts, stored
-// once each by content under blobs/sha256/<hex>; Index.Kernels maps each
-// kernel of the manifest to its blobs and the relative paths they take.
+// A bundle's first member is bundle.json (Index): the schema, the run (or
+// the tree and its cells), the klab version that packed it, and every
+// other member with its size and SHA-256. The run's files follow under
+// run/ (a tree's under tree/), then the artefacts, stored once each by
+// content under blobs/sha256/<hex>; Index.Kernels maps each kernel of the
+// manifests to its blobs and the relative paths they take.
 //
 // Pack refuses a file that changes while it is being packed. Unpack treats
 // a bundle as untrusted input: it bounds sizes, counts and names, refuses
@@ -29,16 +32,32 @@ import (
 	"klab/results"
 )
 
-// Schema is the value of Index.Schema that this package writes and reads.
+// Schema is the value of Index.Schema of a run's bundle. A v1 bundle has
+// no Kind and holds a run; Pack writes v1, so that an older klab reads
+// the bundles of runs.
 const Schema = "klab.bundle/v1"
+
+// SchemaV2 is the value of Index.Schema of a bundle with a Kind: v1 with
+// Kind and Tree added. PackTree writes it; an older klab refuses it by
+// its schema rather than misreading it.
+const SchemaV2 = "klab.bundle/v2"
+
+// Kinds of bundle (Index.Kind, in a v2 bundle).
+const (
+	// KindRun is a run's bundle, as every v1 bundle is.
+	KindRun = "run"
+	// KindMatrix is a matrix results tree's bundle.
+	KindMatrix = "matrix"
+)
 
 // IndexName is the name of the first member, the bundle's Index.
 const IndexName = "bundle.json"
 
-// Member name prefixes: the run directory's files, and the artefacts by
-// content.
+// Member name prefixes: the run directory's files, a matrix results
+// tree's files, and the artefacts by content.
 const (
 	RunPrefix  = "run/"
+	TreePrefix = "tree/"
 	BlobPrefix = "blobs/sha256/"
 )
 
@@ -57,10 +76,16 @@ const (
 
 // Index is bundle.json: what the bundle holds.
 type Index struct {
-	// Schema is Schema.
+	// Schema is Schema or SchemaV2.
 	Schema string `json:"schema"`
-	// RunID is the packed run's id (its directory's name).
-	RunID string `json:"run_id"`
+	// Kind is KindRun or KindMatrix in a v2 bundle, and empty in a v1
+	// bundle, which holds a run.
+	Kind string `json:"kind,omitempty"`
+	// RunID is the packed run's id (its directory's name); empty in a
+	// matrix tree's bundle.
+	RunID string `json:"run_id,omitempty"`
+	// Tree is the packed matrix results tree; nil in a run's bundle.
+	Tree *Tree `json:"tree,omitempty"`
 	// KlabVersion is the version line of the klab that packed it.
 	KlabVersion string `json:"klab_version,omitempty"`
 	// Created is when the bundle was packed.
@@ -69,8 +94,9 @@ type Index struct {
 	ResultsOnly bool `json:"results_only,omitempty"`
 	// Members are every member after bundle.json, in archive order.
 	Members []Member `json:"members"`
-	// Kernels are the manifest's kernels and the blobs that hold their
-	// files; empty for a results-only bundle.
+	// Kernels are the manifest's kernels (a tree's: those of every
+	// cell's run, once each by id) and the blobs that hold their files;
+	// empty for a results-only bundle.
 	Kernels []Kernel `json:"kernels,omitempty"`
 	// Initramfs are the initramfs images the run booted, as its manifest
 	// records them: the agent and every host program the guest received
@@ -96,8 +122,8 @@ type InitramfsFile struct {
 
 // Member is one archive member after bundle.json.
 type Member struct {
-	// Name is the member's path in the archive: run/... or
-	// blobs/sha256/<hex>.
+	// Name is the member's path in the archive: run/... (tree/... in a
+	// matrix tree's bundle) or blobs/sha256/<hex>.
 	Name string `json:"name"`
 	// Size is its length in bytes.
 	Size int64 `json:"size"`
@@ -187,14 +213,15 @@ func validRel(p string, max int) error {
 	return nil
 }
 
-// checkMemberName checks a member name: run/<clean path> or
-// blobs/sha256/<hex> whose hex is the member's hash.
-func checkMemberName(m Member, max int) error {
+// checkMemberName checks a member name: <prefix><clean path> (prefix is
+// RunPrefix or TreePrefix) or blobs/sha256/<hex> whose hex is the
+// member's hash.
+func checkMemberName(m Member, max int, prefix string) error {
 	if err := validRel(m.Name, max); err != nil {
 		return err
 	}
 	switch {
-	case strings.HasPrefix(m.Name, RunPrefix):
+	case strings.HasPrefix(m.Name, prefix):
 		return nil
 	case strings.HasPrefix(m.Name, BlobPrefix):
 		if h := strings.TrimPrefix(m.Name, BlobPrefix); h != m.SHA256 {
@@ -202,26 +229,66 @@ func checkMemberName(m Member, max int) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("want a name under %s or %s", RunPrefix, BlobPrefix)
+	return fmt.Errorf("want a name under %s or %s", prefix, BlobPrefix)
+}
+
+// IsMatrix reports whether the bundle holds a matrix results tree.
+func (ix *Index) IsMatrix() bool { return ix.Kind == KindMatrix }
+
+// checkSchema checks the schema and the kind: a bundle that this klab
+// cannot read says only that, and nothing else of it is checked.
+func (ix *Index) checkSchema() error {
+	switch ix.Schema {
+	case Schema:
+		if ix.Kind != "" {
+			return fmt.Errorf("%s: kind %q in a %s bundle, which holds a run and has no kind", IndexName, ix.Kind, Schema)
+		}
+	case SchemaV2:
+		if ix.Kind != KindRun && ix.Kind != KindMatrix {
+			return fmt.Errorf("%s: kind %q, want %s or %s (a newer klab may read it)", IndexName, ix.Kind, KindRun, KindMatrix)
+		}
+	default:
+		return fmt.Errorf("%s: schema %q, want %q or %q (a newer klab may read it)", IndexName, ix.Schema, Schema, SchemaV2)
+	}
+	return nil
+}
+
+// checkKind checks what the bundle's kind needs (a run id, or a tree)
+// and returns the prefix of the bundle's files.
+func (ix *Index) checkKind(lim Limits) (string, []error) {
+	var errs []error
+	if !ix.IsMatrix() {
+		if !results.ValidName(ix.RunID) {
+			errs = append(errs, fmt.Errorf("%s: run id %q is not a plain name", IndexName, ix.RunID))
+		}
+		if ix.Tree != nil {
+			errs = append(errs, fmt.Errorf("%s: a run's bundle with a tree", IndexName))
+		}
+		return RunPrefix, errs
+	}
+	if ix.RunID != "" {
+		errs = append(errs, fmt.Errorf("%s: a matrix tree's bundle with a run id", IndexName))
+	}
+	if ix.Tree == nil {
+		return TreePrefix, append(errs, fmt.Errorf("%s: a matrix tree's bundle without its tree", IndexName))
+	}
+	return TreePrefix, append(errs, ix.Tree.check(ix.Members, lim)...)
 }
 
 // Check validates an index against lim and returns every problem found,
 // each naming the member or kernel file at fault.
 func (ix *Index) Check(lim Limits) error {
-	var errs []error
-	if ix.Schema != Schema {
-		errs = append(errs, fmt.Errorf("%s: schema %q, want %q", IndexName, ix.Schema, Schema))
+	if err := ix.checkSchema(); err != nil {
+		return err
 	}
-	if !results.ValidName(ix.RunID) {
-		errs = append(errs, fmt.Errorf("%s: run id %q is not a plain name", IndexName, ix.RunID))
-	}
+	prefix, errs := ix.checkKind(lim)
 	if len(ix.Members) > lim.MaxMembers {
 		return errors.Join(append(errs, fmt.Errorf("%s: %d members, at most %d allowed", IndexName, len(ix.Members), lim.MaxMembers))...)
 	}
 	seen := make(map[string]bool, len(ix.Members))
 	var total int64
 	for _, m := range ix.Members {
-		if err := checkMemberName(m, lim.MaxName); err != nil {
+		if err := checkMemberName(m, lim.MaxName, prefix); err != nil {
 			errs = append(errs, fmt.Errorf("member %q: %w", m.Name, err))
 			continue
 		}

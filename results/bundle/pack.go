@@ -113,35 +113,11 @@ func Pack(runDir, out string, opts PackOptions) (*PackResult, error) {
 // runSources lists the run directory's regular files as run/ members.
 // Anything else (a link, a device) is refused: a run holds only files.
 func runSources(runDir string) ([]source, error) {
-	var srcs []source
-	err := filepath.WalkDir(runDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		rel, err := filepath.Rel(runDir, p)
-		if err != nil {
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("%s: not a regular file (%s), and a bundle holds only regular files", p, d.Type())
-		}
-		s, err := hashSource(p, RunPrefix+filepath.ToSlash(rel))
-		if err != nil {
-			return err
-		}
-		srcs = append(srcs, s)
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	srcs, err := dirSources(runDir, RunPrefix)
+	if err == nil && len(srcs) == 0 {
+		err = errors.New("the run directory holds no files")
 	}
-	if len(srcs) == 0 {
-		return nil, errors.New("the run directory holds no files")
-	}
-	return srcs, nil
+	return srcs, err
 }
 
 // hashSource stats and hashes file as member name.

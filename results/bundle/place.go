@@ -20,10 +20,14 @@ import (
 // config, modules/, kernel.json).
 const KernelInfoFile = "kernel.json"
 
-// Placed says where Place put a bundle's run and kernels.
+// Placed says where Place (PlaceTree) put a bundle's run (tree) and
+// kernels.
 type Placed struct {
-	// RunDir is the run's directory.
+	// RunDir is the run's directory; empty for a matrix tree's bundle.
 	RunDir string
+	// TreeDir is the matrix results tree's directory; empty for a run's
+	// bundle.
+	TreeDir string
 	// Kernels are the kernels' directories, in the index's order.
 	Kernels []PlacedKernel
 	// Initramfs are the run's initramfs images, each at
@@ -49,6 +53,9 @@ type PlacedKernel struct {
 // that exists already is an error, checked before anything is placed.
 // Each directory is assembled next to its place and renamed into it.
 func Place(unpacked string, ix *Index, runsDir, kernelsDir string) (*Placed, error) {
+	if ix.IsMatrix() {
+		return nil, fmt.Errorf("place: the bundle holds the matrix results tree %s, not a run", ix.Tree.Name)
+	}
 	kernelsDir, err := filepath.Abs(kernelsDir)
 	if err != nil {
 		return nil, fmt.Errorf("place kernels: %w", err)

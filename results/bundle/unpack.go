@@ -33,7 +33,8 @@ func badf(format string, args ...any) error {
 }
 
 // Unpack verifies the bundle file and creates the directory dest holding
-// bundle.json, run/ and (unless opts.SkipBlobs) blobs/sha256/. dest must
+// bundle.json, run/ (a matrix tree's bundle: tree/) and (unless
+// opts.SkipBlobs) blobs/sha256/. dest must
 // not exist. The bundle is extracted into a temporary directory next to
 // dest and renamed into place only when every member has been verified;
 // on any error the temporary directory is removed and dest is not
@@ -66,34 +67,73 @@ func Unpack(file, dest string, opts UnpackOptions) (*Index, error) {
 	return ix, nil
 }
 
+// ReadIndex reads and checks the index of the bundle file, its first
+// member, without reading the rest: what the bundle says it holds, not
+// yet verified (Unpack verifies it). Errors for a bad bundle wrap ErrBad.
+func ReadIndex(file string, lim Limits) (*Index, error) {
+	if lim == (Limits{}) {
+		lim = DefaultLimits
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	defer f.Close()
+	zr, err := newZstdReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	defer zr.Close()
+	ix, _, err := readIndex(tar.NewReader(zr), lim)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	return ix, nil
+}
+
+// newZstdReader reads a bundle's zstd stream with bounded memory.
+func newZstdReader(r io.Reader) (*zstd.Decoder, error) {
+	return zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(64<<20))
+}
+
+// readIndex reads the first member of tr, bundle.json, and checks it; it
+// returns the index and its bytes.
+func readIndex(tr *tar.Reader, lim Limits) (*Index, []byte, error) {
+	hdr, err := tr.Next()
+	if err != nil {
+		return nil, nil, badf("member %s: %v: the file is damaged, or not a klab bundle (a zstd-compressed tar)", IndexName, err)
+	}
+	if hdr.Name != IndexName || !isRegular(hdr) {
+		return nil, nil, badf("first member is %q, want %s", hdr.Name, IndexName)
+	}
+	if hdr.Size > lim.MaxIndex {
+		return nil, nil, badf("%s: %d bytes, at most %d allowed", IndexName, hdr.Size, lim.MaxIndex)
+	}
+	data, err := io.ReadAll(io.LimitReader(tr, lim.MaxIndex))
+	if err != nil {
+		return nil, nil, badf("%s: %v", IndexName, err)
+	}
+	ix, err := decodeIndex(data)
+	if err != nil {
+		return nil, nil, badf("%v", err)
+	}
+	if err := ix.Check(lim); err != nil {
+		return nil, nil, badf("%v", err)
+	}
+	return ix, data, nil
+}
+
 // extract reads the archive r into dir, verifying it against its index.
 func extract(r io.Reader, dir string, lim Limits, skipBlobs bool) (*Index, error) {
-	zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(64<<20))
+	zr, err := newZstdReader(r)
 	if err != nil {
 		return nil, err
 	}
 	defer zr.Close()
 	tr := tar.NewReader(zr)
-	hdr, err := tr.Next()
+	ix, data, err := readIndex(tr, lim)
 	if err != nil {
-		return nil, badf("member %s: %v: the file is damaged, or not a klab bundle (a zstd-compressed tar)", IndexName, err)
-	}
-	if hdr.Name != IndexName || !isRegular(hdr) {
-		return nil, badf("first member is %q, want %s", hdr.Name, IndexName)
-	}
-	if hdr.Size > lim.MaxIndex {
-		return nil, badf("%s: %d bytes, at most %d allowed", IndexName, hdr.Size, lim.MaxIndex)
-	}
-	data, err := io.ReadAll(io.LimitReader(tr, lim.MaxIndex))
-	if err != nil {
-		return nil, badf("%s: %v", IndexName, err)
-	}
-	ix, err := decodeIndex(data)
-	if err != nil {
-		return nil, badf("%v", err)
-	}
-	if err := ix.Check(lim); err != nil {
-		return nil, badf("%v", err)
+		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, IndexName), data, 0o644); err != nil {
 		return nil, err
