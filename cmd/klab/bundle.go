@@ -11,11 +11,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"klab/images"
+	"klab/internal/textsafe"
+	"klab/matrix"
 	"klab/results/bundle"
 )
 
 // bundlesDir is where klab runs unpack places a bundle's kernels:
-// <cache>/bundles/<kernel id>/, resolved as bundle:<kernel id>.
+// <cache>/bundles/<kernel id>/.
 func bundlesDir(g *globalOptions) string { return images.BundlesDir(g.cacheDir) }
 
 // packOptions are klab runs pack's flags.
@@ -52,20 +54,15 @@ being packed is refused.`,
 			if err != nil {
 				return badInput(err)
 			}
+			if matrix.IsTree(dir) {
+				return badInput(fmt.Errorf("%s is a matrix results tree, not a run: klab results pack %s packs it", dir, args[0]))
+			}
 			out := o.out
 			if out == "" {
 				out = filepath.Base(filepath.Clean(dir)) + bundle.Extension
 			}
-			if st, err := os.Lstat(out); err == nil {
-				if !o.force {
-					return badInput(fmt.Errorf("%s exists already; give --force to replace it, or -o FILE", out))
-				}
-				if !st.Mode().IsRegular() {
-					return badInput(fmt.Errorf("%s is not a regular file; --force replaces only files", out))
-				}
-				if err := os.Remove(out); err != nil {
-					return err
-				}
+			if err := clearOutput(out, o.force); err != nil {
+				return err
 			}
 			res, err := bundle.Pack(dir, out, bundle.PackOptions{ResultsOnly: o.resultsOnly, KlabVersion: versionLine()})
 			if err != nil {
@@ -94,7 +91,7 @@ being packed is refused.`,
 func newRunsUnpackCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "unpack FILE",
-		Short: "Verify a run bundle and place its run and kernels",
+		Short: "Verify a bundle and place its run (or matrix results tree) and kernels",
 		Long: `Verify a bundle that klab runs pack wrote and place its run in the runs
 directory (--runs-dir) and its kernels in the cache, under
 <cache>/bundles/<kernel id>/: the kernel's files at their paths (vmlinuz,
@@ -106,55 +103,116 @@ against bundle.json, and links, devices, absolute paths, paths with ..,
 duplicate, unlisted and missing members are refused, before anything is
 placed: a damaged or edited bundle exits 2 naming the member at fault and
 leaves nothing behind. A run that exists already is refused; a kernel that
-is there already is kept.`,
+is there already is kept.
+
+A matrix results tree's bundle (klab results pack) is placed in the runs
+directory under the tree's name, its kernels as a run's; klab results
+unpack FILE -o DIR puts the tree elsewhere.`,
 		Example: `  klab runs unpack 20261201-101500-exp-fuse-transport-a1b2c3.klab.tar.zst
   klab runs unpack run.klab.tar.zst --runs-dir ./runs`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			file := args[0]
-			if err := checkBundleFile(file); err != nil {
-				return badInput(err)
-			}
-			if err := os.MkdirAll(g.runsDir, 0o755); err != nil {
-				return err
-			}
-			stage, err := os.MkdirTemp(g.runsDir, ".unpack-*")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(stage)
-			dest := filepath.Join(stage, "b")
-			ix, err := bundle.Unpack(file, dest, bundle.UnpackOptions{})
-			if err != nil {
-				return bundleErr(err)
-			}
-			placed, err := bundle.Place(dest, ix, g.runsDir, bundlesDir(g))
-			if err != nil {
-				return err
-			}
-			printPlaced(cmd.OutOrStdout(), ix, placed)
-			return nil
+			return unpackBundle(cmd.OutOrStdout(), g, args[0], "", false)
 		},
 	}
 	return cmd
+}
+
+// clearOutput makes way for the bundle file out: an existing file is bad
+// input unless force, which removes it (a regular file only).
+func clearOutput(out string, force bool) error {
+	st, err := os.Lstat(out)
+	if err != nil {
+		return nil
+	}
+	if !force {
+		return badInput(fmt.Errorf("%s exists already; give --force to replace it, or -o FILE", out))
+	}
+	if !st.Mode().IsRegular() {
+		return badInput(fmt.Errorf("%s is not a regular file; --force replaces only files", out))
+	}
+	return os.Remove(out)
+}
+
+// unpackBundle verifies the bundle file and places it: a run in the runs
+// directory, a matrix results tree at dest (default: the runs directory,
+// under the tree's name), the kernels under <cache>/bundles/. With
+// treeOnly a run's bundle is bad input. It prints where everything went.
+func unpackBundle(w io.Writer, g *globalOptions, file, dest string, treeOnly bool) error {
+	if err := checkBundleFile(file); err != nil {
+		return badInput(err)
+	}
+	head, err := bundle.ReadIndex(file, bundle.Limits{})
+	if err != nil {
+		return bundleErr(err)
+	}
+	stageIn := g.runsDir
+	switch {
+	case head.IsMatrix():
+		if dest == "" {
+			dest = filepath.Join(g.runsDir, head.Tree.Name)
+		}
+		if _, err := os.Lstat(dest); err == nil {
+			return badInput(fmt.Errorf("%s holds the matrix results tree %s, and %s exists already; klab results unpack %s -o DIR puts it elsewhere", file, head.Tree.Name, dest, file))
+		}
+		stageIn = filepath.Dir(dest)
+	case treeOnly:
+		return badInput(fmt.Errorf("%s holds the run %s, not a matrix results tree: klab runs unpack %s places it", file, head.RunID, file))
+	}
+	if err := os.MkdirAll(stageIn, 0o755); err != nil {
+		return err
+	}
+	stage, err := os.MkdirTemp(stageIn, ".unpack-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stage)
+	unpacked := filepath.Join(stage, "b")
+	ix, err := bundle.Unpack(file, unpacked, bundle.UnpackOptions{})
+	if err != nil {
+		return bundleErr(err)
+	}
+	if ix.IsMatrix() != head.IsMatrix() {
+		return fmt.Errorf("unpack %s: %w", file, bundle.ErrChanged)
+	}
+	var placed *bundle.Placed
+	if ix.IsMatrix() {
+		if placed, err = bundle.PlaceTree(unpacked, ix, dest, bundlesDir(g)); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "matrix %s, tree %s (%d cells): %s\n", ix.Tree.Matrix, ix.Tree.Name, len(ix.Tree.Cells), placed.TreeDir)
+	} else {
+		if placed, err = bundle.Place(unpacked, ix, g.runsDir, bundlesDir(g)); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "run %s: %s\n", ix.RunID, placed.RunDir)
+	}
+	printPlacedArtefacts(w, ix, placed)
+	return nil
 }
 
 // printPlaced says where Place put a bundle's run, kernels and initramfs
 // images.
 func printPlaced(w io.Writer, ix *bundle.Index, placed *bundle.Placed) {
 	fmt.Fprintf(w, "run %s: %s\n", ix.RunID, placed.RunDir)
+	printPlacedArtefacts(w, ix, placed)
+}
+
+// printPlacedArtefacts says where a bundle's kernels and initramfs images
+// went, and what the bundle lacks.
+func printPlacedArtefacts(w io.Writer, ix *bundle.Index, placed *bundle.Placed) {
 	for _, k := range placed.Kernels {
 		state := "placed"
 		if k.Existed {
 			state = "there already"
 		}
-		fmt.Fprintf(w, "kernel %s (%s): %s, %s; klab boot --kernel bundle:%s boots it\n", k.Ref, k.ID, k.Dir, state, k.ID)
+		fmt.Fprintf(w, "kernel %s (%s): %s, %s; klab boot --kernel bundle:%s boots it\n", textsafe.OneLine(k.Ref), k.ID, k.Dir, state, k.ID)
 	}
 	for _, p := range placed.Initramfs {
 		fmt.Fprintf(w, "initramfs: %s\n", p)
 	}
 	for _, m := range ix.Missing {
-		fmt.Fprintf(w, "not in the bundle: %s\n", m)
+		fmt.Fprintf(w, "not in the bundle: %s\n", textsafe.OneLine(m))
 	}
 }
 
@@ -187,23 +245,28 @@ func isBundleArg(arg string) bool {
 	return err == nil && st.Mode().IsRegular()
 }
 
-// openBundleRun verifies the bundle file and unpacks its run (the
-// artefacts are verified, not written) into a temporary directory. It
-// returns the run's directory and a function that removes it.
+// openBundleRun verifies the bundle file and unpacks its run, or its
+// matrix results tree (the artefacts are verified, not written), into a
+// temporary directory. It returns the run's (tree's) directory and a
+// function that removes it.
 func openBundleRun(file string) (string, func(), error) {
 	tmp, err := os.MkdirTemp("", "klab-bundle-*")
 	if err != nil {
 		return "", nil, err
 	}
 	cleanup := func() { os.RemoveAll(tmp) }
-	ix, err := bundle.Unpack(file, filepath.Join(tmp, "b"), bundle.UnpackOptions{SkipBlobs: true})
+	ix, err := bundle.Unpack(file, filepath.Join(tmp, ".b"), bundle.UnpackOptions{SkipBlobs: true})
 	if err != nil {
 		cleanup()
 		return "", nil, bundleErr(err)
 	}
-	// The run keeps its id as its directory's name, as reports show it.
-	dir := filepath.Join(tmp, ix.RunID)
-	if err := os.Rename(filepath.Join(tmp, "b", "run"), dir); err != nil {
+	// The run keeps its id as its directory's name, as reports show it;
+	// a tree its name.
+	dir, from := filepath.Join(tmp, ix.RunID), "run"
+	if ix.IsMatrix() {
+		dir, from = filepath.Join(tmp, ix.Tree.Name), "tree"
+	}
+	if err := os.Rename(filepath.Join(tmp, ".b", from), dir); err != nil {
 		cleanup()
 		return "", nil, err
 	}
@@ -228,7 +291,7 @@ func humanBytes(n int64) string {
 }
 
 // findRunOrBundle is findRunOfKind, and for a bundle file the directory
-// of its run unpacked by openBundleRun. The returned function removes
+// of its run (or matrix results tree) unpacked by openBundleRun. The returned function removes
 // what it unpacked; errors are ready to return from a command (bad input
 // exits 2).
 func findRunOrBundle(g *globalOptions, arg, kind string) (string, func(), error) {

@@ -59,6 +59,8 @@ func badInputCases(dir string) map[string]struct{ missing, bad []string } {
 		"report":                {nil, []string{"nosuch"}},
 		"rerun":                 {nil, []string{"nosuch"}},
 		"results merge":         {nil, []string{filepath.Join(dir, "nosuch"), "--out", filepath.Join(dir, "out")}},
+		"results pack":          {nil, []string{dir}},
+		"results unpack":        {nil, []string{notDir}},
 		"run":                   {[]string{"fuse-transport"}, []string{"nosuch", "--kernel", "debian:7.3"}},
 		"runs gc":               {nil, []string{"--keep", "-1"}},
 		"runs list":             {[]string{"extra"}, []string{"--json=maybe"}},

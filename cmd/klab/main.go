@@ -94,7 +94,7 @@ to repeat it.`,
 		newMatrixCommand(g),
 		newBisectCommand(g, nil),
 		newFstestsCommand(g, nil),
-		newResultsCommand(),
+		newResultsCommand(g),
 		newVersionCommand(),
 	)
 	// Cobra adds these when it runs; added now, they get the same

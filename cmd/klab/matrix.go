@@ -289,21 +289,35 @@ func newMatrixReportCommand() *cobra.Command {
 	var format string
 	var strict bool
 	cmd := &cobra.Command{
-		Use:   "report DIR",
+		Use:   "report DIR|FILE",
 		Short: "Rewrite and print a matrix results tree's cross-kernel report",
 		Long: `Rewrite a matrix results tree's reports (report.{txt,md,json,xml,html}) from
-its cells' runs, and print one.
+its cells' runs, and print one. FILE, a tree's bundle (klab results pack),
+is verified and its report printed; nothing is written.
 
 Exit status: 0 when nothing failed; 1 when a cell failed, a check failed, a
 suite cell failed, a kernel printed a splat the baseline did not, or a row or
 check contradicted a strict expectation (any, with --strict-reference);
-2 when DIR is not a matrix results tree or a flag is bad.`,
+2 when DIR is not a matrix results tree, FILE is a damaged bundle or a flag
+is bad.`,
 		Example: `  klab matrix report /tmp/smoke --format md
-  klab matrix report /tmp/smoke --strict-reference --format junit`,
+  klab matrix report /tmp/smoke --strict-reference --format junit
+  klab matrix report merged.klab.tar.zst --format md`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkMatrixFormat(format); err != nil {
 				return err
+			}
+			if isBundleArg(args[0]) {
+				dir, cleanup, err := openBundleRun(args[0])
+				if err != nil {
+					return err
+				}
+				defer cleanup()
+				if !matrix.IsTree(dir) {
+					return badInput(fmt.Errorf("%s holds a run, not a matrix results tree: klab report %s prints its report", args[0], args[0]))
+				}
+				return writeTreeReport(cmd.OutOrStdout(), dir, args[0], format, strict)
 			}
 			t, err := matrix.Open(args[0])
 			if err != nil {
@@ -376,11 +390,13 @@ are the same.`,
 	}
 }
 
-func newResultsCommand() *cobra.Command {
+func newResultsCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "results",
-		Short:   "Work with matrix results trees",
-		Example: "  klab results merge results-1 results-2 --out merged",
+		Use:   "results",
+		Short: "Work with matrix results trees: merge shards, pack a tree into one file, unpack it",
+		Example: `  klab results merge results-1 results-2 --out merged
+  klab results pack merged
+  klab results unpack merged.klab.tar.zst`,
 	}
 	var out, format string
 	var strict bool
@@ -416,6 +432,6 @@ be run afterwards with klab matrix run FILE --resume OUT.`,
 	merge.Flags().StringVarP(&out, "out", "o", "", "the merged results directory (must not exist)")
 	merge.Flags().StringVar(&format, "format", "text", "report printed: "+strings.Join(xreport.Formats, ", "))
 	merge.Flags().BoolVar(&strict, "strict-reference", false, "a row or check that contradicts its reference (the spec's expect:) fails the matrix")
-	cmd.AddCommand(merge)
+	cmd.AddCommand(merge, newResultsPackCommand(g), newResultsUnpackCommand(g))
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 
 	"klab/bisect"
 	"klab/experiments"
+	"klab/matrix"
 	"klab/results/bisectreport"
 	"klab/results/report"
 )
@@ -20,7 +21,7 @@ func newReportCommand(g *globalOptions) *cobra.Command {
 	var strict bool
 	cmd := &cobra.Command{
 		Use:   "report RUN|FILE [--format text|md|json|junit|html]",
-		Short: "Print an experiment run's or a bisection's report",
+		Short: "Print an experiment run's, a bisection's or a matrix tree's report",
 		Long: `Print the report of an experiment run (a run id, a run directory, or last):
 text to paste under a patch, Markdown, JSON (schema klab.report/v1), JUnit
 XML, or one self-contained HTML page with charts. With --strict-reference a
@@ -32,6 +33,11 @@ read from a temporary directory and removed afterwards, so a bundle that
 someone mailed is read without unpacking it. A damaged bundle exits 2
 naming the member at fault.
 
+For a matrix results tree (a directory, or a bundle of one that klab
+results pack wrote) it prints the cross-kernel report, as klab matrix
+report does without rewriting the tree's files, and exits 1 when the
+matrix has failures.
+
 For a bisection (klab bisect) it prints the first bad commit with its author
 and evidence, then every step (text to paste into a mail; JSON schema
 klab.bisect/v1; HTML with the metric per step).`,
@@ -40,7 +46,8 @@ klab.bisect/v1; HTML with the metric per step).`,
   klab report last --strict-reference --format junit > junit.xml
   klab report 20261201-101500-exp-fuse-transport-a1b2c3 --format junit
   klab report 20261201-101500-bisect-fuse-transport-d4e5f6 --format md
-  klab report 20261201-101500-exp-fuse-transport-a1b2c3.klab.tar.zst`,
+  klab report 20261201-101500-exp-fuse-transport-a1b2c3.klab.tar.zst
+  klab report merged.klab.tar.zst --format md`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
@@ -51,6 +58,13 @@ klab.bisect/v1; HTML with the metric per step).`,
 				return err
 			}
 			defer cleanup()
+			if matrix.IsTree(dir) {
+				shown := ""
+				if isBundleArg(args[0]) {
+					shown = args[0]
+				}
+				return writeTreeReport(cmd.OutOrStdout(), dir, shown, format, strict)
+			}
 			if bisect.IsRun(dir) {
 				if strict {
 					return badInput(fmt.Errorf("--strict-reference: %s is a bisection, which holds nothing against references", dir))
@@ -107,7 +121,9 @@ than two runs of it, it says so and exits 2.
 
 A run can also be a bundle file (klab runs pack), read as klab report
 reads one: klab compare FILE_A FILE_B compares two bundles without
-unpacking them.`,
+unpacking them. A matrix results tree, or its bundle (klab results pack),
+is refused: its report (klab report FILE) compares each kernel with the
+matrix's baseline.`,
 		Example: `  klab compare last
   klab compare 20261201-101500-exp-fuse-transport-a1b2c3 last
   klab compare 20261201-101500-exp-fuse-transport-a1b2c3 --format md
@@ -128,6 +144,9 @@ unpacking them.`,
 					return err
 				}
 				defer cleanup()
+				if matrix.IsTree(dir) {
+					return badInput(fmt.Errorf("%s holds a matrix results tree, and klab compare compares two runs of one experiment: klab report %s prints the tree's report, which compares each kernel with the matrix's baseline", a, a))
+				}
 				if bisect.IsRun(dir) {
 					return badInput(fmt.Errorf("%s is a bisection: klab compare compares experiment runs (its steps' runs are under %s)", dir, filepath.Join(dir, bisect.RunsDir)))
 				}
