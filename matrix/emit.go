@@ -101,7 +101,7 @@ func emitGitHub(w io.Writer, o EmitOptions) error {
 		shards = append(shards, fmt.Sprint(i))
 	}
 	_, err := fmt.Fprintf(w, `# klab matrix %[1]s in %[2]d shards: each job runs its share of the cells,
-# the last merges them into one cross-kernel report.
+# the last merges them into one cross-kernel report and packs it in one file.
 # Written by: klab matrix emit %[1]s --engine github --shards %[2]d
 name: klab matrix
 
@@ -167,13 +167,22 @@ jobs:
         with:
           name: klab-matrix-report
           path: merged
-`, o.File, o.Shards, strings.Join(shards, ", "))
+%[4]s      - name: Pack the merged tree
+        if: always()
+        run: bin/klab results pack merged --results-only
+      - uses: actions/upload-artifact@v4
+        if: always()
+        with:
+          name: klab-matrix-bundle
+          path: merged.klab.tar.zst
+          compression-level: 0
+`, o.File, o.Shards, strings.Join(shards, ", "), bundleComment("      "))
 	return err
 }
 
 func emitGitLab(w io.Writer, o EmitOptions) error {
 	_, err := fmt.Fprintf(w, `# klab matrix %[1]s in %[2]d shards: each job runs its share of the cells,
-# the last merges them into one cross-kernel report.
+# the last merges them into one cross-kernel report and packs it in one file.
 # Written by: klab matrix emit %[1]s --engine gitlab --shards %[2]d
 stages:
   - cells
@@ -212,11 +221,38 @@ klab-report:
       artifacts: true
   script:
     - make build
-    - bin/klab results merge results-* --out merged --format md
+    # A matrix with failures exits 1; its tree is packed all the same.
+    - bin/klab results merge results-* --out merged --format md || merge_status=$?
+%[3]s    - bin/klab results pack merged --results-only
+    - exit "${merge_status:-0}"
   artifacts:
     when: always
     paths:
       - merged
-`, o.File, o.Shards)
+      - merged.klab.tar.zst
+`, o.File, o.Shards, bundleComment("    "))
 	return err
+}
+
+// bundleComment is the emitted comment on the merge job's bundle, each
+// line indented by indent: what the bundle is for, and why it is packed
+// without the kernels.
+func bundleComment(indent string) string {
+	lines := []string{
+		"The merged tree in one verified file, kept as an artifact: klab report",
+		"merged.klab.tar.zst prints its report and klab results unpack places it,",
+		"on any machine, long after the run. It is --results-only: this job has",
+		"none of the kernels (the shard jobs fetched or built them into their own",
+		"caches, which are saved only when a shard passes, so packing kernels here",
+		"would fail just when a regression makes the bundle worth keeping), a Debian",
+		"kernel adds about 35 MiB to every pipeline's artifacts, and CI gets the",
+		"kernels back from its cache or from matrix.yaml in the bundle, which names",
+		"every kernel and recipe. For a bundle with the kernels, for a rerun",
+		"elsewhere, run klab results pack DIR where the kernels are.",
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(indent + "# " + l + "\n")
+	}
+	return b.String()
 }

@@ -446,7 +446,7 @@ func TestEmit(t *testing.T) {
 			t.Fatalf("%s: not YAML: %v\n%s", engine, err, b.String())
 		}
 		out := b.String()
-		for _, w := range []string{"matrix run ci/smoke.yaml", "results merge", "--out merged"} {
+		for _, w := range []string{"matrix run ci/smoke.yaml", "results merge", "--out merged", "results pack merged --results-only", "It is --results-only: this job has"} {
 			if !strings.Contains(out, w) {
 				t.Errorf("%s: no %q", engine, w)
 			}
@@ -461,6 +461,14 @@ func TestEmit(t *testing.T) {
 			if !strings.Contains(out, "--shard ${{ matrix.shard }}/3") || !strings.Contains(out, "matrix cache-key ci/smoke.yaml") {
 				t.Errorf("github: no shard or cache key")
 			}
+			// The merge job keeps the bundle as an artifact, after the
+			// merge whatever its status.
+			steps := jobs["report"].(map[string]any)["steps"].([]any)
+			last := steps[len(steps)-1].(map[string]any)
+			pack := steps[len(steps)-2].(map[string]any)
+			if last["uses"] != "actions/upload-artifact@v4" || last["with"].(map[string]any)["path"] != "merged.klab.tar.zst" || last["if"] != "always()" || pack["if"] != "always()" {
+				t.Errorf("github: the report job's last steps %v, %v", pack, last)
+			}
 		case "gitlab":
 			cells := doc["klab-cells"].(map[string]any)
 			key := cells["cache"].(map[string]any)["key"].(map[string]any)
@@ -468,6 +476,12 @@ func TestEmit(t *testing.T) {
 			files := key["files"].([]any)
 			if cells["parallel"] != 3 || len(files) == 0 || len(files) > 2 || strings.Contains(key["prefix"].(string), "/") {
 				t.Errorf("gitlab: parallel %v, cache key %v", cells["parallel"], key)
+			}
+			report := doc["klab-report"].(map[string]any)
+			paths := report["artifacts"].(map[string]any)["paths"].([]any)
+			script := report["script"].([]any)
+			if !slices.Contains(paths, any("merged.klab.tar.zst")) || script[len(script)-1] != `exit "${merge_status:-0}"` {
+				t.Errorf("gitlab: report artifacts %v, script %v", paths, script)
 			}
 		}
 	}
