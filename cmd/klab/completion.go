@@ -141,7 +141,12 @@ func argCompletions(g *globalOptions) map[string]cobra.CompletionFunc {
 	yaml := func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return []cobra.Completion{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt
 	}
+	dir := func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return nil, cobra.ShellCompDirectiveFilterDirs
+	}
 	return map[string]cobra.CompletionFunc{
+		"klab results pack":         dir,
+		"klab results merge":        dir,
 		"klab kernels fetch":        debian,
 		"klab kernels show":         kernel,
 		"klab kernels rm":           built,

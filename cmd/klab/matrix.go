@@ -346,7 +346,10 @@ func newMatrixEmitCommand() *cobra.Command {
 each run klab matrix run FILE --shard i/N, klab's kernel and build cache is
 kept across runs under klab matrix cache-key FILE, every shard's results
 tree is kept, and a last job merges them into one report with klab results
-merge. FILE is the matrix file's path relative to the repository root.`,
+merge and keeps the merged tree packed in one file as its artifact (klab
+results pack --results-only; a comment in the configuration says why
+without the kernels). FILE is the matrix file's path relative to the
+repository root.`,
 		Example: `  klab matrix emit ci/smoke.yaml --engine github --shards 4 > .github/workflows/klab.yml
   klab matrix emit ci/smoke.yaml --engine gitlab --shards 4 > .gitlab-ci.yml`,
 		Args: cobra.ExactArgs(1),
