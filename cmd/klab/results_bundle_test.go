@@ -156,7 +156,7 @@ func TestResultsPackUnpack(t *testing.T) {
 	runs2, cache2 := t.TempDir(), t.TempDir()
 	kdir := filepath.Join(cache2, "bundles", k.ID)
 	code, stdout, stderr = runCLI(t, "--runs-dir", runs2, "--cache-dir", cache2, "results", "unpack", file)
-	want := "matrix smoke, tree smoke-tree (2 cells): " + filepath.Join(runs2, "smoke-tree") + "\nkernel debian:7.3 (" + k.ID + "): " + kdir + ", placed\n"
+	want := "matrix smoke, tree smoke-tree (2 cells): " + filepath.Join(runs2, "smoke-tree") + "\nkernel debian:7.3 (" + k.ID + "): " + kdir + ", placed; klab boot --kernel bundle:" + k.ID + " boots it\n"
 	if code != 0 || stdout != want {
 		t.Fatalf("results unpack: status %d, stderr %q:\n%s\nwant:\n%s", code, stderr, stdout, want)
 	}

@@ -64,15 +64,17 @@ func PackTree(dir, out string, tree Tree, opts PackOptions) (*PackResult, error)
 	return &PackResult{Index: ix, Size: size}, nil
 }
 
-// treeKernelSources returns the blobs of the kernels of every cell's run
-// of the tree dir, filling ix.Kernels with each kernel once (the first
-// cell's, by id) and ix.Missing with what is missing, each once and named
-// by the first cell's run that misses it. A blob is returned once however
-// many kernels and cells hold it.
+// treeKernelSources returns the blobs of the kernels and initramfs images
+// of every cell's run of the tree dir, filling ix.Kernels with each kernel
+// once (the first cell's, by id), ix.Initramfs with each image once, and
+// ix.Missing with what is missing, each once and named by the first cell's
+// run that misses it. A blob is returned once however many kernels and
+// cells hold it.
 func treeKernelSources(dir string, ix *Index) ([]source, error) {
 	kernels := map[string]bool{} // ids in ix.Kernels
 	packed := map[string]bool{}  // blob names in the result
 	missing := map[string]bool{}
+	initramfs := map[string]bool{} // blob names in ix.Initramfs
 	var srcs []source
 	for _, c := range ix.Tree.Cells {
 		if c.Run == "" {
@@ -107,6 +109,22 @@ func treeKernelSources(dir string, ix *Index) ([]source, error) {
 			}
 			packed[n] = true
 			srcs = append(srcs, s)
+		}
+		imgSrcs, err := initramfsSources(filepath.Join(dir, filepath.FromSlash(c.Run)), &run, nil)
+		if err != nil {
+			return nil, fmt.Errorf("cell %s: %w", c.ID, err)
+		}
+		for _, f := range run.Initramfs {
+			if !initramfs[f.Blob] {
+				initramfs[f.Blob] = true
+				ix.Initramfs = append(ix.Initramfs, f)
+			}
+		}
+		for _, s := range imgSrcs {
+			if !packed[s.member.Name] {
+				packed[s.member.Name] = true
+				srcs = append(srcs, s)
+			}
 		}
 		for _, m := range run.Missing {
 			if !missing[m] {

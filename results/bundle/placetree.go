@@ -36,6 +36,13 @@ func PlaceTree(unpacked string, ix *Index, dest, kernelsDir string) (*Placed, er
 		}
 		p.Kernels = append(p.Kernels, pk)
 	}
+	for _, f := range ix.Initramfs {
+		img, err := placeInitramfs(unpacked, f, kernelsDir)
+		if err != nil {
+			return nil, fmt.Errorf("place initramfs %s: %w", f.Path, err)
+		}
+		p.Initramfs = append(p.Initramfs, img)
+	}
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return nil, fmt.Errorf("place matrix tree %s: %w", ix.Tree.Name, err)
 	}

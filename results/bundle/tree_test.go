@@ -50,12 +50,19 @@ func fakeTree(t *testing.T) (string, Tree) {
 	writeFile(t, filepath.Join(dir, "matrix.yaml"), "name: smoke\n")
 	writeFile(t, filepath.Join(dir, "report.md"), "# smoke\n")
 	tree := Tree{Name: "merged", Matrix: "smoke"}
+	// One initramfs image per kernel, as the lab assembles them.
+	imgs := map[string]string{}
+	for _, k := range []results.Kernel{ka, kb} {
+		imgs[k.ID] = filepath.Join(root, "cache", "initramfs", "klab-"+k.ID+".cpio")
+		writeFile(t, imgs[k.ID], "070701 initramfs for "+k.ID)
+	}
 	for _, c := range []struct {
 		id, exp string
 		k       results.Kernel
 	}{{"fx@debian_7.3", "fx", ka}, {"px@debian_7.3", "px", ka}, {"fx@debian_6.12", "fx", kb}} {
 		run := "cells/" + c.id + "/20260301-101500-exp-" + c.exp + "-a1b2c3"
-		man, err := json.Marshal(map[string]any{"schema": 1, "kernels": []map[string]any{{"ref": c.k.Name, "kernel": c.k}}})
+		man, err := json.Marshal(map[string]any{"schema": 1, "kernels": []map[string]any{{"ref": c.k.Name, "kernel": c.k}},
+			"initramfs": []results.Initramfs{{Path: imgs[c.k.ID], SHA256: strings.Repeat("0", 64)}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,9 +136,9 @@ func TestTreeRoundTrip(t *testing.T) {
 		}
 	}
 	// Two images; the config, modules.dep and fuse.ko are the same in
-	// both kernels.
-	if blobs != 5 || treeMembers != len(files) {
-		t.Errorf("%d blobs and %d tree members, want 5 and %d", blobs, treeMembers, len(files))
+	// both kernels; two initramfs images, each once.
+	if blobs != 7 || treeMembers != len(files) || len(ix.Initramfs) != 2 {
+		t.Errorf("%d blobs, %d tree members and %d initramfs, want 7, %d and 2", blobs, treeMembers, len(ix.Initramfs), len(files))
 	}
 	if got := ix.Tree.Cells[0].RunID(); got != "20260301-101500-exp-fx-a1b2c3" {
 		t.Errorf("run id of cell 0: %q", got)
@@ -156,7 +163,7 @@ func TestTreeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if placed.TreeDir != filepath.Join(runs, "merged") || placed.RunDir != "" || len(placed.Kernels) != 2 {
+	if placed.TreeDir != filepath.Join(runs, "merged") || placed.RunDir != "" || len(placed.Kernels) != 2 || len(placed.Initramfs) != 2 {
 		t.Fatalf("placed %+v", placed)
 	}
 	if after := treeFiles(t, placed.TreeDir); len(after) != len(files) {
