@@ -50,7 +50,7 @@ func TestBundleRerun(t *testing.T) {
 	}
 	for _, f := range []string{file, small} {
 		if st, err := os.Stat(f); err == nil {
-			t.Logf("%s: %.1f MiB", filepath.Base(f), float64(st.Size())/(1<<20))
+			t.Logf("%s: %.1f MiB (%d KiB)", filepath.Base(f), float64(st.Size())/(1<<20), st.Size()>>10)
 		}
 	}
 	// The small bundle is read as it is, with no runs directory.
