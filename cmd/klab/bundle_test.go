@@ -144,7 +144,7 @@ func TestBadBundle(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad"+bundle.Extension)
 	corrupt(t, file, bad, "run/"+experiments.SamplesFileName)
 	runs2, cache2 := t.TempDir(), t.TempDir()
-	for _, args := range [][]string{{"runs", "unpack", bad}, {"report", bad}, {"compare", file, bad}} {
+	for _, args := range [][]string{{"runs", "unpack", bad}, {"report", bad}, {"compare", file, bad}, {"rerun", bad}} {
 		code, _, stderr := runCLI(t, append([]string{"--runs-dir", runs2, "--cache-dir", cache2}, args...)...)
 		if code != exitBadInput || !strings.Contains(stderr, "member run/samples.json: SHA-256") {
 			t.Errorf("klab %s: status %d, stderr %q", strings.Join(args, " "), code, stderr)

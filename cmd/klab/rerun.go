@@ -157,6 +157,10 @@ func unpackForRerun(g *globalOptions, file string) (string, func(), *bundle.Plac
 		cleanup()
 		return "", nil, nil, bundleErr(err)
 	}
+	if ix.IsMatrix() {
+		cleanup()
+		return "", nil, nil, badInput(fmt.Errorf("%s holds the matrix results tree %s, not a run: klab results unpack %s places it, and klab rerun repeats one of its cells' runs", file, ix.Tree.Name, file))
+	}
 	runs := g.runsDir
 	if _, err := os.Lstat(filepath.Join(runs, ix.RunID)); err == nil {
 		fmt.Fprintf(os.Stderr, "klab: run %s is in %s already; reading the bundle's copy\n", ix.RunID, runs)

@@ -216,11 +216,15 @@ func TestBadTreeBundle(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad"+bundle.Extension)
 	corrupt(t, file, bad, "tree/cells/refrun2@debian_7.3/20260301-101500-exp-refrun-a1b2c3/"+experiments.SamplesFileName)
 	runs2, cache2 := t.TempDir(), t.TempDir()
-	for _, args := range [][]string{{"results", "unpack", bad}, {"runs", "unpack", bad}, {"report", bad}, {"matrix", "report", bad}} {
+	for _, args := range [][]string{{"results", "unpack", bad}, {"runs", "unpack", bad}, {"report", bad}, {"matrix", "report", bad}, {"rerun", bad}} {
 		code, _, stderr := runCLI(t, append([]string{"--runs-dir", runs2, "--cache-dir", cache2}, args...)...)
 		if code != exitBadInput || !strings.Contains(stderr, "member tree/cells/refrun2@debian_7.3/20260301-101500-exp-refrun-a1b2c3/samples.json: SHA-256") {
 			t.Errorf("klab %s: status %d, stderr %q", strings.Join(args, " "), code, stderr)
 		}
+	}
+	// A tree's bundle is not a run to repeat.
+	if code, _, stderr := runCLI(t, "--runs-dir", runs2, "--cache-dir", cache2, "rerun", file); code != exitBadInput || !strings.Contains(stderr, "holds the matrix results tree smoke-tree, not a run") {
+		t.Errorf("klab rerun of a tree's bundle: status %d, stderr %q", code, stderr)
 	}
 	for _, d := range []string{runs2, cache2} {
 		if left, _ := os.ReadDir(d); len(left) != 0 {
