@@ -172,7 +172,7 @@ func TestResultsPackUnpack(t *testing.T) {
 	}
 	other := filepath.Join(t.TempDir(), "smoke")
 	code, stdout, stderr = runCLI(t, "--runs-dir", runs2, "--cache-dir", cache2, "results", "unpack", file, "-o", other)
-	if code != 0 || !strings.HasPrefix(stdout, "matrix smoke, tree smoke-tree (2 cells): "+other+"\n") || !strings.HasSuffix(stdout, ", there already; klab boot --kernel bundle:" + k.ID + " boots it\n") {
+	if code != 0 || !strings.HasPrefix(stdout, "matrix smoke, tree smoke-tree (2 cells): "+other+"\n") || !strings.HasSuffix(stdout, ", there already; klab boot --kernel bundle:"+k.ID+" boots it\n") {
 		t.Errorf("results unpack -o: status %d, stderr %q:\n%s", code, stderr, stdout)
 	}
 	runs3 := t.TempDir()
