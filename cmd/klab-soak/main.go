@@ -1,5 +1,6 @@
 // Command klab-soak boots one kernel many times in a row and checks that
-// nothing is left behind and nothing grows:
+// nothing is left behind and nothing grows (and, with -matrix, runs a
+// long matrix with the same checks):
 //
 //   - through the klab binary (`klab boot --kernel K -- true`, one process
 //     per boot, as a user or a CI loop runs it): every boot exits 0, no
@@ -44,6 +45,9 @@ func main() {
 	kernel := flag.String("kernel", "debian:7.3", "the kernel to boot")
 	n := flag.Int("n", 100, "boots through the klab binary (0 skips them)")
 	inProcess := flag.Int("in-process", 30, "boots through lab.Boot in this process (0 skips them)")
+	cells := flag.Int("matrix", 0, "then a matrix of this many cells through klab matrix run (0 skips it)")
+	jobs := flag.Int("jobs", 2, "the matrix's --jobs")
+	other := flag.String("matrix-kernel", "debian:6.12", "the matrix's second kernel, beside -kernel")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), `Usage: klab-soak [flags]
 
@@ -54,19 +58,20 @@ or goroutines grow.
 Examples:
   go run ./cmd/klab-soak                          # 100 + 30 boots of debian:7.3
   go run ./cmd/klab-soak -n 20 -in-process 0 -kernel debian:6.1
+  go run ./cmd/klab-soak -n 0 -in-process 0 -matrix 40   # 40 cells, --jobs 2
 
 Flags:
 `)
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() != 0 || *n < 0 || *inProcess < 0 {
+	if flag.NArg() != 0 || *n < 0 || *inProcess < 0 || *cells < 0 || *jobs < 1 {
 		flag.Usage()
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	failed, err := run(ctx, *klab, *kernel, *n, *inProcess)
+	failed, err := run(ctx, *klab, *kernel, *n, *inProcess, *cells, *jobs, *other)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "klab-soak:", err)
 		os.Exit(1)
@@ -76,7 +81,7 @@ Flags:
 	}
 }
 
-func run(ctx context.Context, klab, kernel string, n, inProcess int) (failed bool, err error) {
+func run(ctx context.Context, klab, kernel string, n, inProcess, cells, jobs int, other string) (failed bool, err error) {
 	dir, err := os.MkdirTemp("", "klab-soak-")
 	if err != nil {
 		return false, err
@@ -93,6 +98,13 @@ func run(ctx context.Context, klab, kernel string, n, inProcess int) (failed boo
 	}
 	if inProcess > 0 {
 		f, err := soakInProcess(ctx, kernel, inProcess, dir)
+		if err != nil {
+			return true, err
+		}
+		failed = failed || f
+	}
+	if cells > 0 {
+		f, err := soakMatrix(ctx, klab, []string{other, kernel}, cells, jobs, dir)
 		if err != nil {
 			return true, err
 		}
