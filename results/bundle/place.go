@@ -64,24 +64,8 @@ func Place(unpacked string, ix *Index, runsDir, kernelsDir string) (*Placed, err
 	if _, err := os.Lstat(p.RunDir); err == nil {
 		return nil, fmt.Errorf("place run %s: %s exists already (klab runs rm %s removes it)", ix.RunID, p.RunDir, ix.RunID)
 	}
-	if len(ix.Kernels) > 0 {
-		if err := os.MkdirAll(kernelsDir, 0o755); err != nil {
-			return nil, fmt.Errorf("place kernels: %w", err)
-		}
-	}
-	for _, k := range ix.Kernels {
-		pk, err := placeKernel(unpacked, k, kernelsDir)
-		if err != nil {
-			return nil, fmt.Errorf("place kernel %s (%s): %w", k.Ref, k.Kernel.ID, err)
-		}
-		p.Kernels = append(p.Kernels, pk)
-	}
-	for _, f := range ix.Initramfs {
-		p2, err := placeInitramfs(unpacked, f, kernelsDir)
-		if err != nil {
-			return nil, fmt.Errorf("place initramfs %s: %w", f.Path, err)
-		}
-		p.Initramfs = append(p.Initramfs, p2)
+	if err := placeArtefacts(unpacked, ix, kernelsDir, p); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(runsDir, 0o755); err != nil {
 		return nil, fmt.Errorf("place run %s: %w", ix.RunID, err)
@@ -90,6 +74,31 @@ func Place(unpacked string, ix *Index, runsDir, kernelsDir string) (*Placed, err
 		return nil, fmt.Errorf("place run %s: %w", ix.RunID, err)
 	}
 	return p, nil
+}
+
+// placeArtefacts puts the index's kernels and initramfs images in
+// kernelsDir, recording them in p.
+func placeArtefacts(unpacked string, ix *Index, kernelsDir string, p *Placed) error {
+	if len(ix.Kernels) > 0 {
+		if err := os.MkdirAll(kernelsDir, 0o755); err != nil {
+			return fmt.Errorf("place kernels: %w", err)
+		}
+	}
+	for _, k := range ix.Kernels {
+		pk, err := placeKernel(unpacked, k, kernelsDir)
+		if err != nil {
+			return fmt.Errorf("place kernel %s (%s): %w", k.Ref, k.Kernel.ID, err)
+		}
+		p.Kernels = append(p.Kernels, pk)
+	}
+	for _, f := range ix.Initramfs {
+		img, err := placeInitramfs(unpacked, f, kernelsDir)
+		if err != nil {
+			return fmt.Errorf("place initramfs %s: %w", f.Path, err)
+		}
+		p.Initramfs = append(p.Initramfs, img)
+	}
+	return nil
 }
 
 // placeKernel assembles one kernel's directory.

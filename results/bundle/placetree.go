@@ -24,24 +24,8 @@ func PlaceTree(unpacked string, ix *Index, dest, kernelsDir string) (*Placed, er
 	if _, err := os.Lstat(dest); err == nil {
 		return nil, fmt.Errorf("place matrix tree %s: %s exists already", ix.Tree.Name, dest)
 	}
-	if len(ix.Kernels) > 0 {
-		if err := os.MkdirAll(kernelsDir, 0o755); err != nil {
-			return nil, fmt.Errorf("place kernels: %w", err)
-		}
-	}
-	for _, k := range ix.Kernels {
-		pk, err := placeKernel(unpacked, k, kernelsDir)
-		if err != nil {
-			return nil, fmt.Errorf("place kernel %s (%s): %w", k.Ref, k.Kernel.ID, err)
-		}
-		p.Kernels = append(p.Kernels, pk)
-	}
-	for _, f := range ix.Initramfs {
-		img, err := placeInitramfs(unpacked, f, kernelsDir)
-		if err != nil {
-			return nil, fmt.Errorf("place initramfs %s: %w", f.Path, err)
-		}
-		p.Initramfs = append(p.Initramfs, img)
+	if err := placeArtefacts(unpacked, ix, kernelsDir, p); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return nil, fmt.Errorf("place matrix tree %s: %w", ix.Tree.Name, err)
