@@ -168,7 +168,7 @@ soak: deps build
 	$(GO) run ./cmd/klab-soak -klab $(BIN) $(SOAK_FLAGS)
 
 # A matrix of 40 one-guest cells on debian:6.12 and debian:7.3 through
-# klab matrix run --jobs 2 (about 10 minutes under TCG), with the same
+# klab matrix run --jobs 2 (about 3 minutes under TCG), with the same
 # checks: every cell complete, no QEMU or temporary file left, klab's
 # descriptors and memory at the end as at the start.
 soak-matrix: deps build
