@@ -199,6 +199,7 @@ func (o *Options) OpenSession(ctx context.Context, req BootRequest) (*Session, e
 		QEMU: o.QEMU, Kernel: k.Image, Initrd: ir.Path, Cmdline: req.Cmdline,
 		Accel: verdict.Accel, MemMB: req.MemMB, CPUs: req.CPUs,
 		ExtraArgs: append(append(req.icountArgs(), req.QEMUArgs...), shareArgs...), MultiThreadTCG: req.MultiThreadTCG,
+		Name: s.run.Dir,
 	}
 	o.progressf("booting %s (%s) under %s...", k.Name, k.Version, verdict.Accel)
 	s.m, err = vm.Start(ctx, cfg, vm.StartOptions{Console: consoleOut, OnConsoleLine: s.consoleLine})
@@ -326,6 +327,24 @@ func (s *Session) panicked(r splat.Report) error {
 	return s.kernelFail(results.StatusKernelPanic, r.Title, nil)
 }
 
+// killedFromOutside is the error of a guest whose QEMU a signal that
+// klab did not send ended (kill -9, the OOM killer): an infrastructure
+// failure, not the kernel's. It is nil otherwise; QEMU has exited, or is
+// given a moment to.
+func (s *Session) killedFromOutside() error {
+	select {
+	case <-s.m.Exited():
+	case <-time.After(2 * time.Second):
+	}
+	msg := s.m.KilledFromOutside()
+	if msg == "" {
+		return nil
+	}
+	msg += "; the run is stopped"
+	s.man.Outcome = results.NewOutcome(results.StatusInfraError, msg, 0)
+	return errors.New(msg)
+}
+
 func (s *Session) interrupted(ctx context.Context) error {
 	s.man.Outcome = results.NewOutcome(results.StatusInfraError, "interrupted: "+ctx.Err().Error(), 0)
 	return ctx.Err()
@@ -355,6 +374,9 @@ func (s *Session) waitAgent(ctx context.Context, bootTimeout time.Duration) erro
 		case r := <-s.fatal:
 			return s.panicked(r)
 		default:
+		}
+		if err := s.killedFromOutside(); err != nil {
+			return err
 		}
 		msg := "the guest stopped before its agent started"
 		if out := strings.TrimSpace(m.QEMUOutput()); out != "" {
@@ -584,6 +606,9 @@ wait:
 		case rep := <-s.fatal:
 			return nil, s.panicked(rep)
 		default:
+		}
+		if err := s.killedFromOutside(); err != nil {
+			return nil, err
 		}
 		var pe *vm.ProtocolError
 		if errors.As(r.err, &pe) {

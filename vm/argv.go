@@ -88,6 +88,10 @@ type Config struct {
 	MultiThreadTCG bool
 	// ExtraArgs are appended to QEMU's argv as they are.
 	ExtraArgs []string
+	// Name names the guest (QEMU's -name guest=): klab gives the run's
+	// directory, so that ps shows which run a QEMU belongs to. Empty
+	// leaves it out.
+	Name string
 }
 
 // Sockets are the Unix socket paths of one VM, all in a private directory.
@@ -170,6 +174,9 @@ func Argv(c Config, s Sockets) ([]string, error) {
 		"-m", strconv.Itoa(mem),
 		"-smp", strconv.Itoa(cpus),
 		"-kernel", c.Kernel,
+	}
+	if c.Name != "" {
+		argv = append(argv, "-name", "guest="+optValue(c.Name))
 	}
 	if c.Initrd != "" {
 		argv = append(argv, "-initrd", c.Initrd)

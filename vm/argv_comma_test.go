@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,23 @@ func TestArgvCommas(t *testing.T) {
 		if got := strings.Join(argv, " "); strings.Count(got, "server=off") != strings.Count(got, ",,server=off") {
 			t.Errorf("a path's comma reached QEMU as a separator: %s", got)
 		}
+	}
+}
+
+// TestArgvName: the guest's name (the run's directory) is on QEMU's
+// command line, commas escaped; without one there is no -name.
+func TestArgvName(t *testing.T) {
+	c := Config{Kernel: "/k", Accel: TCG, Name: "/runs/a,b/cells/x@y/run"}
+	argv, err := Argv(c, NewSockets("/s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(argv, " "), " -name guest=/runs/a,,b/cells/x@y/run ") {
+		t.Errorf("argv %q lacks the escaped name", argv)
+	}
+	c.Name = ""
+	argv, _ = Argv(c, NewSockets("/s"))
+	if slices.Contains(argv, "-name") {
+		t.Errorf("argv %q has -name without a name", argv)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +31,9 @@ type Machine struct {
 
 	exited  chan struct{} // closed when QEMU has exited
 	exitErr error         // set before exited is closed
+	// stopping is set once klab itself kills or quits QEMU: a signal
+	// death after it is klab's doing, before it someone else's.
+	stopping atomic.Bool
 
 	qemuOut tail // QEMU's own stdout and stderr (batch mode)
 
@@ -65,12 +69,9 @@ const keepLines = 40
 // bounds the start-up; end it with Kill or Quit, then Wait. QEMU dies with
 // klab: it gets SIGKILL when klab dies, even by kill -9.
 func Start(ctx context.Context, c Config, o StartOptions) (*Machine, error) {
-	dir, err := os.MkdirTemp("", "klab-vm-")
+	removeStaleDirs.Do(func() { RemoveStaleTempDirs(os.TempDir(), TempDirPrefix) })
+	dir, err := MkdirTemp(TempDirPrefix)
 	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	s := NewSockets(dir)
@@ -426,6 +427,7 @@ func (m *Machine) Status() (string, error) {
 
 // Quit asks QEMU to quit through QMP and kills it if that fails.
 func (m *Machine) Quit() {
+	m.stopping.Store(true)
 	m.mu.Lock()
 	mon := m.mon
 	m.mu.Unlock()
@@ -443,9 +445,45 @@ func (m *Machine) Quit() {
 
 // Kill kills QEMU at once.
 func (m *Machine) Kill() {
+	m.stopping.Store(true)
 	if m.cmd.Process != nil {
 		_ = m.cmd.Process.Signal(syscall.SIGKILL)
 	}
+}
+
+// KilledFromOutside says, once QEMU has exited, whether a signal that
+// klab did not send ended it (kill -9 by a user, the OOM killer), and
+// describes it: "qemu (pid N) was killed by signal SIGKILL, not by klab".
+// It is "" while QEMU runs, after a normal exit, and after klab's own
+// Kill or Quit.
+func (m *Machine) KilledFromOutside() string {
+	select {
+	case <-m.exited:
+	default:
+		return ""
+	}
+	if m.stopping.Load() {
+		return ""
+	}
+	var ee *exec.ExitError
+	if !errors.As(m.exitErr, &ee) {
+		return ""
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return ""
+	}
+	return fmt.Sprintf("qemu (pid %d) was killed by signal %s (%s), not by klab", m.cmd.Process.Pid, signalName(ws.Signal()), ws.Signal())
+}
+
+// signalName is a signal's SIG name, or its number.
+func signalName(s syscall.Signal) string {
+	names := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT",
+		syscall.SIGHUP: "SIGHUP", syscall.SIGSEGV: "SIGSEGV", syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS"}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(s))
 }
 
 // Wait waits for QEMU to exit and returns its exit error, if any.

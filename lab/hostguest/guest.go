@@ -76,7 +76,10 @@ func open(ctx context.Context, o *Opener, req lab.BootRequest, k *results.Kernel
 	}
 	// The private root: an empty directory of the host that the child
 	// mounts its tmpfs on, in its own mount namespace only.
-	if g.root, err = os.MkdirTemp("", "klab-host-"); err != nil {
+	// A klab killed with SIGKILL could not remove its own: the next one
+	// does (vm.RemoveStaleTempDirs).
+	vm.RemoveStaleTempDirs(os.TempDir(), rootPrefix)
+	if g.root, err = vm.MkdirTemp(rootPrefix); err != nil {
 		return g, g.fail(ctx, fmt.Errorf("private root: %w", err))
 	}
 	var console io.Writer = g.console
@@ -140,6 +143,10 @@ func lastLine(dir string) string {
 // ends the agent: the agent enforces the step's own timeout, and aborts
 // its FUSE connection when it has to.
 const stepGrace = 5 * time.Second
+
+// rootPrefix starts the name of a host guest's private root in $TMPDIR.
+const rootPrefix = "klab-host-"
+
 
 // Run runs steps in order, as a VM guest's session does: a step that
 // would change the host is refused, a failed step other than exec gives a

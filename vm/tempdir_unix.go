@@ -1,0 +1,12 @@
+package vm
+
+import (
+	"os"
+	"syscall"
+)
+
+// ownedByMe reports whether fi belongs to this process's user.
+func ownedByMe(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Getuid()
+}
