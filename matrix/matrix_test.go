@@ -97,6 +97,8 @@ type fakeOpener struct {
 	// closed.
 	opened *int
 	block  chan struct{}
+	// openErr, when set, gives the error of boot n (from 1).
+	openErr func(n int) error
 }
 
 func (o fakeOpener) ResolveKernel(ctx context.Context, ref string) (*results.Kernel, error) {
@@ -108,6 +110,11 @@ func (o fakeOpener) Open(ctx context.Context, req lab.BootRequest) (lab.Guest, e
 	*o.opened++
 	n := *o.opened
 	o.mu.Unlock()
+	if o.openErr != nil {
+		if err := o.openErr(n); err != nil {
+			return nil, err
+		}
+	}
 	g := &fakeGuest{o: o, req: req, dir: filepath.Join(req.RunsDir, fmt.Sprintf("g-%d", n))}
 	return g, os.MkdirAll(g.dir, 0o755)
 }

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"klab/experiments"
@@ -43,7 +44,8 @@ const (
 	// still have failures).
 	StatusComplete = "complete"
 	// StatusError: the experiment could not run (bad input for this
-	// kernel, a kernel that does not resolve, klab failed).
+	// kernel, a kernel that does not resolve, its QEMU was killed, the
+	// disk was full, klab failed); resume runs it again.
 	StatusError = "error"
 	// StatusIncomplete: interrupted; resume runs it again.
 	StatusIncomplete = "incomplete"
@@ -120,6 +122,9 @@ type Options struct {
 	Progress io.Writer
 	Terminal bool
 	Command  []string
+	// MinFree is the free space a cell needs to start: 0 means
+	// MinFreeBytes, a negative value no check (tests).
+	MinFree int64
 }
 
 // vmShape is the largest guest of the file's experiments, with o's
@@ -195,7 +200,7 @@ func Run(ctx context.Context, f *File, o Options) (*Tree, error) {
 	if t != nil {
 		pending = nil
 		for _, c := range cells {
-			if r := t.Results[c.ID]; r != nil && r.Status != StatusIncomplete {
+			if !NeedsRun(t.Results[c.ID]) {
 				continue
 			}
 			pending = append(pending, c)
@@ -255,12 +260,29 @@ func Run(ctx context.Context, f *File, o Options) (*Tree, error) {
 		errs []error
 		wg   sync.WaitGroup
 	)
+	// A full file system stops the matrix: no cell is started once the
+	// tree's file system has less than MinFreeBytes free or a cell ran
+	// out of space; the cells not started are left for --resume.
+	var full *DiskFullError
 	queue := make(chan Cell)
 	for range jobs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for c := range queue {
+				mu.Lock()
+				if full == nil {
+					full = checkFree(t.Dir, o.minFree())
+					if full != nil {
+						progress("klab: %v", full.Reason())
+					}
+				}
+				if full != nil {
+					full.NotStarted++
+					mu.Unlock()
+					continue
+				}
+				mu.Unlock()
 				var kerrs []error
 				for _, ref := range cellKernels(f, c) {
 					kerrs = append(kerrs, kernelErr[ref])
@@ -270,6 +292,10 @@ func Run(ctx context.Context, f *File, o Options) (*Tree, error) {
 				t.Results[c.ID] = r
 				if err != nil {
 					errs = append(errs, fmt.Errorf("cell %s: %w", c.Name(), err))
+					if full == nil && IsDiskFull(err) {
+						full = &DiskFullError{Dir: t.Dir, Err: err, Cell: c.Name()}
+						progress("klab: %v", full.Reason())
+					}
 				}
 				mu.Unlock()
 			}
@@ -288,7 +314,87 @@ feed:
 	if ctx.Err() != nil {
 		errs = append(errs, ctx.Err())
 	}
+	if full != nil {
+		errs = append(errs, full)
+	}
 	return t, errors.Join(errs...)
+}
+
+// NeedsRun says whether a cell with result r is run (again) by a resume:
+// one not run or interrupted, and one that could not run (StatusError:
+// its QEMU was killed, the disk was full, its kernel could not be had).
+// A complete cell is kept, whatever its report says.
+func NeedsRun(r *CellResult) bool {
+	return r == nil || r.Status != StatusComplete
+}
+
+// MinFreeBytes is the free space the file system of a results tree must
+// have for a cell to start: a cell writes a few MiB at most (its
+// console, events and reports).
+const MinFreeBytes = 16 << 20
+
+func (o *Options) minFree() int64 {
+	if o.MinFree != 0 {
+		return o.MinFree
+	}
+	return MinFreeBytes
+}
+
+// DiskFullError says that the results tree's file system filled up, and
+// that the matrix stopped starting cells.
+type DiskFullError struct {
+	// Dir is the results tree.
+	Dir string
+	// Free is what statfs said was free, when that was the reason.
+	Free int64
+	// Err is the error of the cell (Cell) that ran out of space, when that
+	// was the reason.
+	Err  error
+	Cell string
+	// NotStarted counts the cells that were not started.
+	NotStarted int
+}
+
+// Reason says why the matrix stops.
+func (e *DiskFullError) Reason() string {
+	if e.Err != nil {
+		return fmt.Sprintf("the file system of %s is full (cell %s: no space left on device): starting no more cells", e.Dir, e.Cell)
+	}
+	return fmt.Sprintf("the file system of %s is full (%d KiB free, a cell needs %d MiB): starting no more cells", e.Dir, e.Free>>10, MinFreeBytes>>20)
+}
+
+func (e *DiskFullError) Error() string {
+	return fmt.Sprintf("%s; %d cell(s) not started; the finished cells are kept: free space there, or copy %s to a bigger disk, and go on with klab matrix run FILE --resume DIR",
+		e.Reason(), e.NotStarted, e.Dir)
+}
+
+// IsDiskFull says whether err comes from a full file system (ENOSPC or
+// EDQUOT), wrapped or only in its text (an error that crossed a process
+// or was formatted with %v).
+func IsDiskFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error())
+}
+
+// checkFree returns a *DiskFullError when dir's file system has less than
+// min bytes free for an unprivileged user; nil when it has, or when it
+// cannot tell.
+func checkFree(dir string, min int64) *DiskFullError {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return nil
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	if free >= min {
+		return nil
+	}
+	return &DiskFullError{Dir: dir, Free: free}
 }
 
 func anyCell(cells []Cell, fn func(Cell) bool) bool {
@@ -531,11 +637,12 @@ func Open(dir string) (*Tree, error) {
 // idRe matches a cell ID: what Cells makes.
 var idRe = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+$`)
 
-// Missing are the tree's cells without a result: not run or incomplete.
+// Missing are the tree's cells that a resume runs (NeedsRun): not run,
+// incomplete, or that could not run.
 func (t *Tree) Missing() []Cell {
 	var out []Cell
 	for _, c := range t.Manifest.Cells {
-		if r := t.Results[c.ID]; r == nil || r.Status == StatusIncomplete {
+		if NeedsRun(t.Results[c.ID]) {
 			out = append(out, c)
 		}
 	}

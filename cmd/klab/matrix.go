@@ -218,10 +218,19 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 	}
 	t.StrictReference = o.strictReference
 	code, rerr := finishMatrix(t, o.format, stdout, stderr)
+	var full *matrix.DiskFullError
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintf(stderr, "klab: interrupted; the finished cells are in %s (go on with --resume %s)\n", t.Dir, t.Dir)
 		return &exitError{code: exitInterrupted}
+	case errors.As(err, &full):
+		// The reports may not fit either: the cells' errors and why
+		// the matrix stopped are printed all the same.
+		if rerr != nil {
+			fmt.Fprintf(stderr, "klab: %v\n", rerr)
+		}
+		fmt.Fprintf(stderr, "klab: stopped:\n%v\n", err)
+		return &exitError{code: 1}
 	case rerr != nil:
 		return rerr
 	case err != nil:
@@ -237,11 +246,14 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 // the report has failures.
 func finishMatrix(t *matrix.Tree, format string, stdout, stderr io.Writer) (int, error) {
 	x := t.Report()
-	if err := xreport.WriteAll(t.Dir, x); err != nil {
-		return 0, fmt.Errorf("write reports: %w", err)
-	}
+	// The report is printed even when the tree's reports cannot be
+	// written (a full disk): the cells' results are in memory.
+	werr := xreport.WriteAll(t.Dir, x)
 	if err := xreport.Write(stdout, x, format); err != nil {
 		return 0, err
+	}
+	if werr != nil {
+		return 0, fmt.Errorf("write reports: %w", werr)
 	}
 	fmt.Fprintf(stderr, "klab: matrix results in %s (HTML report: %s)\n", t.Dir, filepath.Join(t.Dir, "report.html"))
 	if len(x.Failures) > 0 {
