@@ -76,15 +76,16 @@ func BundledKernel(cacheDir, id string) (*results.Kernel, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("kernel bundle:%s: not in %s; klab runs unpack FILE places a bundle's kernels there", id, BundlesDir(cacheDir))
 	}
+	var de *kerneldir.DamagedError
+	if errors.As(err, &de) {
+		return nil, fmt.Errorf("kernel bundle:%s: %w; remove %s and unpack the bundle again", id, err, dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kernel bundle:%s: %w", id, err)
 	}
-	got, err := kerneldir.ID(k.Image, k.Config)
-	if err != nil {
-		return nil, fmt.Errorf("kernel bundle:%s: %w", id, err)
-	}
-	if got != id || k.ID != id {
-		return nil, fmt.Errorf("kernel bundle:%s: %s hashes to %s: damaged; remove %s and unpack the bundle again", id, dir, got, dir)
+	// Load checked that the image and config hash to k.ID.
+	if k.ID != id {
+		return nil, fmt.Errorf("kernel bundle:%s: %s holds kernel %q: damaged; remove %s and unpack the bundle again", id, dir, k.ID, dir)
 	}
 	keyed.Touch(dir) // its last use, for klab cache gc
 	k.Name = "bundle:" + id

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"klab/images/kerneldir"
 )
 
 // complete runs cobra's hidden __complete command, as the shell scripts
@@ -48,16 +50,22 @@ func fakeCache(t *testing.T) string {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		os.WriteFile(filepath.Join(dir, "vmlinuz"), bytes.Repeat([]byte{1}, 4096), 0o644)
+		// The ID hashes the image: a kernel that does not is damaged.
+		id, err := kerneldir.ID(filepath.Join(dir, "vmlinuz"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		k["id"] = id
 		kj, _ := json.Marshal(k)
 		os.WriteFile(filepath.Join(dir, "kernel.json"), kj, 0o644)
-		os.WriteFile(filepath.Join(dir, "vmlinuz"), bytes.Repeat([]byte{1}, 4096), 0o644)
 	}
 	write(filepath.Join(cache, "kernels", "debian", "linux-image-7.3.4+deb13-cloud-amd64_7.3.4-1"), map[string]any{
-		"name": "debian:7.3.4+deb13-cloud-amd64", "id": "k-642f3206add0f834", "version": "7.3.4+deb13-cloud-amd64", "source": "debian",
+		"name": "debian:7.3.4+deb13-cloud-amd64", "version": "7.3.4+deb13-cloud-amd64", "source": "debian",
 	})
 	b := filepath.Join(cache, "kernels", "build")
 	write(filepath.Join(b, "results", "key0"), map[string]any{
-		"name": "build:key0", "id": "k-0000000000000000", "version": "7.3.4", "source": "build",
+		"name": "build:key0", "version": "7.3.4", "source": "build",
 		"build": map[string]any{"tree": "fake", "base_config": "tinyconfig", "key": "key0"},
 	})
 	os.MkdirAll(filepath.Join(b, "names"), 0o755)

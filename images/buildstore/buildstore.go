@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,6 +103,10 @@ func (s *Store) Lookup(ref string) (*results.Kernel, error) {
 			k.Name = "build:" + name
 			keyed.Touch(filepath.Dir(k.Image))
 			return k, nil
+		}
+		var de *kerneldir.DamagedError
+		if errors.As(err, &de) {
+			return nil, fmt.Errorf("kernel %s: %w; build it again: %s", ref, err, RebuildCommand(name, de.Kernel.Build))
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("kernel %s: %w", ref, err)
@@ -462,3 +467,39 @@ func (l *lister) add(dir string, fi fs.FileInfo, e Entry) {
 
 // isDir reports whether fi is a real directory (a link to one is not).
 func isDir(fi fs.FileInfo) bool { return fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 }
+
+// RebuildCommand is the `klab kernels build` command line that builds the
+// kernel named name again from the recipe b records (its source, config
+// fragments and patches), ignoring the cached result: for a kernel
+// whose files were damaged on disk.
+func RebuildCommand(name string, b *results.KernelBuild) string {
+	args := []string{"klab", "kernels", "build"}
+	if b != nil && b.Tree != "" {
+		src := b.Tree
+		if series, _, ok := strings.Cut(src, "="); ok && strings.HasPrefix(src, "debian:") {
+			src = series // the series; the pinned version resolves the same
+		}
+		args = append(args, "--source", src)
+		var cfg []string
+		for _, f := range b.Fragments {
+			cfg = append(cfg, f.Path)
+		}
+		if len(cfg) > 0 {
+			args = append(args, "--config", strings.Join(cfg, ","))
+		}
+		var ps []string
+		for _, p := range b.Patches {
+			path, _, _ := strings.Cut(p.Path, "#")
+			if !slices.Contains(ps, path) {
+				ps = append(ps, path)
+			}
+		}
+		for _, p := range ps {
+			args = append(args, "--patches", p)
+		}
+	} else {
+		args = append(args, "...")
+	}
+	args = append(args, "--name", name, "--rebuild")
+	return strings.Join(args, " ")
+}

@@ -244,7 +244,7 @@ func TestStoreOfEarlierKlab(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k.ID != "k-4f7637d21611edca" || k.Image != filepath.Join(dir, "vmlinuz") || k.Config != filepath.Join(dir, "config") ||
+	if k.ID != "k-ab83327bfe4fe468" || k.Image != filepath.Join(dir, "vmlinuz") || k.Config != filepath.Join(dir, "config") ||
 		k.Modules != filepath.Join(dir, "modules") || k.Build.Log != filepath.Join(dir, "build.log") || k.Build.Key != key ||
 		len(k.Build.Patches) != 1 || k.Build.Patches[0].Subject != "fuse: fix the hand" {
 		t.Errorf("Lookup = %+v, build %+v", k, k.Build)
@@ -264,7 +264,7 @@ func TestStoreOfEarlierKlab(t *testing.T) {
 	if ks, err := s.List(); err != nil || len(ks) != 1 || ks[0].Name != "build:hand-fix" {
 		t.Errorf("List = %+v, %v", ks, err)
 	}
-	if k, ok := s.LookupInput(input); !ok || k.ID != "k-4f7637d21611edca" {
+	if k, ok := s.LookupInput(input); !ok || k.ID != "k-ab83327bfe4fe468" {
 		t.Errorf("LookupInput = %+v, %v", k, ok)
 	}
 
@@ -360,5 +360,46 @@ func TestEntries(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(outside, "precious")); err != nil {
 		t.Errorf("outside the store: %v", err)
+	}
+}
+
+// TestDamagedKernel: a built kernel whose image was changed on disk (same
+// size) is an error naming the command that builds it again, not a
+// kernel to boot; its input no longer hits, so a build makes it anew and
+// Commit replaces it.
+func TestDamagedKernel(t *testing.T) {
+	s := New(t.TempDir())
+	k := commit(t, s, "r1", "in1", "fix")
+	f, err := os.OpenFile(k.Image, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{0xff, 0xfe}, 1000)
+	f.Close()
+	_, err = s.Lookup("build:fix")
+	var de *kerneldir.DamagedError
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), "klab kernels build --source debian:7.3 --name fix --rebuild") {
+		t.Errorf("Lookup of a damaged kernel: %v", err)
+	}
+	if _, ok := s.LookupInput("in1"); ok {
+		t.Errorf("a damaged kernel's input hit")
+	}
+	k2 := commit(t, s, "r1", "in1", "fix")
+	if _, err := s.Lookup("build:fix"); err != nil || k2.ID != k.ID {
+		t.Errorf("rebuilt: %v, id %s want %s", err, k2.ID, k.ID)
+	}
+}
+
+// TestRebuildCommand: the recipe's source, fragments and patches (an
+// mbox once), or "..." when the kernel records none.
+func TestRebuildCommand(t *testing.T) {
+	b := &results.KernelBuild{Tree: "/src/linux", Fragments: []results.FileHash{{Path: "lab"}, {Path: "/f/x.config"}},
+		Patches: []results.FileHash{{Path: "/p/s.mbox#1"}, {Path: "/p/s.mbox#2"}, {Path: "/p/fix.patch"}}}
+	want := "klab kernels build --source /src/linux --config lab,/f/x.config --patches /p/s.mbox --patches /p/fix.patch --name n --rebuild"
+	if got := RebuildCommand("n", b); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got := RebuildCommand("n", nil); got != "klab kernels build ... --name n --rebuild" {
+		t.Errorf("no recipe: %s", got)
 	}
 }

@@ -22,7 +22,11 @@ func commitFake(t *testing.T, bs *buildstore.Store, key, in, name string, size i
 		if err := os.WriteFile(filepath.Join(out, "vmlinuz"), []byte(strings.Repeat("x", size)), 0o644); err != nil {
 			return err
 		}
-		return kerneldir.Write(out, &results.Kernel{ID: "k-" + key, Source: "build", Build: &results.KernelBuild{Key: key}})
+		id, err := kerneldir.ID(filepath.Join(out, "vmlinuz"), "")
+		if err != nil {
+			return err
+		}
+		return kerneldir.Write(out, &results.Kernel{ID: id, Source: "build", Build: &results.KernelBuild{Key: key}})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -121,12 +121,27 @@ func Fetch(ctx context.Context, ref string, o Options) (*results.Kernel, error) 
 		return nil, err
 	}
 	kdir := filepath.Join(o.CacheRoot(), "kernels", "debian")
-	c := keyed.Cache[*results.Kernel]{Dir: kdir, What: "debian kernel cache", Aliased: true, Load: kerneldir.Load, Logf: o.Logf}
+	// A damaged entry (its image changed on disk) is a miss: it is
+	// fetched again and replaced, never booted.
+	var damaged *kerneldir.DamagedError
+	load := func(dir string) (*results.Kernel, error) {
+		k, err := kerneldir.Load(dir)
+		var de *kerneldir.DamagedError
+		if errors.As(err, &de) && damaged == nil {
+			damaged = de
+			o.Logf("%s: %v; fetching it again", r, de)
+		}
+		return k, err
+	}
+	c := keyed.Cache[*results.Kernel]{Dir: kdir, What: "debian kernel cache", Aliased: true, Load: load, Logf: o.Logf}
 	k, hit, err := c.Get(ctx, r.key(), o.Refresh, func(ctx context.Context) (keyed.Plan, error) {
 		plan, err := planDebian(ctx, r, kdir, &o)
 		return plan, r.unavailable(ctx, err)
 	})
 	if err != nil {
+		if damaged != nil {
+			return nil, fmt.Errorf("%v, and fetching it again failed: %w", damaged, err)
+		}
 		return nil, err
 	}
 	if hit {

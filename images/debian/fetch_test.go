@@ -344,6 +344,36 @@ func TestFetchDebianFake(t *testing.T) {
 		t.Errorf("7.0 progress:\n%s", progress.String())
 	}
 
+	// A cached image changed on disk, its size kept: a miss, fetched
+	// again (downloaded, not reused) and replaced; with the archive out
+	// of reach, an error that says both.
+	flip := func() {
+		f, err := os.OpenFile(k.Image, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt([]byte{0xde, 0xad}, 1500)
+		f.Close()
+	}
+	flip()
+	progress.Reset()
+	os.Remove(filepath.Join(fa.dir, "log"))
+	k4, err := debian.Fetch(ctx, "debian:7.3", o)
+	if err != nil || k4.ID != k.ID {
+		t.Fatalf("fetch of a damaged entry: %+v, %v\n%s", k4, err, progress.String())
+	}
+	if !strings.Contains(progress.String(), "is damaged: "+k.Image+" and its config hash to k-") || !strings.Contains(progress.String(), "fetching it again") ||
+		!strings.Contains(downloads(fa.log(t)), "linux-image-7.3.4+deb13-cloud-amd64=7.3.4-1~bpo13+1") {
+		t.Errorf("fetch of a damaged entry:\n%s\n%s", progress.String(), fa.log(t))
+	}
+	flip()
+	t.Setenv("PATH", t.TempDir()) // no apt
+	_, err = debian.Fetch(ctx, "debian:7.3", o)
+	if err == nil || !strings.Contains(err.Error(), "is damaged") || !strings.Contains(err.Error(), "fetching it again failed") {
+		t.Errorf("a damaged entry and no archive: %v", err)
+	}
+	t.Setenv("PATH", fakePath)
+
 	// Unknown series: the error lists what exists.
 	_, err = debian.Fetch(ctx, "debian:5.10", o)
 	if err == nil || !strings.Contains(err.Error(), "6.1 6.12 7.0 7.3") {

@@ -27,8 +27,12 @@ import (
 )
 
 // Load reads dir/kernel.json and points the paths into dir, so a moved
-// cache keeps working. An image whose size is not the one kernel.json
-// records is an error: a cut or replaced image is no cache hit.
+// cache keeps working. It checks that the image and config are still the
+// kernel that kernel.json names: an image whose size is not the one it
+// records, or whose content and config do not hash to its ID (see ID),
+// is a *DamagedError. Hashing a 10-15 MB image takes a few milliseconds
+// (BenchmarkLoad), so every resolve checks it: a damaged kernel is never
+// booted.
 func Load(dir string) (*results.Kernel, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "kernel.json"))
 	if err != nil {
@@ -43,11 +47,6 @@ func Load(dir string) (*results.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A cheap check that the hit is what was installed: a cut or
-	// replaced image is a miss, fetched or built again.
-	if k.ImageSize > 0 && fi.Size() != k.ImageSize {
-		return nil, fmt.Errorf("%s: %d bytes, but %d were cached: damaged", k.Image, fi.Size(), k.ImageSize)
-	}
 	k.Config, k.Modules = "", ""
 	if _, err := os.Stat(filepath.Join(dir, "config")); err == nil {
 		k.Config = filepath.Join(dir, "config")
@@ -55,7 +54,35 @@ func Load(dir string) (*results.Kernel, error) {
 	if fi, err := os.Stat(filepath.Join(dir, "modules")); err == nil && fi.IsDir() {
 		k.Modules = filepath.Join(dir, "modules")
 	}
+	// A cut or replaced image is no cache hit: it is fetched or built
+	// again, never booted.
+	if k.ImageSize > 0 && fi.Size() != k.ImageSize {
+		return nil, &DamagedError{Dir: dir, Kernel: &k, Why: fmt.Sprintf("%s has %d bytes, but %d were cached", k.Image, fi.Size(), k.ImageSize)}
+	}
+	if k.ID != "" {
+		got, err := ID(k.Image, k.Config)
+		if err != nil {
+			return nil, err
+		}
+		if got != k.ID {
+			return nil, &DamagedError{Dir: dir, Kernel: &k, Why: fmt.Sprintf("%s and its config hash to %s, but kernel.json names %s", k.Image, got, k.ID)}
+		}
+	}
 	return &k, nil
+}
+
+// DamagedError says that a kernel directory's image (or config) is not
+// what its kernel.json records: cut, overwritten or corrupted on disk.
+type DamagedError struct {
+	// Dir is the kernel directory; Kernel what its kernel.json says.
+	Dir    string
+	Kernel *results.Kernel
+	// Why says what does not match.
+	Why string
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("the cached kernel in %s is damaged: %s", e.Dir, e.Why)
 }
 
 // Write writes k as dir/kernel.json, with the size of dir/vmlinuz, which
