@@ -147,7 +147,6 @@ const stepGrace = 5 * time.Second
 // rootPrefix starts the name of a host guest's private root in $TMPDIR.
 const rootPrefix = "klab-host-"
 
-
 // Run runs steps in order, as a VM guest's session does: a step that
 // would change the host is refused, a failed step other than exec gives a
 // *lab.StepError, and an agent that ran past a step's time is ended (a
