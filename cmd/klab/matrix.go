@@ -87,7 +87,11 @@ runs more VMs than fit in memory. One failing cell never stops the others;
 their errors are listed together at the end.
 
 Ctrl-C, a crash or a reboot keeps the finished cells; --resume DIR runs only
-the cells that did not finish, each exactly once. --shard i/n runs every
+the cells that did not complete (interrupted, or unable to run: a QEMU killed
+from outside, a full disk, a kernel that could not be had), each exactly
+once. When DIR's file system fills up (less than 16 MiB free, or a cell ran
+out of space), klab starts no more cells and says why; copy DIR to a bigger
+disk and resume the copy. --shard i/n runs every
 n-th cell of the sorted list from the i-th (the same split on every machine);
 klab results merge joins the shards' trees.
 
