@@ -444,6 +444,7 @@ func (p *klabProc) wait(t *testing.T, timeout time.Duration) result {
 		t.Fatalf("klab did not end within %s", timeout)
 	}
 	logLines(t, "stderr", p.stderr.String())
+	logLines(t, "stdout", p.stdout.String())
 	return result{stdout: p.stdout.String(), stderr: p.stderr.String(), code: p.cmd.ProcessState.ExitCode()}
 }
 
@@ -613,7 +614,11 @@ func (e *faultEnv) stateLine(t *testing.T, tree string) string {
 	sort.Strings(ids)
 	var parts []string
 	for _, id := range ids {
-		parts = append(parts, id+"="+cliTail(s[id], 1))
+		msg, _, _ := strings.Cut(s[id], "\n")
+		if len(msg) > 300 {
+			msg = msg[:300] + "..."
+		}
+		parts = append(parts, id+"="+msg)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -473,7 +473,7 @@ func (m *Machine) KilledFromOutside() string {
 	if !ok || !ws.Signaled() {
 		return ""
 	}
-	return fmt.Sprintf("qemu (pid %d) was killed by signal %s (%s), not by klab", m.cmd.Process.Pid, signalName(ws.Signal()), ws.Signal())
+	return fmt.Sprintf("qemu (pid %d) was killed by signal %s, not by klab", m.cmd.Process.Pid, signalName(ws.Signal()))
 }
 
 // signalName is a signal's SIG name, or its number.

@@ -238,12 +238,22 @@ func runMatrix(ctx context.Context, g *globalOptions, o *matrixRunOptions, path 
 	case rerr != nil:
 		return rerr
 	case err != nil:
-		fmt.Fprintf(stderr, "klab: %d cell(s) failed:\n%v\n", strings.Count(err.Error(), "\n")+1, err)
+		fmt.Fprintf(stderr, "klab: %d cell(s) failed:\n%v\n", countErrors(err), err)
 		return &exitError{code: 1}
 	case code != 0:
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// countErrors counts the errors that errors.Join joined into err (one
+// per failed cell); an error's own lines (a command's output it quotes)
+// do not count.
+func countErrors(err error) int {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return len(j.Unwrap())
+	}
+	return 1
 }
 
 // finishMatrix writes a tree's reports, prints one, and returns 1 when
