@@ -91,7 +91,7 @@ func TestMatrixFaults(t *testing.T) {
 				t.Errorf("cell %s: %s, want complete", id, s)
 			}
 		}
-		if !strings.Contains(r.stderr, "killed by signal SIGKILL") || !strings.Contains(r.stdout, "killed by signal SIGKILL") {
+		if report := strings.Join(strings.Fields(r.stdout), " "); !strings.Contains(r.stderr, "killed by signal SIGKILL") || !strings.Contains(report, "killed by signal SIGKILL, not by klab") {
 			t.Errorf("neither klab's errors nor its report say that QEMU was killed")
 		}
 		e.noLeftovers(t, tree, 0)

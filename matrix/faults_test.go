@@ -28,7 +28,7 @@ func TestNeedsRun(t *testing.T) {
 	}
 }
 
-// TestIsDiskFull: ENOSPC and EDQUOT, wrapped or only in an error's text.
+// TestIsDiskFull: ENOSPC and EDQUOT, wrapped; not a guest's message.
 func TestIsDiskFull(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
@@ -37,7 +37,7 @@ func TestIsDiskFull(t *testing.T) {
 		{nil, false},
 		{&fs.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}, true},
 		{fmt.Errorf("cell x: %w", &fs.PathError{Op: "write", Path: "/x", Err: syscall.EDQUOT}), true},
-		{errors.New("save run: write /r/console.log: no space left on device"), true},
+		{errors.New("setup: guest said: write /tmp/x: no space left on device"), false},
 		{errors.New("kernel panic"), false},
 		{syscall.EIO, false},
 	} {

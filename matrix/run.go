@@ -368,18 +368,11 @@ func (e *DiskFullError) Error() string {
 		e.Reason(), e.NotStarted, e.Dir)
 }
 
-// IsDiskFull says whether err comes from a full file system (ENOSPC or
-// EDQUOT), wrapped or only in its text (an error that crossed a process
-// or was formatted with %v).
+// IsDiskFull says whether err comes from a full file system: ENOSPC or
+// EDQUOT, wrapped. Only the host's own errors count: a guest's message
+// that quotes "no space left on device" is about the guest's disks.
 func IsDiskFull(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return true
-	}
-	msg := err.Error()
-	return strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error())
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // checkFree returns a *DiskFullError when dir's file system has less than
