@@ -581,7 +581,18 @@ func buildBase(ctx context.Context, src, path string) error {
 	defer os.RemoveAll(tmp)
 	var logBuf bytes.Buffer
 	l := llog.New(slog.LevelWarn, func(format string, v ...any) { fmt.Fprintf(&logBuf, format+"\n", v...) })
-	env := golang.Default(golang.DisableCGO(), golang.WithGOOS("linux"), golang.WithGOARCH("amd64"), golang.WithWorkingDir(src))
+	opts := []golang.Opt{golang.DisableCGO(), golang.WithGOOS("linux"), golang.WithGOARCH("amd64"), golang.WithWorkingDir(src)}
+	if golang.Default().GOROOT == "" {
+		// A klab built with -trimpath knows no GOROOT of its own (nor
+		// from $GOROOT): u-root would then look for bin/go. Ask the go
+		// command in PATH, which builds the agent too.
+		root, err := goRoot(ctx)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, golang.WithGOROOT(root))
+	}
+	env := golang.Default(opts...)
 	part := filepath.Join(tmp, "base.cpio")
 	err = uimage.Create(l,
 		uimage.WithReplaceEnv(env),
@@ -598,6 +609,19 @@ func buildBase(ctx context.Context, src, path string) error {
 		return ctx.Err()
 	}
 	return os.Rename(part, path)
+}
+
+// goRoot is the GOROOT of the go command in PATH.
+func goRoot(ctx context.Context) (string, error) {
+	out, err := proc.Run(ctx, proc.Opts{Timeout: time.Minute}, "go", "env", "GOROOT")
+	if err != nil {
+		return "", fmt.Errorf("find the Go toolchain for the u-root base: %w", err)
+	}
+	root := strings.TrimSpace(string(out))
+	if root == "" {
+		return "", errors.New("find the Go toolchain for the u-root base: go env GOROOT printed nothing")
+	}
+	return root, nil
 }
 
 // buildAgent builds the static guest agent.
