@@ -374,8 +374,10 @@ kept across runs under klab matrix cache-key FILE, every shard's results
 tree is kept, and a last job merges them into one report with klab results
 merge and keeps the merged tree packed in one file as its artifact (klab
 results pack --results-only; a comment in the configuration says why
-without the kernels). FILE is the matrix file's path relative to the
-repository root.`,
+without the kernels), with its JUnit report (merged/report.xml: GitLab's
+artifacts: reports: junit, GitHub's klab-matrix-junit artifact). The merge
+job fails when a cell failed or a kernel printed a splat the baseline did
+not. FILE is the matrix file's path relative to the repository root.`,
 		Example: `  klab matrix emit ci/smoke.yaml --engine github --shards 4 > .github/workflows/klab.yml
   klab matrix emit ci/smoke.yaml --engine gitlab --shards 4 > .gitlab-ci.yml`,
 		Args: cobra.ExactArgs(1),
@@ -451,7 +453,7 @@ be run afterwards with klab matrix run FILE --resume OUT.`,
 				return badInput(flagNames(err))
 			}
 			t.StrictReference = strict
-			code, err := finishMatrix(t, format, os.Stdout, os.Stderr)
+			code, err := finishMatrix(t, format, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if err == nil && code != 0 {
 				return &exitError{code: code}
 			}
