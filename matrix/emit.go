@@ -155,11 +155,14 @@ jobs:
       - uses: actions/setup-go@v5
         with:
           go-version: "1.26"
-      - run: make build
+      # Merging and packing boot nothing: klab without its guest parts will do.
+      - run: go build -o bin/klab ./cmd/klab
       - uses: actions/download-artifact@v4
         with:
           pattern: klab-shard-*
           path: shards
+      # A failed cell or a splat new against the baseline fails this step,
+      # and the workflow with it; the steps below run all the same.
       - name: Merge the shards
         run: bin/klab results merge shards/* --out merged --format md >> "$GITHUB_STEP_SUMMARY"
       - uses: actions/upload-artifact@v4
@@ -167,6 +170,14 @@ jobs:
         with:
           name: klab-matrix-report
           path: merged
+      # The merged report in JUnit, one test suite per kernel, the failed
+      # cells and new splats as failures: for the actions that show test
+      # reports on a pull request.
+      - uses: actions/upload-artifact@v4
+        if: always()
+        with:
+          name: klab-matrix-junit
+          path: merged/report.xml
 %[4]s      - name: Pack the merged tree
         if: always()
         run: bin/klab results pack merged --results-only
@@ -197,11 +208,14 @@ klab-cells:
   image: golang:1.26-bookworm
   parallel: %[2]d
   timeout: 6h
+  # One cache per shard: a shard runs the same cells each time, and parallel
+  # jobs that shared one key would each save their own kernels over the
+  # others'.
   cache:
     key:
       files:
         - %[1]s
-      prefix: klab-kernels
+      prefix: klab-kernels-$CI_NODE_INDEX
     paths:
       - .cache/klab
   script:
@@ -220,8 +234,10 @@ klab-report:
     - job: klab-cells
       artifacts: true
   script:
-    - make build
-    # A matrix with failures exits 1; its tree is packed all the same.
+    # Merging and packing boot nothing: klab without its guest parts will do.
+    - go build -o bin/klab ./cmd/klab
+    # A failed cell or a splat new against the baseline makes the merge exit
+    # 1, and this job with it, once the tree is packed.
     - bin/klab results merge results-* --out merged --format md || merge_status=$?
 %[3]s    - bin/klab results pack merged --results-only
     - exit "${merge_status:-0}"
@@ -230,6 +246,10 @@ klab-report:
     paths:
       - merged
       - merged.klab.tar.zst
+    # The merged report in JUnit, one test suite per kernel: a merge request
+    # shows the failed cells and the new splats.
+    reports:
+      junit: merged/report.xml
 `, o.File, o.Shards, bundleComment("    "))
 	return err
 }

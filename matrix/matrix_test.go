@@ -476,19 +476,34 @@ func TestEmit(t *testing.T) {
 			if last["uses"] != "actions/upload-artifact@v4" || last["with"].(map[string]any)["path"] != "merged.klab.tar.zst" || last["if"] != "always()" || pack["if"] != "always()" {
 				t.Errorf("github: the report job's last steps %v, %v", pack, last)
 			}
+			// The JUnit report is an artifact of its own, whatever the
+			// merge's status.
+			if !slices.ContainsFunc(steps, func(s any) bool {
+				st := s.(map[string]any)
+				w, _ := st["with"].(map[string]any)
+				return st["uses"] == "actions/upload-artifact@v4" && st["if"] == "always()" && w["path"] == "merged/report.xml"
+			}) {
+				t.Errorf("github: no JUnit artifact among the report job's steps")
+			}
 		case "gitlab":
 			cells := doc["klab-cells"].(map[string]any)
 			key := cells["cache"].(map[string]any)["key"].(map[string]any)
 			// GitLab's rules: at most two files, a prefix without "/".
 			files := key["files"].([]any)
-			if cells["parallel"] != 3 || len(files) == 0 || len(files) > 2 || strings.Contains(key["prefix"].(string), "/") {
+			// One cache per shard.
+			if cells["parallel"] != 3 || len(files) == 0 || len(files) > 2 || strings.Contains(key["prefix"].(string), "/") || !strings.HasSuffix(key["prefix"].(string), "-$CI_NODE_INDEX") {
 				t.Errorf("gitlab: parallel %v, cache key %v", cells["parallel"], key)
 			}
 			report := doc["klab-report"].(map[string]any)
-			paths := report["artifacts"].(map[string]any)["paths"].([]any)
+			artifacts := report["artifacts"].(map[string]any)
+			paths := artifacts["paths"].([]any)
 			script := report["script"].([]any)
 			if !slices.Contains(paths, any("merged.klab.tar.zst")) || script[len(script)-1] != `exit "${merge_status:-0}"` {
 				t.Errorf("gitlab: report artifacts %v, script %v", paths, script)
+			}
+			// The JUnit report the merge writes (xreport.WriteAll).
+			if junit, _ := artifacts["reports"].(map[string]any); junit["junit"] != "merged/report.xml" || artifacts["when"] != "always" {
+				t.Errorf("gitlab: report artifacts %v: want merged/report.xml as the JUnit report, kept always", artifacts)
 			}
 		}
 	}
