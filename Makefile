@@ -25,8 +25,16 @@ BENCH_APT_PKGS := meson ninja-build g++ pkg-config liburing-dev libnuma-dev
 FSTESTS_APT_PKGS := xfslibs-dev libacl1-dev libaio-dev liburing-dev libgdbm-dev libgdbm-compat-dev libcap-dev uuid-dev autoconf automake libtool xfsprogs make gcc
 # What only the tests need: headless Chromium renders the HTML report;
 # ccache lets the e2e kernel builds of one source in several work trees
-# (a tarball's, a git tree's) share their compilations.
-TEST_APT_PKGS := chromium ccache
+# (a tarball's, a git tree's) share their compilations; npm installs
+# gitlab-ci-local, which runs the emitted GitLab pipeline (rsync copies
+# the project for each of its jobs).
+TEST_APT_PKGS := chromium ccache npm rsync
+# gitlab-ci-local, pinned: the newest release that runs on Node.js 20
+# (Debian trixie's, and this project's CI hosts'); 4.74 and later need
+# Node.js 22. It goes where npm puts global commands (npm install -g, as
+# root), in PATH as the apt packages are, so the tests find it the same
+# way and no cache clean-up (klab cache gc) can remove it.
+GITLAB_CI_LOCAL := 4.73.0
 # Commands that prove each package is there.
 BUILD_NEED_CMDS := make flex bison bc git patch cpio depmod
 NEED_CMDS := qemu-system-x86_64 dpkg-deb apt-get gcc pkg-config fio mke2fs perf $(BUILD_NEED_CMDS)
@@ -62,14 +70,22 @@ deps:
 # test-deps installs what only the tests need (when root).
 test-deps:
 	@missing=""; \
-	for c in chromium ccache; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	for c in chromium ccache npm rsync; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "klab: installing $(TEST_APT_PKGS) (missing:$$missing; for the HTML report test and shared kernel compilations)"; \
+			echo "klab: installing $(TEST_APT_PKGS) (missing:$$missing; for the HTML report test, shared kernel compilations and the GitLab pipeline test)"; \
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(TEST_APT_PKGS) >/dev/null || exit 1; \
 		else \
-			echo "klab: missing:$$missing; without chromium the HTML report test is skipped, without ccache kernel builds take longer (sudo apt-get install -y $(TEST_APT_PKGS))"; \
+			echo "klab: missing:$$missing; without chromium the HTML report test is skipped, without ccache kernel builds take longer, without npm and rsync the GitLab pipeline test is skipped (sudo apt-get install -y $(TEST_APT_PKGS))"; \
+		fi; \
+	fi
+	@if [ "$$(gitlab-ci-local --version 2>/dev/null)" != "$(GITLAB_CI_LOCAL)" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v npm >/dev/null 2>&1; then \
+			echo "klab: installing gitlab-ci-local $(GITLAB_CI_LOCAL) with npm (for the GitLab pipeline test)"; \
+			npm install -g --no-fund --no-audit --loglevel=error gitlab-ci-local@$(GITLAB_CI_LOCAL) >/dev/null || exit 1; \
+		else \
+			echo "klab: gitlab-ci-local $(GITLAB_CI_LOCAL) is missing; without it the GitLab pipeline test is skipped (sudo npm install -g gitlab-ci-local@$(GITLAB_CI_LOCAL))"; \
 		fi; \
 	fi
 
