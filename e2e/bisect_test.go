@@ -179,22 +179,43 @@ func debianGitTree(t *testing.T, ctx context.Context, dir string) (string, func(
 //
 // It makes a 1.5 GB git tree and builds its base: a cold build (8
 // minutes on 2 cores) unless ccache holds TestKernelBuilds' compilations
-// of the same source and config, which it waits for first. The metric
+// of the same source and config, which it starts and waits for first. The metric
 // bisection of the same history (--row, FUSE creates/s, about 7 minutes
 // of guests) names the commit that delays every FUSE request; it is
 // opt-in: KLAB_E2E_BISECT=1.
 func TestBisect(t *testing.T) {
 	testenv.E2E(t)
 	requiresBuildTools(t)
-	t.Parallel()
 	ctx := testContext(t, 100*time.Minute)
-	// TestKernelBuilds' first build of this source and config (a cache
-	// hit, or a wait for its work tree, once it has run): with ccache,
-	// the git tree's cold build below takes its compilations.
-	if r := runBuild(t, coldBuild, "kernels", "build", "--source", "debian:7.3", "--config", "lab", "--patches", helloPatch, "--name", "e2e-fuse-hello"); r.code != 0 {
-		t.Fatalf("kernels build: exit %d", r.code)
+	// Before this test waits for the package's serial tests to end, two
+	// things start in the background, at the lowest CPU priority, on the
+	// core those tests' guests leave idle: TestKernelBuilds' first build
+	// of this source and config (the longest step of a cold make test;
+	// TestKernelBuilds then finds it built, or waits for its work tree),
+	// whose compilations ccache hands to the git tree's cold build below;
+	// and the git tree itself.
+	hello, helloDone := result{code: -1}, make(chan struct{})
+	go func() {
+		defer close(helloDone) // also when a t.Fatal ends the goroutine
+		hello = runBuild(t, coldBuild, "kernels", "build", "--source", "debian:7.3", "--config", "lab", "--patches", helloPatch, "--name", "e2e-fuse-hello")
+	}()
+	var tree string
+	var git func(args ...string) string
+	treeDir, treeDone := t.TempDir(), make(chan struct{})
+	go func() {
+		defer close(treeDone)
+		tree, git = debianGitTree(t, ctx, treeDir)
+	}()
+	t.Parallel()
+	<-helloDone
+	if hello.code != 0 {
+		<-treeDone
+		t.Fatalf("kernels build: exit %d", hello.code)
 	}
-	tree, git := debianGitTree(t, ctx, t.TempDir())
+	<-treeDone
+	if git == nil {
+		t.Fatal("the git tree was not made (see the log above)")
+	}
 	commits := []string{git("rev-parse", "HEAD")}
 	// The base commit's build, the one cold build, before the guest
 	// slot is taken: the bisection finds it in the cache.

@@ -203,12 +203,14 @@ func modTimes(t *testing.T, files ...string) []time.Time {
 
 // TestBuildBrokenPatchFails applies a patch whose hunk does not match the
 // tree: the build fails at once, names the patch, its subject, the file
-// and the hunk, and caches nothing. It runs before the parallel tests: it
-// unpacks the work tree that TestKernelBuilds' cold build then uses, where
-// it would otherwise wait for that build's lock all along.
+// and the hunk, and caches nothing. It shares its work tree with the
+// cold build that TestBisect starts before the parallel tests: it runs
+// beside the other parallel tests, waiting for that build's lock, and
+// fails at once when it has it.
 func TestBuildBrokenPatchFails(t *testing.T) {
 	testenv.E2E(t)
 	requiresBuildTools(t)
+	t.Parallel()
 	// The patch is refused before anything is compiled, but unpacking
 	// the tree for it may come first: a cold build's bound.
 	r := runLong(t, coldBuild, "kernels", "build", "--source", "debian:7.3", "--config", "lab",
