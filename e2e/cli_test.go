@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"klab/images"
+	"klab/images/kerneldir"
 	"klab/internal/paths"
 	"klab/internal/procfs"
 	"klab/internal/testenv"
@@ -1164,13 +1165,18 @@ func cliFakeBuild(t *testing.T, cache, key string, size int, names, inputs []str
 	b := filepath.Join(cache, "kernels", "build")
 	dir := filepath.Join(b, "results", key)
 	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "vmlinuz"), bytes.Repeat([]byte{1}, size), 0o644)
+	// Its id is its image's hash, as klab checks when it loads it.
+	id, err := kerneldir.ID(filepath.Join(dir, "vmlinuz"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	k := map[string]any{
-		"name": "build:" + key, "id": "k-" + key[:16], "version": "7.3.4", "source": "build",
+		"name": "build:" + key, "id": id, "version": "7.3.4", "source": "build",
 		"build": map[string]any{"tree": "e2e-fake", "base_config": "tinyconfig", "key": key},
 	}
 	kj, _ := json.Marshal(k)
 	os.WriteFile(filepath.Join(dir, "kernel.json"), kj, 0o644)
-	os.WriteFile(filepath.Join(dir, "vmlinuz"), bytes.Repeat([]byte{1}, size), 0o644)
 	for _, group := range []struct {
 		sub   string
 		links []string
@@ -1207,8 +1213,12 @@ func TestCLIKernelsRmGC(t *testing.T) {
 	// to list it.
 	deb := filepath.Join(cache, "kernels", "debian", "linux-image-7.3.4+deb13-cloud-amd64_7.3.4-1~bpo13+1")
 	os.MkdirAll(deb, 0o755)
-	os.WriteFile(filepath.Join(deb, "kernel.json"), []byte(`{"name":"debian:7.3.4+deb13-cloud-amd64","id":"k-642f3206add0f834","version":"7.3.4+deb13-cloud-amd64","source":"debian","package":"linux-image-7.3.4+deb13-cloud-amd64","package_version":"7.3.4-1~bpo13+1"}`), 0o644)
 	os.WriteFile(filepath.Join(deb, "vmlinuz"), bytes.Repeat([]byte{2}, 1<<20), 0o644)
+	debID, err := kerneldir.ID(filepath.Join(deb, "vmlinuz"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(deb, "kernel.json"), []byte(`{"name":"debian:7.3.4+deb13-cloud-amd64","id":"`+debID+`","version":"7.3.4+deb13-cloud-amd64","source":"debian","package":"linux-image-7.3.4+deb13-cloud-amd64","package_version":"7.3.4-1~bpo13+1"}`), 0o644)
 	cpio := filepath.Join(cache, "initramfs", "klab-e2e.cpio")
 	os.MkdirAll(filepath.Dir(cpio), 0o755)
 	os.WriteFile(cpio, bytes.Repeat([]byte{3}, 1<<20), 0o644)
