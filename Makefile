@@ -154,11 +154,18 @@ run: deps build
 # guests at a time (KLAB_E2E_GUESTS) beside the kernel builds. The e2e
 # package takes about 25 minutes cold on 2 cores (14 with warm caches); 50
 # leaves room for a loaded machine within CI's 90.
+# The unit tests' packages run two at a time (most of their time is
+# waiting: FUSE timeouts, real mounts), before the end-to-end tests, which
+# run alone: their guests and kernel builds share the cores by their own
+# rules (guest slots, builds at the lowest priority).
 TEST_FLAGS := -p 1 -count=1 -timeout 50m
+UNIT_FLAGS := -p 2 -count=1 -timeout 20m
+UNIT_PKGS = $$($(GO) list ./... | grep -v '^klab/e2e$$')
 test: deps test-deps bench-deps
 	@$(MAKE) --no-print-directory fstests-deps || echo "klab: the fstests build test will be skipped (it fails in CI)"
 	$(GO) vet ./...
-	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test $(UNIT_FLAGS) $(UNIT_PKGS)
+	$(GO) test $(TEST_FLAGS) ./e2e/
 
 # test-times runs the tests as make test does, recording go test -json in
 # TEST_JSON, then prints where the time went: each package's 20 longest
@@ -168,7 +175,8 @@ test-times: deps test-deps bench-deps
 	@$(MAKE) --no-print-directory fstests-deps || echo "klab: the fstests build test will be skipped (it fails in CI)"
 	@mkdir -p $(dir $(TEST_JSON))
 	$(GO) vet ./...
-	$(GO) test $(TEST_FLAGS) -json ./... > $(TEST_JSON); rc=$$?; \
+	$(GO) test $(UNIT_FLAGS) -json $(UNIT_PKGS) > $(TEST_JSON); rc=$$?; \
+	$(GO) test $(TEST_FLAGS) -json ./e2e/ >> $(TEST_JSON) || rc=$$?; \
 	$(GO) run ./e2e/testtimes -top 20 $(TEST_JSON); exit $$rc
 
 test-unit:
