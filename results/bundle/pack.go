@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -86,12 +87,7 @@ func Pack(runDir, out string, opts PackOptions) (*PackResult, error) {
 		return nil, fmt.Errorf("pack %s: %w", runDir, err)
 	}
 	if !opts.ResultsOnly {
-		blobs, err := kernelSources(runDir, ix)
-		if err != nil {
-			return nil, fmt.Errorf("pack %s: %w", runDir, err)
-		}
-		srcs = append(srcs, blobs...)
-		blobs, err = initramfsSources(runDir, ix, srcs)
+		blobs, err := artefactSources(runDir, ix, srcs)
 		if err != nil {
 			return nil, fmt.Errorf("pack %s: %w", runDir, err)
 		}
@@ -146,9 +142,10 @@ func hashSource(file, name string) (source, error) {
 		member: Member{Name: name, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}}, nil
 }
 
-// kernelSources reads the run's manifest and returns the blobs of its
-// kernels' files, once each, filling ix.Kernels and ix.Missing.
-func kernelSources(runDir string, ix *Index) ([]source, error) {
+// artefactSources reads the run directory's manifest once and returns the
+// blobs of its kernels' files and initramfs images, once each and none
+// that srcs holds, filling ix.Kernels, ix.Initramfs and ix.Missing.
+func artefactSources(runDir string, ix *Index, srcs []source) ([]source, error) {
 	var data []byte
 	var err error
 	for _, name := range []string{experimentManifest, results.ManifestFile} {
@@ -164,6 +161,20 @@ func kernelSources(runDir string, ix *Index) ([]source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the run's manifest: %w", err)
 	}
+	blobs, err := kernelSources(data, ix)
+	if err != nil {
+		return nil, err
+	}
+	imgs, err := initramfsSources(data, ix, slices.Concat(srcs, blobs))
+	if err != nil {
+		return nil, err
+	}
+	return append(blobs, imgs...), nil
+}
+
+// kernelSources returns the blobs of the kernels' files that the run's
+// manifest data names, once each, filling ix.Kernels and ix.Missing.
+func kernelSources(data []byte, ix *Index) ([]source, error) {
 	var mk manifestKernels
 	if err := json.Unmarshal(data, &mk); err != nil {
 		return nil, fmt.Errorf("read the run's manifest: %w", err)
@@ -251,24 +262,14 @@ type manifestInitramfs struct {
 	Initramfs json.RawMessage `json:"initramfs"`
 }
 
-// initramfsSources reads the initramfs images the run's manifest records
-// and returns the blobs of those still on this machine, skipping any that
+// initramfsSources returns the blobs of the initramfs images that the
+// run's manifest data records and that are still on this machine, skipping any that
 // srcs holds already; the others are named in ix.Missing. An image's file
 // is named by the hash of what went into it (the manifest's sha256), so
 // the file there is the one the run booted.
-func initramfsSources(runDir string, ix *Index, srcs []source) ([]source, error) {
-	var data []byte
-	var err error
-	for _, name := range []string{experimentManifest, results.ManifestFile} {
-		data, err = os.ReadFile(filepath.Join(runDir, name))
-		if !errors.Is(err, fs.ErrNotExist) {
-			break
-		}
-	}
-	if err != nil {
-		return nil, nil // kernelSources said what is missing
-	}
+func initramfsSources(data []byte, ix *Index, srcs []source) ([]source, error) {
 	var mi manifestInitramfs
+	var err error
 	if err := json.Unmarshal(data, &mi); err != nil {
 		return nil, fmt.Errorf("read the run's manifest: %w", err)
 	}

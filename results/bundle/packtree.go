@@ -81,7 +81,7 @@ func treeKernelSources(dir string, ix *Index) ([]source, error) {
 			continue
 		}
 		var run Index
-		runSrcs, err := kernelSources(filepath.Join(dir, filepath.FromSlash(c.Run)), &run)
+		runSrcs, err := artefactSources(filepath.Join(dir, filepath.FromSlash(c.Run)), &run, nil)
 		if err != nil {
 			return nil, fmt.Errorf("cell %s: %w", c.ID, err)
 		}
@@ -110,20 +110,10 @@ func treeKernelSources(dir string, ix *Index) ([]source, error) {
 			packed[n] = true
 			srcs = append(srcs, s)
 		}
-		imgSrcs, err := initramfsSources(filepath.Join(dir, filepath.FromSlash(c.Run)), &run, nil)
-		if err != nil {
-			return nil, fmt.Errorf("cell %s: %w", c.ID, err)
-		}
 		for _, f := range run.Initramfs {
 			if !initramfs[f.Blob] {
 				initramfs[f.Blob] = true
 				ix.Initramfs = append(ix.Initramfs, f)
-			}
-		}
-		for _, s := range imgSrcs {
-			if !packed[s.member.Name] {
-				packed[s.member.Name] = true
-				srcs = append(srcs, s)
 			}
 		}
 		for _, m := range run.Missing {
